@@ -1,0 +1,1 @@
+"""Rewind collector: OTLP receivers writing spans into ClickHouse (``otel_traces``)."""

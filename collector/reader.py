@@ -1,0 +1,95 @@
+"""Reads traces back: one trace's spans through the trace-id lookup, and trace listings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .schema import LLM_OPERATIONS, TRACE_LOOKUP, TRACES
+from .store import Store
+
+SPAN_SELECT = f"""
+SELECT
+    toUnixTimestamp64Nano(Timestamp) AS StartNs,
+    TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName,
+    ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration,
+    StatusCode, StatusMessage,
+    arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp) AS EventTimesNs,
+    Events.Name AS EventNames, Events.Attributes AS EventAttributes,
+    Links.TraceId AS LinkTraceIds, Links.SpanId AS LinkSpanIds,
+    Links.TraceState AS LinkTraceStates, Links.Attributes AS LinkAttributes
+FROM {TRACES}
+"""
+
+
+def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | None:
+    rows = store.query(
+        f"SELECT min(Start) AS s, max(End) AS e, count() AS n FROM {TRACE_LOOKUP} "
+        "WHERE TraceId = {tid:String}",
+        {"tid": trace_id},
+    )
+    if not rows or not rows[0]["n"]:
+        return None
+    return rows[0]["s"], rows[0]["e"]
+
+
+def get_trace(store: Store, trace_id: str) -> list[dict[str, Any]]:
+    """All spans of a trace, oldest first; empty when the trace is unknown.
+
+    The lookup table narrows the scan to the trace's time range, as Grafana's trace view does.
+    """
+    trace_id = trace_id.strip().lower()
+    bounds = trace_bounds(store, trace_id)
+    if bounds is None:
+        return []
+    return store.query(
+        SPAN_SELECT
+        + "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
+        "AND toDateTime(Timestamp) <= {end:DateTime} ORDER BY Timestamp, SpanId",
+        {"tid": trace_id, "start": bounds[0], "end": bounds[1]},
+    )
+
+
+def list_traces(
+    store: Store,
+    service: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    errors_only: bool = False,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """One row per trace, newest first: root span, service, start, duration, LLM calls, status."""
+    where = ["TraceId != ''"]
+    params: dict[str, Any] = {"limit": int(limit)}
+    if service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = service
+    if since:
+        where.append("Timestamp >= {since:DateTime64(9)}")
+        params["since"] = since
+    if until:
+        where.append("Timestamp <= {until:DateTime64(9)}")
+        params["until"] = until
+    having = "HAVING Errors > 0" if errors_only else ""
+    return store.query(
+        f"""
+SELECT
+    TraceId,
+    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
+        AS RootSpan,
+    any(ServiceName) AS Service,
+    min(Timestamp) AS Start,
+    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
+        AS DurationNs,
+    count() AS Spans,
+    countIf(SpanAttributes['gen_ai.operation.name'] IN {LLM_OPERATIONS}) AS LlmCalls,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
+FROM {TRACES}
+WHERE {' AND '.join(where)}
+GROUP BY TraceId
+{having}
+ORDER BY Start DESC
+LIMIT {{limit:UInt32}}
+""",
+        params,
+    )

@@ -1,0 +1,109 @@
+"""OTLP protobuf spans -> ``otel_traces`` rows, with the value conventions of the
+OpenTelemetry Collector's ClickHouse exporter (hex ids, ``SPAN_KIND_*``/``STATUS_CODE_*``
+strings, attribute values as strings with arrays and maps as JSON). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+SPAN_KINDS = {
+    Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
+    Span.SPAN_KIND_INTERNAL: "SPAN_KIND_INTERNAL",
+    Span.SPAN_KIND_SERVER: "SPAN_KIND_SERVER",
+    Span.SPAN_KIND_CLIENT: "SPAN_KIND_CLIENT",
+    Span.SPAN_KIND_PRODUCER: "SPAN_KIND_PRODUCER",
+    Span.SPAN_KIND_CONSUMER: "SPAN_KIND_CONSUMER",
+}
+STATUS_CODES = {
+    Status.STATUS_CODE_UNSET: "STATUS_CODE_UNSET",
+    Status.STATUS_CODE_OK: "STATUS_CODE_OK",
+    Status.STATUS_CODE_ERROR: "STATUS_CODE_ERROR",
+}
+
+
+def plain_value(value: AnyValue) -> Any:
+    """An attribute value as plain Python (for JSON of arrays and maps)."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [plain_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: plain_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    return getattr(value, kind)
+
+
+def value_string(value: AnyValue) -> str:
+    """The string stored in a ``Map(String, String)`` column for one attribute value."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return "true" if value.bool_value else "false"
+    if kind in ("array_value", "kvlist_value"):
+        return json.dumps(plain_value(value), ensure_ascii=False, separators=(",", ":"))
+    if kind is None:
+        return ""
+    return str(plain_value(value))
+
+
+def attribute_map(attributes: Any) -> dict[str, str]:
+    return {kv.key: value_string(kv.value) for kv in attributes}
+
+
+def hex_id(raw: bytes) -> str:
+    """Lower-case hex, and '' for an absent or all-zero id."""
+    return raw.hex() if raw and any(raw) else ""
+
+
+def _service_name(resource_attributes: list[KeyValue]) -> str:
+    for kv in resource_attributes:
+        if kv.key == "service.name":
+            return value_string(kv.value)
+    return ""
+
+
+def span_rows(request: ExportTraceServiceRequest) -> Iterator[list[Any]]:
+    """One row per span, columns in ``schema.TRACE_COLUMNS`` order."""
+    for resource_spans in request.resource_spans:
+        resource = resource_spans.resource.attributes
+        resource_map = attribute_map(resource)
+        service = _service_name(resource)
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope
+            for span in scope_spans.spans:
+                start, end = span.start_time_unix_nano, span.end_time_unix_nano
+                yield [
+                    start,
+                    hex_id(span.trace_id),
+                    hex_id(span.span_id),
+                    hex_id(span.parent_span_id),
+                    span.trace_state,
+                    span.name,
+                    SPAN_KINDS.get(span.kind, "SPAN_KIND_UNSPECIFIED"),
+                    service,
+                    resource_map,
+                    scope.name,
+                    scope.version,
+                    attribute_map(span.attributes),
+                    max(end - start, 0),
+                    STATUS_CODES.get(span.status.code, "STATUS_CODE_UNSET"),
+                    span.status.message,
+                    [e.time_unix_nano for e in span.events],
+                    [e.name for e in span.events],
+                    [attribute_map(e.attributes) for e in span.events],
+                    [hex_id(link.trace_id) for link in span.links],
+                    [hex_id(link.span_id) for link in span.links],
+                    [link.trace_state for link in span.links],
+                    [attribute_map(link.attributes) for link in span.links],
+                ]

@@ -1,0 +1,109 @@
+"""One connection to ClickHouse, embedded (chDB) or a server, picked by a single URL.
+
+``chdb:///abs/path`` opens the real ClickHouse engine in-process through clickhouse-connect's
+chdb backend; ``http(s)://user:pass@host:8123/db`` talks to a server. Everything above this
+module is the same for both.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+ENV_URL = "REWIND_CLICKHOUSE_URL"
+DEFAULT_DIR = ".rewind/store"
+
+
+class StoreError(RuntimeError):
+    """The store could not be reached or refused a statement; the message says which."""
+
+
+def default_url(cwd: str | None = None) -> str:
+    return "chdb://" + str(Path(cwd or os.getcwd(), DEFAULT_DIR).resolve())
+
+
+def resolve_url(url: str | None = None) -> str:
+    """Flag, else ``REWIND_CLICKHOUSE_URL``, else an embedded store under the working dir."""
+    return url or os.environ.get(ENV_URL) or default_url()
+
+
+def redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+class Store:
+    """Thread-safe wrapper: the embedded engine takes one statement at a time."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = resolve_url(url)
+        self.embedded = self.url.startswith("chdb:")
+        self.database = "default"
+        self._lock = threading.RLock()
+        self._client = self._connect()
+
+    def _connect(self) -> Any:
+        import clickhouse_connect
+
+        parts = urlsplit(self.url)
+        try:
+            if self.embedded:
+                path = parts.path if not parts.netloc else parts.netloc + parts.path
+                if not path.startswith("/"):
+                    raise StoreError(f"embedded store path must be absolute: {self.url}")
+                Path(path).mkdir(parents=True, exist_ok=True)
+                return clickhouse_connect.get_client(dsn=f"chdb://{path}")
+            if parts.scheme not in ("http", "https"):
+                raise StoreError(
+                    f"unsupported ClickHouse URL scheme {parts.scheme!r} in "
+                    f"{redact_url(self.url)}: use chdb:///abs/path or http(s)://host:8123/db"
+                )
+            self.database = parts.path.strip("/") or "default"
+            return clickhouse_connect.get_client(
+                host=parts.hostname or "localhost",
+                port=parts.port or (8443 if parts.scheme == "https" else 8123),
+                username=unquote(parts.username or "default"),
+                password=unquote(parts.password or ""),
+                database=self.database,
+                secure=parts.scheme == "https",
+            )
+        except StoreError:
+            raise
+        except Exception as error:
+            where = redact_url(self.url)
+            raise StoreError(f"cannot open ClickHouse at {where}: {error}") from error
+
+    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+        with self._lock:
+            return self._client.command(sql, parameters=parameters)
+
+    def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            result = self._client.query(sql, parameters=parameters)
+            return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
+
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[Sequence[Any]],
+        columns: Sequence[str],
+        dedup_token: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        settings = dict(extra or {})
+        if dedup_token:
+            settings["insert_deduplication_token"] = dedup_token
+        with self._lock:
+            self._client.insert(
+                table, rows, column_names=list(columns), settings=settings or None
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._client.close()

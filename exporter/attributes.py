@@ -1,0 +1,49 @@
+"""Attribute names written on spans.
+
+The ``gen_ai.*`` names follow the OpenTelemetry GenAI semantic conventions; the ``rewind.*``
+names carry the exchange itself so that a trace can be replayed byte for byte.
+"""
+
+from __future__ import annotations
+
+# GenAI semantic conventions.
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_ID = "gen_ai.response.id"
+RESPONSE_MODEL = "gen_ai.response.model"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+OUTPUT_TYPE = "gen_ai.output.type"
+CONVERSATION_ID = "gen_ai.conversation.id"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_ID = "gen_ai.agent.id"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+
+# Exchange attributes (DESIGN section 4).
+STEP = "rewind.step"
+KIND = "rewind.kind"
+REQUEST_METHOD = "rewind.request.method"
+REQUEST_URL = "rewind.request.url"
+REQUEST_HEADERS = "rewind.request.headers"
+REQUEST_BODY = "rewind.request.body"
+RESPONSE_STATUS = "rewind.response.status"
+RESPONSE_HEADERS = "rewind.response.headers"
+RESPONSE_BODY = "rewind.response.body"
+RESPONSE_EVENTS = "rewind.response.events"
+REQUEST_BODY_ENCODING = "rewind.request.body_encoding"
+RESPONSE_BODY_ENCODING = "rewind.response.body_encoding"
+MATCH_KEY = "rewind.match_key"
+CAPTURE_ERROR = "rewind.capture_error"
+REPLAY_SOURCE_TRACE_ID = "rewind.replay.source_trace_id"
+
+KIND_LLM = "llm"
+KIND_TOOL = "tool"

@@ -1,0 +1,1 @@
+"""Rewind replay: cassettes from stored spans, deterministic replay, divergence reports."""

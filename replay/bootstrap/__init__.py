@@ -1,0 +1,1 @@
+"""Put on ``PYTHONPATH`` of a child process so that ``sitecustomize`` installs the replay."""

@@ -1,0 +1,75 @@
+"""Per-key queues, divergence detection and field-level diffs, on plain data."""
+
+from __future__ import annotations
+
+import json
+
+from rewind.exporter import canonical
+from rewind.replay.cassette import Interaction
+from rewind.replay.matching import Divergence, Matcher, diff_fields
+
+URL = "http://127.0.0.1:1/v1/chat/completions"
+
+
+def body(text, model="gpt-4o"):
+    return {"model": model, "messages": [{"role": "user", "content": text}]}
+
+
+def interaction(step, payload, answer="ok"):
+    raw = json.dumps(payload)
+    canon = canonical.canonical_request("POST", URL, {}, raw.encode())
+    return Interaction(
+        step=step, kind="llm", span_id=f"{step:016x}", name=f"chat {payload['model']}",
+        match_key=canonical.match_key(canon), method="POST", url=URL, request_headers={},
+        request_body=raw, status=200, response_headers={"content-type": "application/json"},
+        response_body=json.dumps({"answer": answer}),
+    )
+
+
+def request(payload):
+    return canonical.canonical_request("POST", URL, {}, json.dumps(payload).encode())
+
+
+def test_identical_requests_get_their_answers_in_recorded_order():
+    matcher = Matcher([interaction(0, body("hi"), "first"), interaction(1, body("hi"), "second")])
+    first, second = matcher.match(request(body("hi"))), matcher.match(request(body("hi")))
+    assert json.loads(first.response_body)["answer"] == "first"
+    assert json.loads(second.response_body)["answer"] == "second"
+
+
+def test_an_exhausted_queue_is_a_divergence_not_a_repeat():
+    matcher = Matcher([interaction(0, body("hi")), interaction(1, body("bye"))])
+    matcher.match(request(body("hi")))
+    again = matcher.match(request(body("hi")))
+    assert isinstance(again, Divergence)
+    assert again.step == 1
+    assert again.reason == "request repeated more often than recorded"
+    assert again.expected_step == 1
+    assert [d.path for d in again.diffs] == ["body.messages[0].content"]
+
+
+def test_more_calls_than_recorded_is_reported():
+    matcher = Matcher([interaction(0, body("hi"))])
+    matcher.match(request(body("hi")))
+    extra = matcher.match(request(body("more")))
+    assert isinstance(extra, Divergence)
+    assert "no more interactions" in extra.reason and extra.expected_step is None
+
+
+def test_divergence_names_step_field_and_both_values():
+    matcher = Matcher([interaction(0, body("hi")), interaction(1, body("tell me a joke"))])
+    matcher.match(request(body("hi")))
+    found = matcher.match(request(body("tell me a poem", model="gpt-4o-mini")))
+    assert isinstance(found, Divergence)
+    text = found.describe()
+    assert "step 1" in text
+    assert "field body.model" in text and "'gpt-4o'" in text and "'gpt-4o-mini'" in text
+    assert "field body.messages[0].content" in text and "tell me a poem" in text
+
+
+def test_diff_fields_reports_missing_and_extra_entries():
+    diffs = diff_fields({"a": [1, 2], "b": 1}, {"a": [1], "c": 2})
+    assert {(d.path, d.expected, d.actual) for d in diffs} == {
+        ("a[1]", 2, "<missing>"), ("b", 1, "<missing>"), ("c", "<missing>", 2)
+    }
+    assert diff_fields({"x": 1}, {"x": 1}) == []

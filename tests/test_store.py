@@ -1,0 +1,101 @@
+"""Schema, idempotent writes and reads on the real engine (chDB)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewind.collector import reader
+from rewind.collector.migrate import migrate
+from rewind.collector.rows import span_rows
+from rewind.collector.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
+from rewind.collector.store import Store, StoreError
+from rewind.collector.writer import TraceWriter, batch_token
+from tests.test_rows import make_request
+
+OFFICIAL_COLUMNS = [
+    ("Timestamp", "DateTime64(9)"),
+    ("TraceId", "String"),
+    ("SpanId", "String"),
+    ("ParentSpanId", "String"),
+    ("TraceState", "String"),
+    ("SpanName", "LowCardinality(String)"),
+    ("SpanKind", "LowCardinality(String)"),
+    ("ServiceName", "LowCardinality(String)"),
+    ("ResourceAttributes", "Map(LowCardinality(String), String)"),
+    ("ScopeName", "String"),
+    ("ScopeVersion", "String"),
+    ("SpanAttributes", "Map(LowCardinality(String), String)"),
+    ("Duration", "UInt64"),
+    ("StatusCode", "LowCardinality(String)"),
+    ("StatusMessage", "String"),
+    ("Events.Timestamp", "Array(DateTime64(9))"),
+    ("Events.Name", "Array(LowCardinality(String))"),
+    ("Events.Attributes", "Array(Map(LowCardinality(String), String))"),
+    ("Links.TraceId", "Array(String)"),
+    ("Links.SpanId", "Array(String)"),
+    ("Links.TraceState", "Array(String)"),
+    ("Links.Attributes", "Array(Map(LowCardinality(String), String))"),
+]
+
+
+def test_otel_traces_has_the_collector_exporter_columns(store):
+    columns = store.query(
+        "SELECT name, type FROM system.columns WHERE table = {t:String} "
+        "AND default_kind != 'ALIAS' AND database = currentDatabase() ORDER BY position",
+        {"t": TRACES},
+    )
+    assert [(c["name"], c["type"]) for c in columns] == OFFICIAL_COLUMNS
+    engine = store.query(
+        "SELECT engine, sorting_key, partition_key FROM system.tables WHERE name = {t:String}",
+        {"t": TRACE_LOOKUP},
+    )[0]
+    assert engine["engine"] == "AggregatingMergeTree"
+
+
+def test_migrations_are_idempotent(store):
+    assert migrate(store) == []
+    assert store.query("SELECT count() AS n FROM rewind_schema_migrations")[0]["n"] == 1
+
+
+def test_a_retried_batch_is_not_duplicated(store):
+    request = make_request()
+    writer = TraceWriter(store)
+    rows = list(span_rows(request))
+    token = batch_token(request.SerializeToString())
+    writer.write(rows, token)
+    writer.write(rows, token)
+    assert store.query(f"SELECT count() AS n FROM {TRACES}")[0]["n"] == 1
+    writer.write(rows, "another-batch")
+    assert store.query(f"SELECT count() AS n FROM {TRACES}")[0]["n"] == 2
+
+
+def test_llm_calls_view_gets_one_row_per_llm_call_and_no_duplicates(store):
+    request = make_request()
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    for key, value in (("gen_ai.operation.name", "chat"), ("gen_ai.request.model", "gpt-4o"),
+                       ("gen_ai.usage.input_tokens", "12"), ("rewind.step", "0")):
+        span.attributes.add(key=key).value.string_value = value
+    rows = list(span_rows(request))
+    TraceWriter(store).write(rows, "t1")
+    TraceWriter(store).write(rows, "t1")
+    [call] = store.query(f"SELECT RequestModel, InputTokens, Step FROM {LLM_CALLS}")
+    assert call == {"RequestModel": "gpt-4o", "InputTokens": 12, "Step": 0}
+
+
+def test_trace_is_found_through_the_lookup_table(store):
+    TraceWriter(store).write(list(span_rows(make_request())), "t")
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    assert reader.trace_bounds(store, trace_id) is not None
+    [span] = reader.get_trace(store, trace_id.upper())
+    assert span["SpanName"] == "chat gpt-4o" and span["Duration"] == 250_000_000
+    assert reader.get_trace(store, "f" * 32) == []
+    [listed] = reader.list_traces(store)
+    assert listed["TraceId"] == trace_id and listed["Errors"] == 1
+    assert reader.list_traces(store, service="other") == []
+
+
+def test_bad_store_urls_get_clear_errors(tmp_path):
+    with pytest.raises(StoreError, match="absolute"):
+        Store("chdb://relative/path")
+    with pytest.raises(StoreError, match="unsupported ClickHouse URL scheme 'ftp'"):
+        Store("ftp://user:pw@host/db")
