@@ -166,3 +166,10 @@ def dumps(value: Json) -> str:
 
 def match_key(canonical: Mapping[str, Json]) -> str:
     return hashlib.sha256(dumps(canonical).encode("utf-8")).hexdigest()
+
+
+def tool_key(name: str, arguments: Any) -> str:
+    """Match key of a tool call: its name and arguments (a JSON object or its text)."""
+    if isinstance(arguments, (str, bytes)):
+        arguments = parse_body(arguments)
+    return match_key({"tool": name, "arguments": arguments})

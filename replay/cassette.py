@@ -15,7 +15,14 @@ from typing import Any
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 
+from .messages import conversation_of
+from .semantic import semantic_form, semantic_key
+from .synthesis import PATHS, provider_of, reply_of
+
 CASSETTE_VERSION = 1
+# Operations that are one call to a model; their spans become interactions.
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses",
+                            "embeddings", "completion"})
 
 
 class CassetteError(ValueError):
@@ -39,6 +46,13 @@ class Interaction:
     response_events: list[tuple[int, str]] | None = None
     request_body_encoding: str | None = None
     response_body_encoding: str | None = None
+    # Interactions known only from semantic-convention content (see synthesis.py).
+    semantic_key: str = ""
+    semantic: dict[str, Any] | None = None
+    synthetic: dict[str, Any] | None = None
+    provider: str = ""
+    # Tool calls: the recorded error, as JSON {"type", "message"}.
+    tool_error: str | None = None
 
     @property
     def streamed(self) -> bool:
@@ -54,9 +68,18 @@ class Interaction:
         return _decode(self.response_body or "", self.response_body_encoding)
 
     def canonical_request(self) -> dict[str, Any]:
+        """What a divergence is diffed against: the request, or its semantic form."""
+        if self.semantic is not None:
+            return self.semantic
+        if self.kind == A.KIND_TOOL:
+            return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
         return canonical.canonical_request(
             self.method, self.url, self.request_headers, self.request_bytes()
         )
+
+    @property
+    def tool_name(self) -> str:
+        return self.name.removeprefix("execute_tool ")
 
 
 @dataclass
@@ -116,6 +139,8 @@ def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
 def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
     attrs: Mapping[str, str] = span["SpanAttributes"]
     span_id = span["SpanId"]
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        return _tool_interaction(span)
     events = _json_field(attrs, A.RESPONSE_EVENTS, span_id)
     return Interaction(
         step=int(attrs[A.STEP]),
@@ -133,12 +158,65 @@ def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
         response_events=[(int(o), str(e)) for o, e in events] if events is not None else None,
         request_body_encoding=attrs.get(A.REQUEST_BODY_ENCODING),
         response_body_encoding=attrs.get(A.RESPONSE_BODY_ENCODING),
+        provider=attrs.get(A.PROVIDER, ""),
+    )
+
+
+def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    name = attrs.get(A.TOOL_NAME) or span["SpanName"].removeprefix("execute_tool ")
+    arguments = attrs.get(A.TOOL_ARGUMENTS, "{}")
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=A.KIND_TOOL,
+        span_id=span["SpanId"],
+        name=f"execute_tool {name}",
+        match_key=canonical.tool_key(name, arguments),
+        method="",
+        url="",
+        request_headers={},
+        request_body=arguments,
+        response_body=attrs.get(A.TOOL_RESULT),
+        tool_error=attrs.get(A.TOOL_ERROR),
+    )
+
+
+def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    conversation = conversation_of(span)
+    if conversation is None:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       "no recorded exchange and no message content on the span "
+                       "(was content capture off?)")
+    provider = provider_of(attrs)
+    if provider not in PATHS:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       f"no recorded exchange, and responses of provider {provider!r} cannot "
+                       "be rebuilt from message content")
+    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type") or "chat"
+    form = semantic_form(operation, attrs.get(A.REQUEST_MODEL, ""), conversation.input)
+    return Interaction(
+        step=step,
+        kind=A.KIND_LLM,
+        span_id=span["SpanId"],
+        name=span["SpanName"],
+        match_key="",
+        method="POST",
+        url=PATHS[provider],
+        request_headers={},
+        request_body="",
+        semantic_key=semantic_key(form),
+        semantic=form,
+        synthetic=reply_of(attrs, conversation, span["SpanId"]),
+        provider=provider,
     )
 
 
 def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
-    if A.STEP not in attrs or A.REQUEST_URL not in attrs:
-        return "no recorded exchange (rewind.* attributes missing)"
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        if A.TOOL_RESULT not in attrs and A.TOOL_ERROR not in attrs:
+            return "tool result was not recorded"
+        return None
     if A.RESPONSE_STATUS not in attrs:
         return "the call never got a response (transport error)"
     if A.RESPONSE_BODY not in attrs and A.RESPONSE_EVENTS not in attrs:
@@ -146,22 +224,39 @@ def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
     return None
 
 
-def is_interaction_span(span: Mapping[str, Any]) -> bool:
+def has_exchange(span: Mapping[str, Any]) -> bool:
     attrs = span["SpanAttributes"]
-    return A.KIND in attrs or A.STEP in attrs
+    return A.STEP in attrs and (A.REQUEST_URL in attrs or attrs.get(A.KIND) == A.KIND_TOOL)
+
+
+def is_llm_span(span: Mapping[str, Any]) -> bool:
+    attrs = span["SpanAttributes"]
+    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type")
+    return operation in LLM_OPERATIONS
 
 
 def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassette:
-    """Interactions in step order; spans that cannot be replayed are listed with the reason."""
+    """Interactions in step order; spans that cannot be replayed are listed with the reason.
+
+    Spans with a recorded exchange keep their ``rewind.step``; spans from other
+    instrumentations are numbered after them in start-time order.
+    """
     interactions: list[Interaction] = []
     skipped: list[Skipped] = []
+    foreign: list[Mapping[str, Any]] = []
     for span in spans:
-        if not is_interaction_span(span):
-            continue
-        reason = _why_not_replayable(span["SpanAttributes"])
-        if reason is None:
-            interactions.append(interaction_from_span(span))
-        else:
-            skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
+        if has_exchange(span):
+            reason = _why_not_replayable(span["SpanAttributes"])
+            if reason is None:
+                interactions.append(interaction_from_span(span))
+            else:
+                skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
+        elif is_llm_span(span):
+            foreign.append(span)
+    next_step = max((i.step for i in interactions), default=-1) + 1
+    for offset, span in enumerate(sorted(foreign, key=lambda s: (s.get("StartNs", 0),
+                                                                  s["SpanId"]))):
+        made = _synthesized(span, next_step + offset)
+        (interactions if isinstance(made, Interaction) else skipped).append(made)
     interactions.sort(key=lambda i: (i.step, i.span_id))
     return Cassette(trace_id, interactions, skipped)

@@ -15,6 +15,7 @@ from typing import Any
 from rewind.exporter import canonical
 
 from .cassette import Interaction
+from .semantic import semantic_key
 
 MISSING = "<missing>"
 
@@ -93,13 +94,20 @@ class Divergence:
 
 
 class Matcher:
-    """Hands out recorded interactions for incoming requests; safe under threads."""
+    """Hands out recorded interactions for incoming requests; safe under threads.
+
+    Interactions with an exact key (the recorded request) and those with only a semantic key
+    (rebuilt from semantic-convention content) live in separate queues; a request is tried on
+    its exact key first.
+    """
 
     def __init__(self, interactions: Iterable[Interaction]) -> None:
         self._all = sorted(interactions, key=lambda i: i.step)
         self._queues: dict[str, deque[Interaction]] = {}
         for interaction in self._all:
-            self._queues.setdefault(interaction.match_key, deque()).append(interaction)
+            key = interaction.match_key or interaction.semantic_key
+            self._queues.setdefault(key, deque()).append(interaction)
+        self.has_semantic = any(i.semantic_key for i in self._all)
         self._used: set[int] = set()
         self._lock = threading.Lock()
         self.requests = 0
@@ -112,20 +120,31 @@ class Matcher:
     def total(self) -> int:
         return len(self._all)
 
+    def remaining(self) -> list[Interaction]:
+        return [i for i in self._all if id(i) not in self._used]
+
     def _next_expected(self) -> Interaction | None:
         return next((i for i in self._all if id(i) not in self._used), None)
 
-    def match(self, request: dict[str, Any]) -> Interaction | Divergence:
-        """``request`` is the canonical form (``canonical.canonical_request``)."""
-        key = canonical.match_key(request)
+    def match(
+        self, request: dict[str, Any], semantic: dict[str, Any] | None = None,
+        key: str | None = None,
+    ) -> Interaction | Divergence:
+        """``request`` is the canonical form (``canonical.canonical_request``, or for a tool
+        ``{"tool", "arguments"}`` with ``key`` = ``canonical.tool_key``); ``semantic`` its
+        semantic form, when the recording has interactions keyed that way."""
+        keys = [key or canonical.match_key(request)]
+        if semantic is not None and self.has_semantic:
+            keys.append(semantic_key(semantic))
         with self._lock:
             step = self.requests
             self.requests += 1
-            queue = self._queues.get(key)
-            if queue:
-                found = queue.popleft()
-                self._used.add(id(found))
-                return found
+            for candidate in keys:
+                queue = self._queues.get(candidate)
+                if queue:
+                    found = queue.popleft()
+                    self._used.add(id(found))
+                    return found
             expected = self._next_expected()
             if expected is None:
                 return Divergence(
@@ -135,8 +154,9 @@ class Matcher:
                 )
             reason = (
                 "request repeated more often than recorded"
-                if key in self._queues
+                if any(k in self._queues for k in keys)
                 else "request differs from the recording"
             )
-            diffs = diff_fields(expected.canonical_request(), request)
+            actual = semantic if expected.semantic is not None and semantic else request
+            diffs = diff_fields(expected.canonical_request(), actual)
             return Divergence(step, reason, expected.step, expected.name, diffs)

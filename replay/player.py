@@ -25,6 +25,8 @@ from rewind.exporter.transport import Flavor
 
 from .cassette import Cassette, Interaction
 from .matching import Divergence, Matcher
+from .semantic import request_semantic_form
+from .synthesis import render
 
 ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"
@@ -73,10 +75,14 @@ class ReplaySession:
         if self.divergence is not None and self.mode == LENIENT:
             self.live_requests += 1
             return None
+        body = bytes(request.content)
         canon = canonical.canonical_request(
-            request.method, str(url), dict(request.headers.multi_items()), bytes(request.content)
+            request.method, str(url), dict(request.headers.multi_items()), body
         )
-        found = self.matcher.match(canon)
+        semantic = (
+            request_semantic_form(url.host, url.path, body) if self.matcher.has_semantic else None
+        )
+        found = self.matcher.match(canon, semantic)
         if isinstance(found, Interaction):
             return found
         with self._lock:
@@ -94,44 +100,38 @@ class ReplaySession:
         found = self.lookup(request)
         if found is None:
             return None
-        return _response(flavor, request, found, self._sync_events(found))
+        headers, body, events = recorded_answer(found, bytes(request.content))
+        if events is not None:
+            body = self._sync_events(events)
+        return _response(flavor, request, found.status, headers, body)
 
     async def respond_async(self, flavor: Flavor, request: Any) -> Any:
         found = self.lookup(request)
         if found is None:
             return None
-        return _response(flavor, request, found, self._async_events(found))
+        headers, body, events = recorded_answer(found, bytes(request.content))
+        if events is not None:
+            body = self._async_events(events)
+        return _response(flavor, request, found.status, headers, body)
 
-    def _delays(self, found: Interaction) -> Iterator[tuple[float, bytes]]:
+    def _delays(self, events: list[tuple[int, str]]) -> Iterator[tuple[float, bytes]]:
         previous = 0
-        for offset, event in found.response_events or []:
+        for offset, event in events:
             delay = (offset - previous) / 1000 / self.speed if self.speed else 0.0
             previous = offset
             yield max(delay, 0.0), (event + "\n\n").encode("utf-8")
 
-    def _sync_events(self, found: Interaction) -> Iterator[bytes] | None:
-        if not found.streamed:
-            return None
+    def _sync_events(self, events: list[tuple[int, str]]) -> Iterator[bytes]:
+        for delay, chunk in self._delays(events):
+            if delay:
+                time.sleep(delay)
+            yield chunk
 
-        def events() -> Iterator[bytes]:
-            for delay, chunk in self._delays(found):
-                if delay:
-                    time.sleep(delay)
-                yield chunk
-
-        return events()
-
-    def _async_events(self, found: Interaction) -> AsyncIterator[bytes] | None:
-        if not found.streamed:
-            return None
-
-        async def events() -> AsyncIterator[bytes]:
-            for delay, chunk in self._delays(found):
-                if delay:
-                    await asyncio.sleep(delay)
-                yield chunk
-
-        return events()
+    async def _async_events(self, events: list[tuple[int, str]]) -> AsyncIterator[bytes]:
+        for delay, chunk in self._delays(events):
+            if delay:
+                await asyncio.sleep(delay)
+            yield chunk
 
     # -- reporting --------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -150,12 +150,29 @@ class ReplaySession:
             Path(self.report_path).write_text(json.dumps(self.summary(), default=str))
 
 
-def _response(flavor: Flavor, request: Any, found: Interaction, stream: Any) -> Any:
+def recorded_answer(
+    found: Interaction, request_body: bytes
+) -> tuple[dict[str, str], bytes, list[tuple[int, str]] | None]:
+    """Headers, body and (for a stream) the SSE events with offsets to send back."""
+    if found.synthetic is not None:
+        asked = canonical.parse_body(request_body)
+        asked = asked if isinstance(asked, dict) else {}
+        usage = bool((asked.get("stream_options") or {}).get("include_usage"))
+        headers, rendered = render(found.provider, found.synthetic, bool(asked.get("stream")),
+                                   usage)
+        if isinstance(rendered, list):
+            return headers, b"", [(0, event) for event in rendered]
+        return headers, rendered, None
     headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
-    content = stream if stream is not None else found.response_bytes()
-    return flavor.module.Response(
-        found.status or 200, headers=headers, content=content, request=request
-    )
+    if found.response_events is not None:
+        return headers, b"", list(found.response_events)
+    return headers, found.response_bytes(), None
+
+
+def _response(flavor: Flavor, request: Any, status: int, headers: dict[str, str],
+              content: Any) -> Any:
+    return flavor.module.Response(status or 200, headers=headers, content=content,
+                                  request=request)
 
 
 _active: ReplaySession | None = None
