@@ -50,6 +50,20 @@ def get_trace(store: Store, trace_id: str) -> list[dict[str, Any]]:
     )
 
 
+def trace_version(store: Store, trace_id: str) -> tuple[int, int] | None:
+    """(span count, latest span start in ns): changes whenever spans are added to a trace."""
+    bounds = trace_bounds(store, trace_id)
+    if bounds is None:
+        return None
+    row = store.query(
+        f"SELECT count() AS n, max(toUnixTimestamp64Nano(Timestamp)) AS last FROM {TRACES} "
+        "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
+        "AND toDateTime(Timestamp) <= {end:DateTime}",
+        {"tid": trace_id, "start": bounds[0], "end": bounds[1]},
+    )[0]
+    return (row["n"], row["last"]) if row["n"] else None
+
+
 def list_traces(
     store: Store,
     service: str | None = None,

@@ -16,11 +16,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter import canonical, providers
+from rewind.exporter.sse import event_data
 
 from .cassette import Cassette, Interaction
 from .matching import Divergence, Matcher
+from .messages import from_parts_attributes
 from .semantic import request_semantic_form
-from .synthesis import render
+from .synthesis import provider_of, render, reply_of
 
 STRICT = "strict"
 LENIENT = "lenient"
@@ -62,18 +64,43 @@ class Answer:
             yield chunk
 
 
+def _reshaped(found: Interaction) -> dict[str, Any] | None:
+    """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
+    for a plain request or the reverse): ``stream`` picks the shape, not the match."""
+    parts = urlsplit(found.url)
+    endpoint = providers.detect(parts.hostname or "", parts.path)
+    if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
+        return None
+    if found.response_events is not None:
+        payloads = [canonical.parse_body(event_data(e)) for _, e in found.response_events]
+        attrs = endpoint.stream([p for p in payloads if isinstance(p, dict)])
+    else:
+        attrs = endpoint.response(canonical.parse_body(found.response_bytes()))
+    conversation = from_parts_attributes({**attrs, "gen_ai.input.messages": "[]"})
+    if conversation is None:
+        return None
+    return reply_of(attrs, conversation, found.span_id)
+
+
+def _rendered(provider: str, reply: dict[str, Any], asked: dict[str, Any]) -> Answer:
+    usage = bool((asked.get("stream_options") or {}).get("include_usage"))
+    headers, rendered = render(provider, reply, bool(asked.get("stream")), usage)
+    if isinstance(rendered, list):
+        return Answer(200, headers, events=[(0, event) for event in rendered])
+    return Answer(200, headers, body=rendered)
+
+
 def recorded_answer(found: Interaction, request_body: bytes) -> Answer:
-    """The recorded response; a synthesized one takes the shape the request asks for."""
+    """The recorded response, in the shape the request asks for (stream or not)."""
+    asked = canonical.parse_body(request_body)
+    asked = asked if isinstance(asked, dict) else {}
     if found.synthetic is not None:
-        asked = canonical.parse_body(request_body)
-        asked = asked if isinstance(asked, dict) else {}
-        usage = bool((asked.get("stream_options") or {}).get("include_usage"))
-        headers, rendered = render(
-            found.provider, found.synthetic, bool(asked.get("stream")), usage
-        )
-        if isinstance(rendered, list):
-            return Answer(200, headers, events=[(0, event) for event in rendered])
-        return Answer(200, headers, body=rendered)
+        return _rendered(found.provider, found.synthetic, asked)
+    if bool(asked.get("stream")) != found.streamed and found.kind == "llm":
+        reply = _reshaped(found)
+        if reply is not None:
+            return _rendered(provider_of({"gen_ai.provider.name": found.provider}), reply,
+                             asked)
     headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
     if found.response_events is not None:
         return Answer(found.status or 200, headers, events=list(found.response_events))

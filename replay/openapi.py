@@ -1,0 +1,60 @@
+"""OpenAPI description of the worker API, served at /openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TRACE_ID = {"name": "trace_id", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+_SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_ERROR = {"description": "error", "content": {"application/json": {"schema": {
+    "type": "object", "properties": {"error": {"type": "string"}}}}}}
+
+
+def _op(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "200",
+        **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "parameters": params or [],
+            "responses": {ok: {"description": "ok"}, "400": _ERROR, "401": _ERROR,
+                          "404": _ERROR}, **extra}
+
+
+def openapi_document() -> dict[str, Any]:
+    replay_path = {
+        "post": _op("Answer an OpenAI/Anthropic-compatible request from the trace's cassette "
+                    "(default session of the trace). 409 on divergence.",
+                    [_TRACE_ID, {"name": "path", "in": "path", "required": True,
+                                 "schema": {"type": "string"}}]),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Rewind worker API", "version": "1"},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+        "paths": {
+            "/health": {"get": {"summary": "Liveness", "security": [],
+                                "responses": {"200": {"description": "ok"}}}},
+            "/v1/traces": {"get": _op("List recent traces", [
+                {"name": "service", "in": "query", "schema": {"type": "string"}},
+                {"name": "errors", "in": "query", "schema": {"type": "boolean"}},
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                             "maximum": 10000}},
+            ])},
+            "/v1/traces/{trace_id}": {"get": _op("All spans of a trace", [_TRACE_ID])},
+            "/v1/traces/{trace_id}/cassette": {"get": _op("The trace's cassette", [_TRACE_ID])},
+            "/v1/replay/sessions": {"post": _op(
+                "Start an independent replay session for a trace", ok="201",
+                requestBody={"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["trace_id"],
+                    "properties": {"trace_id": {"type": "string"},
+                                   "speed": {"type": "number"}}}}}})},
+            "/v1/replay/sessions/{session_id}": {
+                "get": _op("Progress and first divergence of a session", [_SESSION_ID]),
+                "delete": _op("Forget a session", [_SESSION_ID], ok="204"),
+            },
+            "/replay/{trace_id}/{path}": replay_path,
+            "/replay/s/{session_id}/{path}": {"post": _op(
+                "Answer a request within a session", [_SESSION_ID, {
+                    "name": "path", "in": "path", "required": True,
+                    "schema": {"type": "string"}}])},
+        },
+    }
