@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import transport
+from rewind.exporter import tools, transport
 from rewind.exporter.transport import Flavor
 
 from .cassette import Cassette, Interaction
@@ -82,18 +82,37 @@ class TransportResponder:
                                       request=request)
 
 
+class ToolResponder:
+    """Answers ``@tool`` functions with their recorded results."""
+
+    def __init__(self, session: ReplaySession) -> None:
+        self.session = session
+
+    def __call__(self, name: str, arguments: dict[str, Any]) -> tools.ToolAnswer | None:
+        found = _checked(self.session, self.session.decide_tool(name, arguments))
+        if found is None:
+            return None
+        if found.tool_error:
+            error = json.loads(found.tool_error)
+            return tools.ToolAnswer(error=error if isinstance(error, dict) else
+                                    {"type": "Error", "message": str(error)})
+        return tools.ToolAnswer(result=json.loads(found.response_body or "null"))
+
+
 def install(session: ReplaySession) -> ReplaySession:
-    """Answer LLM calls in this process from ``session``'s cassette."""
+    """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette."""
     responder = TransportResponder(session)
     transport.install()
     transport.hooks.responder = responder
     transport.hooks.async_responder = responder.respond_async
+    tools.hooks.responder = ToolResponder(session)
     return session
 
 
 def uninstall() -> None:
     transport.hooks.responder = None
     transport.hooks.async_responder = None
+    tools.hooks.responder = None
     if transport.hooks.observer is None:
         transport.uninstall()
 
