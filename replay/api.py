@@ -1,20 +1,27 @@
-"""The worker's HTTP API (JSON): traces, spans and cassettes, read from the store."""
+"""The worker's HTTP API (JSON): traces, spans, cassettes and replay over HTTP."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from rewind.collector import reader
 from rewind.collector.store import Store
 
-from .cassette import CassetteError, build_cassette
+from .api_archive import routes as archive_routes
+from .auth import BearerAuth
+from .cassette import CassetteError
+from .cassette_cache import CassetteCache, TraceNotFound, normalise_trace_id
+from .endpoints import Sessions, replay_routes
+from .openapi import openapi_document
 
 
 def _default(value: Any) -> Any:
@@ -30,27 +37,43 @@ class Json(JSONResponse):
         return json.dumps(content, default=_default, ensure_ascii=False).encode("utf-8")
 
 
-def _error(status: int, message: str) -> Response:
+def error_response(status: int, message: str) -> Response:
     return Json({"error": message}, status_code=status)
 
 
-def _normalise_trace_id(raw: str) -> str | None:
-    value = raw.strip().lower()
-    if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
-        return None
-    return value
+def _bad_trace_id(raw: str) -> Response:
+    return error_response(400, f"trace id must be 32 hex characters, got {raw!r}")
 
 
-def create_app(store: Store) -> Starlette:
+def create_app(store: Store, tokens: Iterable[str] | None = None) -> Starlette:
+    """``tokens``: when given, every path but /health and /openapi.json needs one of them."""
+    cache = CassetteCache(store)
+
+    def load_cassette(raw_id: str) -> Any:
+        trace_id = normalise_trace_id(raw_id)
+        if trace_id is None:
+            raise ValueError(f"trace id must be 32 hex characters, got {raw_id!r}")
+        return cache.get(trace_id)
+
+    def on_error(error: Exception) -> Response:
+        if isinstance(error, TraceNotFound):
+            return error_response(404, str(error))
+        if isinstance(error, (ValueError, CassetteError)):
+            return error_response(400 if isinstance(error, ValueError) else 422, str(error))
+        raise error
+
     def health(request: Request) -> Response:
         return Json({"status": "ok", "store": "embedded" if store.embedded else "server"})
+
+    def openapi(request: Request) -> Response:
+        return Json(openapi_document())
 
     def traces(request: Request) -> Response:
         query = request.query_params
         try:
             limit = int(query.get("limit", "50"))
         except ValueError:
-            return _error(400, f"limit must be an integer, got {query.get('limit')!r}")
+            return error_response(400, f"limit must be an integer, got {query.get('limit')!r}")
         rows = reader.list_traces(
             store,
             service=query.get("service") or None,
@@ -59,38 +82,32 @@ def create_app(store: Store) -> Starlette:
         )
         return Json({"traces": rows})
 
-    def _spans(request: Request) -> tuple[str, list[dict[str, Any]]] | Response:
-        trace_id = _normalise_trace_id(request.path_params["trace_id"])
+    def trace(request: Request) -> Response:
+        raw = request.path_params["trace_id"]
+        trace_id = normalise_trace_id(raw)
         if trace_id is None:
-            return _error(
-                400, f"trace id must be 32 hex characters, got {request.path_params['trace_id']!r}"
-            )
+            return _bad_trace_id(raw)
         spans = reader.get_trace(store, trace_id)
         if not spans:
-            return _error(404, f"trace {trace_id} not found in the store")
-        return trace_id, spans
-
-    def trace(request: Request) -> Response:
-        found = _spans(request)
-        if isinstance(found, Response):
-            return found
-        return Json({"trace_id": found[0], "spans": found[1]})
+            return error_response(404, str(TraceNotFound(trace_id)))
+        return Json({"trace_id": trace_id, "spans": spans})
 
     def cassette(request: Request) -> Response:
-        found = _spans(request)
-        if isinstance(found, Response):
-            return found
         try:
-            built = build_cassette(*found)
-        except CassetteError as error:
-            return _error(422, f"trace {found[0]}: {error}")
-        return Json(built.to_dict())
+            return Json(load_cassette(request.path_params["trace_id"]).to_dict())
+        except Exception as error:
+            return on_error(error)
 
-    return Starlette(
-        routes=[
-            Route("/health", health),
-            Route("/v1/traces", traces),
-            Route("/v1/traces/{trace_id}", trace),
-            Route("/v1/traces/{trace_id}/cassette", cassette),
-        ]
-    )
+    routes: list[BaseRoute] = [
+        Route("/health", health),
+        Route("/openapi.json", openapi),
+        Route("/v1/traces", traces),
+        Route("/v1/traces/{trace_id}", trace),
+        Route("/v1/traces/{trace_id}/cassette", cassette),
+        *replay_routes(Sessions(load_cassette), on_error),
+        *archive_routes(store),
+    ]
+    middleware = [Middleware(BearerAuth, tokens=list(tokens))] if tokens else []
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.cassettes = cache
+    return app

@@ -12,8 +12,10 @@ from typing import Any, Protocol
 import httpx
 
 from rewind.collector import reader
+from rewind.collector.migrate import migrate
 from rewind.collector.store import Store
 
+from . import archive
 from .cassette import Cassette, build_cassette
 
 ENV_API = "REWIND_URL"
@@ -28,6 +30,8 @@ class TraceSource(Protocol):
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]: ...
     def spans(self, trace_id: str) -> list[dict[str, Any]]: ...
     def cassette(self, trace_id: str) -> Cassette: ...
+    def export_archive(self, trace_id: str) -> bytes: ...
+    def import_archive(self, data: bytes) -> str: ...
 
 
 class ApiSource:
@@ -36,8 +40,11 @@ class ApiSource:
         self._http = httpx.Client(base_url=self.url, timeout=timeout)
 
     def _get(self, path: str, **params: Any) -> Any:
+        return self._send("GET", path, params={k: v for k, v in params.items() if v}).json()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = self._http.get(path, params={k: v for k, v in params.items() if v})
+            response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as error:
             raise SourceError(f"worker at {self.url} did not answer: {error}") from error
         if response.status_code != 200:
@@ -46,7 +53,7 @@ class ApiSource:
             except ValueError:
                 message = response.text
             raise SourceError(f"worker at {self.url}: {message}")
-        return response.json()
+        return response
 
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
         return self._get("/v1/traces", **filters)["traces"]
@@ -56,6 +63,12 @@ class ApiSource:
 
     def cassette(self, trace_id: str) -> Cassette:
         return Cassette.from_dict(self._get(f"/v1/traces/{trace_id}/cassette"))
+
+    def export_archive(self, trace_id: str) -> bytes:
+        return self._send("GET", f"/v1/traces/{trace_id}/export").content
+
+    def import_archive(self, data: bytes) -> str:
+        return self._send("POST", "/v1/import", content=data).json()["trace_id"]
 
 
 class StoreSource:
@@ -74,6 +87,13 @@ class StoreSource:
     def cassette(self, trace_id: str) -> Cassette:
         return build_cassette(trace_id.strip().lower(), self.spans(trace_id))
 
+    def export_archive(self, trace_id: str) -> bytes:
+        return archive.pack(trace_id.strip().lower(), self.spans(trace_id))
+
+    def import_archive(self, data: bytes) -> str:
+        migrate(self.store)  # a store made just to receive the file has no tables yet
+        return archive.import_into(self.store, data).trace_id
+
 
 def worker_reachable(url: str) -> bool:
     try:
@@ -85,6 +105,8 @@ def worker_reachable(url: str) -> bool:
 def open_source(api_url: str | None = None, clickhouse_url: str | None = None) -> TraceSource:
     """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly."""
     url = api_url or os.environ.get(ENV_API) or DEFAULT_API
+    if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
+        return StoreSource(Store(clickhouse_url))  # a server: no need to go through a worker
     if worker_reachable(url):
         return ApiSource(url)
     if api_url:
