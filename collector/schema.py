@@ -2,12 +2,13 @@
 exporter creates it (so Grafana's trace view and teams already running that exporter work
 unchanged), its trace-id lookup, and Rewind's own ``rewind_`` tables.
 
-DDL is built by functions taking the engine, so single-node and cluster variants come from one
-source.
+DDL is built by functions taking a :class:`Layout` (one node, or a cluster's replicated local
+tables behind Distributed ones), so both variants come from one source; ``ddl`` renders them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TRACES = "otel_traces"
@@ -16,9 +17,64 @@ TRACE_LOOKUP_MV = "otel_traces_trace_id_ts_mv"
 LLM_CALLS = "rewind_llm_calls"
 LLM_CALLS_MV = "rewind_llm_calls_mv"
 MIGRATIONS_TABLE = "rewind_schema_migrations"
+MODEL_PRICES = "rewind_model_prices"
+LLM_COSTS = "rewind_llm_costs"
+TOOL_CALLS = "rewind_tool_calls"
 
 # Retried inserts carry the same token; plain MergeTree only honours it with a window.
 DEDUP = "non_replicated_deduplication_window = 10000"
+REPLICATED_DEDUP = "replicated_deduplication_window = 10000"
+# All spans of a trace land on one shard, so a trace is read (and its lookup row built) there.
+SHARD_KEY = "cityHash64(TraceId)"
+REPLICA = "'{replica}'"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where tables live. Default: one node, plain engines. With ``cluster``: each table is a
+    replicated ``*_local`` table created ON CLUSTER, with a Distributed table of the plain name
+    over it; views read the Distributed tables, materialized views the local ones."""
+
+    cluster: str = ""
+    database: str = ""
+
+    def name(self, table: str) -> str:
+        """The name queries use (the Distributed table in a cluster)."""
+        return f"{self.database}.{table}" if self.database else table
+
+    def local(self, table: str) -> str:
+        """The table that stores the rows."""
+        return self.name(f"{table}_local" if self.cluster else table)
+
+    @property
+    def on_cluster(self) -> str:
+        return f" ON CLUSTER {self.cluster}" if self.cluster else ""
+
+    @property
+    def dedup(self) -> str:
+        return REPLICATED_DEDUP if self.cluster else DEDUP
+
+    def engine(self, kind: str, table: str, *args: str, every_shard: bool = False) -> str:
+        """``every_shard``: one replica set spanning the cluster (small tables every node reads)."""
+        if not self.cluster:
+            return f"{kind}({', '.join(args)})"
+        shard = "all" if every_shard else "{shard}"
+        local = f"{table}_local" if not every_shard else table
+        path = f"'/clickhouse/tables/{shard}/{{database}}/{local}'"
+        return f"Replicated{kind}({', '.join((path, REPLICA, *args))})"
+
+    def distributed(self, table: str) -> tuple[str, ...]:
+        """The Distributed table over ``table``'s local tables; nothing on one node."""
+        if not self.cluster:
+            return ()
+        database = f"'{self.database}'" if self.database else "currentDatabase()"
+        return (f"""
+CREATE TABLE IF NOT EXISTS {self.name(table)}{self.on_cluster} AS {self.local(table)}
+ENGINE = Distributed({self.cluster}, {database}, {table}_local, {SHARD_KEY})
+""",)
+
+
+SINGLE_NODE = Layout()
 
 # Column order of otel_traces as written by the writer.
 TRACE_COLUMNS = (
@@ -50,9 +106,9 @@ TRACE_COLUMNS = (
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
 
 
-def traces_table(engine: str = "MergeTree()") -> str:
+def traces_table(layout: Layout = SINGLE_NODE) -> str:
     return f"""
-CREATE TABLE IF NOT EXISTS {TRACES} (
+CREATE TABLE IF NOT EXISTS {layout.local(TRACES)}{layout.on_cluster} (
     Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
     TraceId String CODEC(ZSTD(1)),
     SpanId String CODEC(ZSTD(1)),
@@ -90,40 +146,42 @@ CREATE TABLE IF NOT EXISTS {TRACES} (
     INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_duration Duration TYPE minmax GRANULARITY 1,
     INDEX idx_lower_span_name lower(SpanName) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
-) ENGINE = {engine}
+) ENGINE = {layout.engine("MergeTree", TRACES)}
 PARTITION BY toDate(Timestamp)
 PRIMARY KEY (ServiceName, SpanName, toDateTime(Timestamp))
 ORDER BY (ServiceName, SpanName, toDateTime(Timestamp), Timestamp)
-SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, {DEDUP}
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, {layout.dedup}
 """
 
 
-def trace_lookup_table(engine: str = "AggregatingMergeTree()") -> str:
+def trace_lookup_table(layout: Layout = SINGLE_NODE) -> str:
     return f"""
-CREATE TABLE IF NOT EXISTS {TRACE_LOOKUP} (
+CREATE TABLE IF NOT EXISTS {layout.local(TRACE_LOOKUP)}{layout.on_cluster} (
     TraceId String CODEC(ZSTD(1)),
     Start SimpleAggregateFunction(min, DateTime) CODEC(ZSTD(1)),
     End SimpleAggregateFunction(max, DateTime) CODEC(ZSTD(1))
-) ENGINE = {engine}
+) ENGINE = {layout.engine("AggregatingMergeTree", TRACE_LOOKUP)}
 PARTITION BY toStartOfWeek(Start)
 ORDER BY (TraceId)
 SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1
 """
 
 
-def trace_lookup_view(source: str = TRACES) -> str:
+def trace_lookup_view(layout: Layout = SINGLE_NODE) -> str:
+    """On a cluster it reads each shard's local spans: a trace's spans share a shard."""
     return f"""
-CREATE MATERIALIZED VIEW IF NOT EXISTS {TRACE_LOOKUP_MV} TO {TRACE_LOOKUP}
+CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(TRACE_LOOKUP_MV)}{layout.on_cluster}
+TO {layout.local(TRACE_LOOKUP)}
 AS SELECT TraceId, min(Timestamp) AS Start, max(Timestamp) AS End
-FROM {source}
+FROM {layout.local(TRACES)}
 WHERE TraceId != ''
 GROUP BY TraceId
 """
 
 
-def llm_calls_table(engine: str = "MergeTree()") -> str:
+def llm_calls_table(layout: Layout = SINGLE_NODE) -> str:
     return f"""
-CREATE TABLE IF NOT EXISTS {LLM_CALLS} (
+CREATE TABLE IF NOT EXISTS {layout.local(LLM_CALLS)}{layout.on_cluster} (
     Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
     TraceId String CODEC(ZSTD(1)),
     SpanId String CODEC(ZSTD(1)),
@@ -139,17 +197,18 @@ CREATE TABLE IF NOT EXISTS {LLM_CALLS} (
     StatusCode LowCardinality(String),
     MatchKey String,
     FinishReasons String
-) ENGINE = {engine}
+) ENGINE = {layout.engine("MergeTree", LLM_CALLS)}
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)
-SETTINGS {DEDUP}
+SETTINGS {layout.dedup}
 """
 
 
-def llm_calls_view(source: str = TRACES) -> str:
+def llm_calls_view(layout: Layout = SINGLE_NODE) -> str:
     operations = ", ".join(f"'{op}'" for op in LLM_OPERATIONS)
     return f"""
-CREATE MATERIALIZED VIEW IF NOT EXISTS {LLM_CALLS_MV} TO {LLM_CALLS}
+CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}
+TO {layout.local(LLM_CALLS)}
 AS SELECT
     Timestamp, TraceId, SpanId, ServiceName,
     toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
@@ -163,18 +222,112 @@ AS SELECT
     Duration, StatusCode,
     SpanAttributes['rewind.match_key'] AS MatchKey,
     SpanAttributes['gen_ai.response.finish_reasons'] AS FinishReasons
-FROM {source}
+FROM {layout.local(TRACES)}
 WHERE SpanAttributes['gen_ai.operation.name'] IN ({operations})
 """
 
 
-def migrations_table() -> str:
+# Default list prices, USD per million tokens (input, output), by model family. Operators keep
+# them current with INSERTs into rewind_model_prices; the newest row per model wins.
+DEFAULT_PRICES = (
+    ("gpt-4o", 2.50, 10.00),
+    ("gpt-4o-mini", 0.15, 0.60),
+    ("gpt-4.1", 2.00, 8.00),
+    ("gpt-4.1-mini", 0.40, 1.60),
+    ("gpt-4.1-nano", 0.10, 0.40),
+    ("o3-mini", 1.10, 4.40),
+    ("o4-mini", 1.10, 4.40),
+    ("claude-3-5-haiku", 0.80, 4.00),
+    ("claude-3-5-sonnet", 3.00, 15.00),
+    ("claude-3-7-sonnet", 3.00, 15.00),
+    ("claude-sonnet-4", 3.00, 15.00),
+    ("claude-opus-4", 15.00, 75.00),
+    ("gemini-2.0-flash", 0.10, 0.40),
+)
+# A dated or "-latest" model name is priced as its family when it has no row of its own
+# (every trailing version is dropped: a proxy may append its own date to the upstream name).
+MODEL_VERSION_SUFFIX = "(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$"
+
+
+def model_prices_table(layout: Layout = SINGLE_NODE) -> str:
+    """Small and read by every query: on a cluster, one full copy on every node."""
+    engine = layout.engine("ReplacingMergeTree", MODEL_PRICES, "UpdatedAt", every_shard=True)
     return f"""
-CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
+CREATE TABLE IF NOT EXISTS {layout.name(MODEL_PRICES)}{layout.on_cluster} (
+    Model String,
+    InputUsdPerMTok Float64,
+    OutputUsdPerMTok Float64,
+    UpdatedAt DateTime DEFAULT now()
+) ENGINE = {engine}
+ORDER BY Model
+"""
+
+
+def default_prices(layout: Layout = SINGLE_NODE) -> str:
+    """Dated in the past: an operator's own row (stamped now()) wins, and running the insert
+    again adds identical rows only."""
+    rows = ",\n    ".join(
+        f"('{model}', {inp:.2f}, {out:.2f}, '2025-01-01 00:00:00')"
+        for model, inp, out in DEFAULT_PRICES
+    )
+    return f"""
+INSERT INTO {layout.name(MODEL_PRICES)} (Model, InputUsdPerMTok, OutputUsdPerMTok, UpdatedAt)
+VALUES
+    {rows}
+"""
+
+
+def llm_costs_view(layout: Layout = SINGLE_NODE) -> str:
+    """One row per LLM call with its cost: the price of its model (the response's, else the
+    request's), else of that model's family. A plain view, so new prices re-price past calls."""
+    prices = (
+        "(SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, "
+        "argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok "
+        f"FROM {layout.name(MODEL_PRICES)} GROUP BY Model)"
+    )
+    model = "if(c.ResponseModel != '', c.ResponseModel, c.RequestModel)"
+    price = "if(exact.Model != '', exact.{0}, family.{0})"
+    return f"""
+CREATE VIEW IF NOT EXISTS {layout.name(LLM_COSTS)}{layout.on_cluster} AS
+SELECT
+    c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId,
+    c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation,
+    c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel,
+    c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration,
+    c.StatusCode AS StatusCode,
+    if(exact.Model != '', exact.Model, family.Model) AS PricedAs,
+    (c.InputTokens * {price.format("InputUsdPerMTok")}
+     + c.OutputTokens * {price.format("OutputUsdPerMTok")}) / 1e6 AS CostUsd
+FROM {layout.name(LLM_CALLS)} AS c
+LEFT JOIN {prices} AS exact ON exact.Model = {model}
+LEFT JOIN {prices} AS family
+    ON family.Model = replaceRegexpOne({model}, '{MODEL_VERSION_SUFFIX}', '')
+"""
+
+
+def tool_calls_view(layout: Layout = SINGLE_NODE) -> str:
+    return f"""
+CREATE VIEW IF NOT EXISTS {layout.name(TOOL_CALLS)}{layout.on_cluster} AS
+SELECT
+    Timestamp, TraceId, SpanId, ParentSpanId, ServiceName,
+    SpanAttributes['gen_ai.tool.name'] AS ToolName,
+    SpanAttributes['gen_ai.tool.call.id'] AS CallId,
+    toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
+    Duration, StatusCode,
+    SpanAttributes['rewind.tool.replayed'] = 'true' AS Replayed
+FROM {layout.name(TRACES)}
+WHERE SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+"""
+
+
+def migrations_table(layout: Layout = SINGLE_NODE) -> str:
+    engine = layout.engine("ReplacingMergeTree", MIGRATIONS_TABLE, every_shard=True)
+    return f"""
+CREATE TABLE IF NOT EXISTS {layout.name(MIGRATIONS_TABLE)}{layout.on_cluster} (
     Version UInt32,
     Description String,
     AppliedAt DateTime DEFAULT now()
-) ENGINE = ReplacingMergeTree() ORDER BY Version
+) ENGINE = {engine} ORDER BY Version
 """
 
 
@@ -182,19 +335,40 @@ CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
 class Migration:
     version: int
     description: str
-    statements: tuple[str, ...]
+    build: Callable[[Layout], tuple[str, ...]]
+
+    @property
+    def statements(self) -> tuple[str, ...]:
+        """The single-node statements (what ``rewind migrate`` applies)."""
+        return self.build(SINGLE_NODE)
+
+    def statements_for(self, layout: Layout) -> tuple[str, ...]:
+        return self.build(layout)
+
+
+def _traces_and_llm_calls(layout: Layout) -> tuple[str, ...]:
+    return (
+        traces_table(layout),
+        *layout.distributed(TRACES),
+        trace_lookup_table(layout),
+        *layout.distributed(TRACE_LOOKUP),
+        trace_lookup_view(layout),
+        llm_calls_table(layout),
+        *layout.distributed(LLM_CALLS),
+        llm_calls_view(layout),
+    )
+
+
+def _dashboard_views(layout: Layout) -> tuple[str, ...]:
+    return (
+        model_prices_table(layout),
+        default_prices(layout),
+        llm_costs_view(layout),
+        tool_calls_view(layout),
+    )
 
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "otel_traces with trace-id lookup; rewind_llm_calls",
-        (
-            traces_table(),
-            trace_lookup_table(),
-            trace_lookup_view(),
-            llm_calls_table(),
-            llm_calls_view(),
-        ),
-    ),
+    Migration(1, "otel_traces with trace-id lookup; rewind_llm_calls", _traces_and_llm_calls),
+    Migration(2, "rewind_model_prices, rewind_llm_costs, rewind_tool_calls", _dashboard_views),
 )

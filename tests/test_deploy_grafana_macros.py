@@ -1,0 +1,205 @@
+"""What Grafana does to a ClickHouse panel query before the server sees it, so the dashboard
+test can run the very SQL a user's Grafana would send.
+
+Three steps, in Grafana's order: the plugin's frontend ``$__conditionalAll(condition, $var)``
+(``1=1`` when the variable is All), Grafana's template variables (``${var:singlequote}``,
+``${var}``, ``$var``), then the plugin's backend macros with the expansions of
+grafana/clickhouse-datasource ``pkg/macros`` (argument parsing as grafana-plugin-sdk-go
+``sqlutil``: ``\\$__name\\b``, arguments only when ``(`` follows at once, split at top-level
+commas). Anything left that looks like a macro or variable is an error, so a typo in a dashboard
+fails the test instead of reaching ClickHouse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+ALL = "$__all"
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """A panel refresh: time range, interval and the variables' current values."""
+
+    start: datetime
+    end: datetime
+    interval: timedelta = timedelta(seconds=60)
+    values: dict[str, list[str]] = field(default_factory=dict)  # [ALL] means "All"
+    options: dict[str, list[str]] = field(default_factory=dict)  # what All stands for
+
+
+class MacroError(ValueError):
+    pass
+
+
+def _seconds(t: datetime) -> int:
+    return int(t.timestamp())
+
+
+def _millis(t: datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _date(t: datetime) -> str:
+    return f"toDate('{t.astimezone(timezone.utc):%Y-%m-%d}')"
+
+
+def _one(args: list[str], name: str) -> str:
+    if len(args) != 1:
+        raise MacroError(f"$__{name}: expected 1 argument, received {len(args)}")
+    return args[0]
+
+
+def _macros(ctx: QueryContext) -> dict[str, Callable[[list[str]], str]]:
+    frm, to = f"toDateTime({_seconds(ctx.start)})", f"toDateTime({_seconds(ctx.end)})"
+    frm_ms = f"fromUnixTimestamp64Milli({_millis(ctx.start)})"
+    to_ms = f"fromUnixTimestamp64Milli({_millis(ctx.end)})"
+    seconds = max(int(ctx.interval.total_seconds()), 1)
+    millis = max(int(ctx.interval.total_seconds() * 1000), 1)
+
+    def date_time_filter(args: list[str]) -> str:
+        if len(args) != 2:
+            raise MacroError(f"$__dateTimeFilter: expected 2 arguments, received {len(args)}")
+        d, t = args
+        return (f"({d} >= {_date(ctx.start)} AND {d} <= {_date(ctx.end)}) AND "
+                f"({t} >= {frm} AND {t} <= {to})")
+
+    return {
+        "fromTime": lambda a: frm,
+        "toTime": lambda a: to,
+        "fromTime_ms": lambda a: frm_ms,
+        "toTime_ms": lambda a: to_ms,
+        "timeFilter": lambda a: f"{_one(a, 'timeFilter')} >= {frm} AND {a[0]} <= {to}",
+        "timeFilter_ms": lambda a: f"{_one(a, 'timeFilter_ms')} >= {frm_ms} AND {a[0]} <= {to_ms}",
+        "dateFilter": lambda a: (f"{_one(a, 'dateFilter')} >= {_date(ctx.start)} AND "
+                                 f"{a[0]} <= {_date(ctx.end)}"),
+        "dateTimeFilter": date_time_filter,
+        "dt": date_time_filter,
+        "timeInterval": lambda a: (f"toStartOfInterval(toDateTime({_one(a, 'timeInterval')}), "
+                                   f"INTERVAL {seconds} second)"),
+        "timeInterval_ms": lambda a: (f"toStartOfInterval(toDateTime64("
+                                      f"{_one(a, 'timeInterval_ms')}, 3), "
+                                      f"INTERVAL {millis} millisecond)"),
+        "interval_s": lambda a: str(seconds),
+    }
+
+
+def _arguments(text: str, start: int) -> tuple[list[str], int]:
+    """Arguments of a macro whose '(' is at ``start``; returns them and the end index."""
+    depth, parts, begin = 0, [], start + 1
+    for i in range(start, len(text)):
+        char = text[i]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                parts.append(text[begin:i])
+                return [p.strip() for p in parts], i + 1
+        elif char == "," and depth == 1:
+            parts.append(text[begin:i])
+            begin = i + 1
+    raise MacroError(f"missing ')' after {text[max(start - 20, 0):start + 20]!r}")
+
+
+def _conditional_all(sql: str, ctx: QueryContext) -> str:
+    marker = "$__conditionalAll("
+    while (at := sql.rfind(marker)) != -1:
+        args, end = _arguments(sql, at + len(marker) - 1)
+        if len(args) != 2 or not args[1].startswith("$"):
+            raise MacroError(f"$__conditionalAll needs (condition, $variable): {args}")
+        current = ctx.values.get(args[1].lstrip("$").strip("{}"))
+        if current is None:
+            raise MacroError(f"$__conditionalAll names an unknown variable {args[1]}")
+        keep = current not in ([ALL], [""], [])
+        sql = sql[:at] + (args[0] if keep else "1=1") + sql[end:]
+    return sql
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _variables(sql: str, ctx: QueryContext) -> str:
+    def replace(match: re.Match) -> str:
+        name = match.group(1) or match.group(3)
+        fmt = match.group(2)
+        if name not in ctx.values:
+            raise MacroError(f"unknown variable ${name}")
+        values = ctx.values[name]
+        if values == [ALL]:
+            values = ctx.options[name]
+        if fmt == "singlequote":
+            return ",".join(_quote(v) for v in values)
+        if fmt is not None:
+            raise MacroError(f"variable format :{fmt} is not used by these dashboards")
+        # The plugin's own default format: a multi-value becomes a quoted list.
+        return values[0] if len(values) == 1 else ",".join(_quote(v) for v in values)
+
+    return re.sub(r"\$\{(\w+)(?::(\w+))?\}|\$(?!__)(\w+)", replace, sql)
+
+
+def _backend(sql: str, ctx: QueryContext) -> str:
+    for name, expand in _macros(ctx).items():
+        pattern = re.compile(rf"\$__{name}\b")
+        while match := pattern.search(sql):
+            end, args = match.end(), []
+            if end < len(sql) and sql[end] == "(":
+                args, end = _arguments(sql, end)
+                args = [] if args == [""] else args
+            sql = sql[:match.start()] + expand(args) + sql[end:]
+    return sql
+
+
+def expand(sql: str, ctx: QueryContext) -> str:
+    sql = _backend(_variables(_conditional_all(sql, ctx), ctx), ctx)
+    left = re.search(r"\$\w+|\$\{|\[\[", sql)
+    if left:
+        raise MacroError(f"not expanded: {sql[left.start():left.start() + 30]!r}")
+    return sql
+
+
+# --- the expansions match the plugin's ------------------------------------------------------
+
+START = datetime(2025, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+CTX = QueryContext(START, START + timedelta(hours=1), timedelta(seconds=30),
+                   {"service": [ALL], "model": ["gpt-4o", "o'brien"]},
+                   {"service": ["a", "b"], "model": ["gpt-4o", "o'brien"]})
+
+
+def test_time_macros_expand_like_the_plugin():
+    assert expand("WHERE $__timeFilter(Timestamp)", CTX) == (
+        "WHERE Timestamp >= toDateTime(1740830400) AND Timestamp <= toDateTime(1740834000)")
+    assert expand("$__fromTime AND $__toTime_ms", CTX) == (
+        "toDateTime(1740830400) AND fromUnixTimestamp64Milli(1740834000000)")
+    assert expand("$__timeInterval(Timestamp) AS time, $__interval_s", CTX) == (
+        "toStartOfInterval(toDateTime(Timestamp), INTERVAL 30 second) AS time, 30")
+    assert expand("$__timeInterval(toDate(x, 'UTC'))", CTX).startswith(
+        "toStartOfInterval(toDateTime(toDate(x, 'UTC')), INTERVAL 30")
+    assert expand("$__dateFilter(d)", CTX) == (
+        "d >= toDate('2025-03-01') AND d <= toDate('2025-03-01')")
+
+
+def test_variables_and_conditional_all():
+    sql = ("$__conditionalAll(ServiceName IN (${service:singlequote}), $service) AND "
+           "$__conditionalAll(Model IN (${model:singlequote}), $model)")
+    assert expand(sql, CTX) == "1=1 AND Model IN ('gpt-4o','o\\'brien')"
+    every = QueryContext(CTX.start, CTX.end, CTX.interval, {"service": ["a"], "model": [ALL]},
+                         CTX.options)
+    assert expand(sql, every) == "ServiceName IN ('a') AND 1=1"
+
+
+def test_mistakes_in_a_dashboard_query_are_caught():
+    with pytest.raises(MacroError, match="missing"):
+        expand("$__timeFilter(Timestamp", CTX)
+    with pytest.raises(MacroError, match="not expanded"):
+        expand("$__timeFilterr(Timestamp)", CTX)
+    with pytest.raises(MacroError, match="unknown variable"):
+        expand("WHERE x = ${servce:singlequote}", CTX)
+    with pytest.raises(MacroError, match="expected 1 argument"):
+        expand("$__timeFilter(a, b)", CTX)
