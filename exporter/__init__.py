@@ -1,49 +1,105 @@
 """Rewind exporter: GenAI spans with full payloads, captured at the HTTP client transport.
 
-    from rewind.exporter import instrument, agent
-    instrument()                     # honours OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_*
-    with agent("support-bot"):
+    from rewind.exporter import agent, instrument, tool
+    instrument()                     # honours OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_*, REWIND_*
+
+    @tool
+    def lookup(order_id: str) -> dict: ...
+
+    with agent("support-bot", conversation_id="ticket-42"):
         client.chat.completions.create(...)
+
+Or with no code change: ``opentelemetry-instrument python app.py`` (the
+``RewindInstrumentor`` entry point), or ``rewind record -- python app.py``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterable
 from typing import Any
 
-from . import transport
+from . import enrichment, scope, tools, transport
 from .agents import agent
-from .pipeline import ensure_provider
+from .config import CaptureMode, CaptureSettings, settings
+from .pipeline import ensure_provider, export_stats, exports_through_us
 from .recording import Recorder
+from .tools import RecordedToolError, ToolAnswer, tool
 
-__all__ = ["agent", "instrument", "is_instrumented", "uninstrument"]
+log = logging.getLogger("rewind.exporter")
+
+__all__ = [
+    "CaptureMode",
+    "CaptureSettings",
+    "RecordedToolError",
+    "RewindInstrumentor",
+    "ToolAnswer",
+    "agent",
+    "export_stats",
+    "instrument",
+    "is_instrumented",
+    "tool",
+    "uninstrument",
+]
 
 
 def instrument(
     service_name: str | None = None,
     endpoint: str | None = None,
     tracer_provider: Any = None,
-) -> None:
-    """Start recording every LLM call made through httpx or httpx2 in this process.
+    *,
+    capture: str | CaptureMode | None = None,
+    redact: Iterable[str] | None = None,
+    max_body_bytes: int | None = None,
+) -> Any:
+    """Start recording every LLM call made through httpx or httpx2 in this process, and every
+    ``@tool`` call. Returns the tracer provider spans go to.
 
     ``tracer_provider`` defaults to the application's own; when it has none, one exporting
-    over OTLP (to ``endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` settings) is created.
+    over OTLP (to ``endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` settings) is created, with a
+    queue bounded in spans and bytes. ``capture`` (``full``, ``content``, ``metadata``),
+    ``redact`` (regular expressions) and ``max_body_bytes`` override ``REWIND_CAPTURE``,
+    ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; wrong values raise ``ValueError``.
+    Calling it again replaces the previous settings.
     """
+    chosen = settings(capture, redact, max_body_bytes)
+    for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
+        if os.environ.get(limit):
+            log.warning("rewind: %s=%s cuts recorded bodies longer than that; they will not "
+                        "replay", limit, os.environ[limit])
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" and not tracer_provider:
+        return None
     provider = tracer_provider or ensure_provider(service_name, endpoint)
     extra = {}
     source = os.environ.get("REWIND_REPLAY_SOURCE_TRACE_ID")
     if source:
         extra["rewind.replay.source_trace_id"] = source
+    recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
+    enrichment.configure(chosen, recorder.redactor)
     transport.install()
-    transport.hooks.observer = Recorder(provider, extra)
+    transport.hooks.observer = recorder
+    tools.configure(provider, chosen)
+    scope.set_tracer_provider(provider)
+    return provider
 
 
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
     transport.hooks.observer = None
+    tools.configure(None)
+    scope.set_tracer_provider(None)
     if transport.hooks.responder is None and transport.hooks.async_responder is None:
         transport.uninstall()
 
 
 def is_instrumented() -> bool:
     return transport.hooks.observer is not None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RewindInstrumentor":  # imported lazily: opentelemetry-instrumentation is heavier
+        from .instrumentor import RewindInstrumentor
+
+        return RewindInstrumentor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

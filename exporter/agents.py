@@ -1,28 +1,110 @@
-"""``invoke_agent`` spans: the parent that groups one agent run's LLM and tool calls."""
+"""``invoke_agent {name}`` spans: the parent that groups one agent run's LLM and tool calls.
+
+    with agent("support-bot", conversation_id=ticket.id) as span: ...
+
+    @agent("planner")
+    async def plan(goal: str) -> str: ...
+
+Works as a context manager (sync and async) and as a decorator of sync and async functions.
+``conversation_id`` is also put on every LLM and tool span recorded inside.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import contextvars
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
 
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry import context, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import attributes as A
+from . import scope
+
+log = logging.getLogger("rewind.exporter")
 
 
-@contextlib.contextmanager
-def agent(
-    name: str, *, agent_id: str | None = None, conversation_id: str | None = None
-) -> Iterator[Span]:
-    """Everything inside runs in one trace under an ``invoke_agent {name}`` span."""
-    tracer = trace.get_tracer("rewind.exporter")
-    attrs = {A.OPERATION: "invoke_agent", A.AGENT_NAME: name}
-    if agent_id:
-        attrs[A.AGENT_ID] = agent_id
-    if conversation_id:
-        attrs[A.CONVERSATION_ID] = conversation_id
-    with tracer.start_as_current_span(
-        f"invoke_agent {name}", kind=SpanKind.INTERNAL, attributes=attrs
-    ) as span:
-        yield span
+class AgentScope:
+    """One ``invoke_agent`` span; each ``with`` block or decorated call opens a new one."""
+
+    def __init__(self, name: str, agent_id: str | None = None,
+                 conversation_id: str | None = None, description: str | None = None,
+                 version: str | None = None) -> None:
+        self.name = name
+        self.attributes: dict[str, Any] = {A.OPERATION: "invoke_agent", A.AGENT_NAME: name}
+        for key, value in ((A.AGENT_ID, agent_id), (A.CONVERSATION_ID, conversation_id),
+                           (A.AGENT_DESCRIPTION, description), (A.AGENT_VERSION, version)):
+            if value:
+                self.attributes[key] = value
+        self.conversation_id = conversation_id
+        self._init = (name, agent_id, conversation_id, description, version)
+        # Open spans per context, so one scope object can serve concurrent tasks and threads.
+        self._open: contextvars.ContextVar[tuple[tuple[Span, object], ...]] = (
+            contextvars.ContextVar(f"rewind_agent_{id(self)}", default=()))
+
+    # -- context manager ----------------------------------------------------------------------
+    def __enter__(self) -> Span:
+        try:
+            span = scope.tracer().start_span(
+                f"invoke_agent {self.name}", context=scope.parent_context(),
+                kind=SpanKind.INTERNAL, attributes=self.attributes)
+        except Exception:  # the application's span processors failed: run unrecorded
+            log.exception("rewind: could not start an agent span")
+            span = trace.INVALID_SPAN
+        ctx = trace.set_span_in_context(span, scope.parent_context())
+        if self.conversation_id:
+            ctx = scope.with_conversation(self.conversation_id, ctx)
+        token = context.attach(ctx)
+        self._open.set((*self._open.get(), (span, token)))
+        return span
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        stack = self._open.get()
+        span, token = stack[-1]
+        self._open.set(stack[:-1])
+        try:
+            if exc is not None:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                span.set_attribute(A.ERROR_TYPE, type(exc).__qualname__)
+        finally:
+            context.detach(token)  # type: ignore[arg-type]
+            scope.end_quietly(span)
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # -- decorator ----------------------------------------------------------------------------
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        args = self._init
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def run_async(*a: Any, **kw: Any) -> Any:
+                with AgentScope(*args):
+                    return await func(*a, **kw)
+
+            return run_async
+
+        @functools.wraps(func)
+        def run(*a: Any, **kw: Any) -> Any:
+            with AgentScope(*args):
+                return func(*a, **kw)
+
+        return run
+
+
+def agent(name: str | Callable[..., Any], *, agent_id: str | None = None,
+          conversation_id: str | None = None, description: str | None = None,
+          version: str | None = None) -> Any:
+    """An ``invoke_agent {name}`` span around a block or a function (``@agent`` names it after
+    the function)."""
+    if callable(name):
+        return AgentScope(name.__name__)(name)
+    return AgentScope(name, agent_id, conversation_id, description, version)

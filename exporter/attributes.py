@@ -10,12 +10,27 @@ from __future__ import annotations
 OPERATION = "gen_ai.operation.name"
 PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_STREAM = "gen_ai.request.stream"
+TEMPERATURE = "gen_ai.request.temperature"
+TOP_P = "gen_ai.request.top_p"
+TOP_K = "gen_ai.request.top_k"
+MAX_TOKENS = "gen_ai.request.max_tokens"
+SEED = "gen_ai.request.seed"
+FREQUENCY_PENALTY = "gen_ai.request.frequency_penalty"
+PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
+CHOICE_COUNT = "gen_ai.request.choice.count"
+STOP_SEQUENCES = "gen_ai.request.stop_sequences"
+ENCODING_FORMATS = "gen_ai.request.encoding_formats"
+EMBEDDING_DIMENSIONS = "gen_ai.embeddings.dimension.count"
 RESPONSE_ID = "gen_ai.response.id"
 RESPONSE_MODEL = "gen_ai.response.model"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
 SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
@@ -24,6 +39,16 @@ OUTPUT_TYPE = "gen_ai.output.type"
 CONVERSATION_ID = "gen_ai.conversation.id"
 AGENT_NAME = "gen_ai.agent.name"
 AGENT_ID = "gen_ai.agent.id"
+AGENT_DESCRIPTION = "gen_ai.agent.description"
+AGENT_VERSION = "gen_ai.agent.version"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+OPENAI_API_TYPE = "openai.api.type"
+OPENAI_REQUEST_SERVICE_TIER = "openai.request.service_tier"
+OPENAI_RESPONSE_SERVICE_TIER = "openai.response.service_tier"
+OPENAI_SYSTEM_FINGERPRINT = "openai.response.system_fingerprint"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"
@@ -43,6 +68,8 @@ REQUEST_BODY_ENCODING = "rewind.request.body_encoding"
 RESPONSE_BODY_ENCODING = "rewind.response.body_encoding"
 MATCH_KEY = "rewind.match_key"
 CAPTURE_ERROR = "rewind.capture_error"
+RESPONSE_INCOMPLETE = "rewind.response.incomplete"  # why the body stops early, when it does
+TOOL_REPLAYED = "rewind.tool.replayed"
 REPLAY_SOURCE_TRACE_ID = "rewind.replay.source_trace_id"
 TOOL_ARGUMENTS = "rewind.tool.arguments"
 TOOL_RESULT = "rewind.tool.result"
@@ -55,3 +82,18 @@ FORK_EDITS = "rewind.fork.edits"
 
 KIND_LLM = "llm"
 KIND_TOOL = "tool"
+
+# What each capture mode leaves out (see config.CaptureMode).
+RAW_ATTRIBUTES = frozenset(
+    {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR}
+)
+CONTENT_ATTRIBUTES = frozenset(
+    {
+        SYSTEM_INSTRUCTIONS,
+        INPUT_MESSAGES,
+        OUTPUT_MESSAGES,
+        TOOL_DEFINITIONS,
+        TOOL_CALL_ARGUMENTS,
+        TOOL_CALL_RESULT,
+    }
+)

@@ -151,12 +151,19 @@ def parse_body(raw: bytes | str | None) -> Json:
 def canonical_request(
     method: str, url: str, headers: Mapping[str, str], body: bytes | str | None
 ) -> dict[str, Json]:
+    return canonical_parsed(method, urlsplit(url).path, headers, parse_body(body))
+
+
+def canonical_parsed(
+    method: str, path: str, headers: Mapping[str, str], parsed: Json
+) -> dict[str, Json]:
+    """The same, for a body already parsed the way :func:`parse_body` does."""
     lowered = {k.lower(): v for k, v in headers.items()}
     return {
         "method": method.upper(),
-        "path": urlsplit(url).path,
+        "path": path,
         "headers": {h: lowered[h] for h in KEY_HEADERS if h in lowered},
-        "body": canonical_body(parse_body(body)),
+        "body": canonical_body(parsed),
     }
 
 

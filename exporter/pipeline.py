@@ -1,17 +1,28 @@
-"""The standard OpenTelemetry pipeline: tracer provider -> batch processor -> OTLP exporter.
+"""The standard OpenTelemetry pipeline: tracer provider -> bounded batch queue -> OTLP exporter.
 
 Only built when the application has not configured a tracer provider of its own; when it has,
-our spans simply join its pipeline.
+our spans simply join its pipeline (and its queue limits). Honours ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``),
+``OTEL_EXPORTER_OTLP_*`` (endpoint, protocol, headers, timeout, compression) and
+``OTEL_BSP_*``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
+
+from .export_queue import BoundedSpanProcessor
+
+log = logging.getLogger("rewind.exporter")
+
+_processors: list[BoundedSpanProcessor] = []
+_built: list[TracerProvider] = []
 
 
 def otlp_exporter(endpoint: str | None = None) -> SpanExporter:
@@ -39,6 +50,42 @@ def configured_provider() -> TracerProvider | None:
     return current if isinstance(current, TracerProvider) else None
 
 
+def _exporter_names() -> list[str]:
+    raw = os.environ.get("OTEL_TRACES_EXPORTER", "otlp")
+    return [n.strip().lower() for n in raw.split(",") if n.strip()] or ["otlp"]
+
+
+def build_provider(service_name: str | None = None, endpoint: str | None = None,
+                   span_exporter: SpanExporter | None = None) -> TracerProvider:
+    """A provider exporting through the bounded queue: to ``span_exporter`` when given,
+    else as ``OTEL_TRACES_EXPORTER`` says."""
+    resource = Resource.create({"service.name": service_name} if service_name else {})
+    provider = TracerProvider(resource=resource)
+    for name in ["given"] if span_exporter is not None else _exporter_names():
+        if name in ("otlp", "given"):
+            processor = BoundedSpanProcessor(span_exporter or otlp_exporter(endpoint))
+            _processors.append(processor)
+            provider.add_span_processor(processor)
+        elif name == "console":
+            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+        elif name != "none":
+            log.warning("rewind: OTEL_TRACES_EXPORTER=%s is not supported here; ignored", name)
+    _built.append(provider)
+    return provider
+
+
+def exports_through_us(provider: object) -> bool:
+    """True when every span of ``provider`` goes through a queue built here (which derives
+    pending semconv attributes at export, see :mod:`.enrichment`)."""
+    if not any(provider is built for built in _built):
+        return False
+    processors = getattr(getattr(provider, "_active_span_processor", None),
+                         "_span_processors", ())
+    return bool(processors) and all(
+        isinstance(p, BoundedSpanProcessor) or getattr(p, "observes_only", False)
+        for p in processors)
+
+
 def ensure_provider(
     service_name: str | None = None, endpoint: str | None = None
 ) -> TracerProvider:
@@ -46,8 +93,23 @@ def ensure_provider(
     existing = configured_provider()
     if existing is not None:
         return existing
-    resource = Resource.create({"service.name": service_name} if service_name else {})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(otlp_exporter(endpoint)))
+    provider = build_provider(service_name, endpoint)
     trace.set_tracer_provider(provider)
     return provider
+
+
+def mark_closing() -> None:
+    """The process is exiting: once the collector has failed, stop waiting on it."""
+    for processor in _processors:
+        processor.exporter.closing = True
+
+
+def export_stats() -> dict[str, int] | None:
+    """Queue figures of the pipeline built here (None when the application brought its own)."""
+    if not _processors:
+        return None
+    totals: dict[str, int] = {}
+    for processor in _processors:
+        for key, value in processor.stats().items():
+            totals[key] = totals.get(key, 0) + value
+    return totals

@@ -6,6 +6,8 @@ so a new credential header can never leak by default.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -54,6 +56,8 @@ def keep_headers(headers: Iterable[tuple[str, str]], allowed: frozenset[str]) ->
 
 def clean_url(url: str) -> str:
     """The URL without user-info and without credential query parameters."""
+    if "@" not in url and "?" not in url and "#" not in url:
+        return url
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port is not None:
@@ -63,3 +67,52 @@ def clean_url(url: str) -> str:
          if k.lower() not in SECRET_QUERY_PARAMS]
     )
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+# Header names that carry credentials whatever else they are called.
+_SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "signature", "session",
+                        "password", "credential")
+_SCHEMES = ("bearer", "basic", "token", "apikey", "key")
+_MIN_SECRET = 8  # shorter values would mask ordinary words
+
+
+@functools.lru_cache(maxsize=512)
+def _is_secret_header(name: str) -> bool:
+    low = name.lower()
+    return low not in REQUEST_HEADERS_KEPT and any(w in low for w in _SECRET_HEADER_WORDS)
+
+
+def secret_values(headers: Iterable[tuple[str, str]], url: str) -> tuple[str, ...]:
+    """The credential strings of one request: masked wherever they would otherwise be exported
+    (bodies, error messages), not only dropped from the headers."""
+    found: list[str] = []
+    for name, value in headers:
+        if not _is_secret_header(name):
+            continue
+        value = value.strip()
+        scheme, _, rest = value.partition(" ")
+        if rest and scheme.lower() in _SCHEMES:
+            value = rest.strip()
+        found.append(value)
+    if "@" in url or "?" in url:
+        parts = urlsplit(url)
+        if parts.password:
+            found.append(parts.password)
+        found += [v for k, v in parse_qsl(parts.query) if k.lower() in SECRET_QUERY_PARAMS]
+    return tuple(v for v in found if len(v) >= _MIN_SECRET)
+
+
+class Redactor:
+    """Masks known secrets and the configured patterns in text about to be exported."""
+
+    def __init__(self, patterns: tuple[re.Pattern[str], ...] = (), mask: str = "[REDACTED]"):
+        self.patterns = patterns
+        self.mask = mask
+
+    def __call__(self, text: str, secrets: tuple[str, ...] = ()) -> str:
+        for secret in secrets:
+            if secret in text:
+                text = text.replace(secret, self.mask)
+        for pattern in self.patterns:
+            text = pattern.sub(self.mask, text)
+        return text

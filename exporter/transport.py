@@ -27,7 +27,7 @@ MODULE_NAMES = ("httpx2", "httpx")
 class Observation(Protocol):
     """What an observer returns for one request it wants to follow."""
 
-    def wrap(self, flavor: Flavor, response: Any) -> Any: ...
+    def wrap(self, flavor: Flavor, response: Any, asynchronous: bool = False) -> Any: ...
     def failed(self, error: BaseException) -> None: ...
 
 
@@ -64,19 +64,28 @@ def _observe(flavor: Flavor, request: Any) -> Observation | None:
         return None
     try:
         return hooks.observer(flavor, request)
-    except Exception:  # pragma: no cover - defensive
+    except Exception:
         log.exception("rewind: observer failed; request continues unrecorded")
         return None
 
 
-def _finish(flavor: Flavor, seen: Observation | None, response: Any) -> Any:
+def _finish(flavor: Flavor, seen: Observation | None, response: Any, asynchronous: bool) -> Any:
     if seen is None:
         return response
     try:
-        return seen.wrap(flavor, response)
-    except Exception:  # pragma: no cover - defensive
+        return seen.wrap(flavor, response, asynchronous)
+    except Exception:
         log.exception("rewind: could not follow a response; it continues unrecorded")
         return response
+
+
+def _failed(seen: Observation | None, error: BaseException) -> None:
+    if seen is None:
+        return
+    try:
+        seen.failed(error)
+    except Exception:
+        log.exception("rewind: could not record a failed request")
 
 
 def _patch(module: ModuleType) -> None:
@@ -91,10 +100,9 @@ def _patch(module: ModuleType) -> None:
             if response is None:
                 response = sync_original(self, request)
         except BaseException as error:
-            if seen is not None:
-                seen.failed(error)
+            _failed(seen, error)
             raise
-        return _finish(flavor, seen, response)
+        return _finish(flavor, seen, response, False)
 
     async def async_send_single_request(self: Any, request: Any) -> Any:
         seen = _observe(flavor, request)
@@ -105,10 +113,9 @@ def _patch(module: ModuleType) -> None:
             if response is None:
                 response = await async_original(self, request)
         except BaseException as error:
-            if seen is not None:
-                seen.failed(error)
+            _failed(seen, error)
             raise
-        return _finish(flavor, seen, response)
+        return _finish(flavor, seen, response, True)
 
     send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]
     async_send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]

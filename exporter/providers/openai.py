@@ -1,162 +1,182 @@
-"""OpenAI Chat Completions (and every OpenAI-compatible server) to GenAI attributes."""
+"""OpenAI Chat Completions, legacy Completions and Embeddings, on OpenAI, Azure OpenAI and every
+OpenAI-compatible server (vLLM, Ollama, LiteLLM proxy …), to GenAI attributes."""
 
 from __future__ import annotations
 
-import json
+import base64
+import binascii
 from typing import Any
 
 from .. import attributes as A
 from . import Attributes, Endpoint, Json
+from . import parts as P
 
 _PARAMS = {
-    "temperature": "gen_ai.request.temperature",
-    "top_p": "gen_ai.request.top_p",
-    "max_tokens": "gen_ai.request.max_tokens",
-    "max_completion_tokens": "gen_ai.request.max_tokens",
-    "frequency_penalty": "gen_ai.request.frequency_penalty",
-    "presence_penalty": "gen_ai.request.presence_penalty",
-    "seed": "gen_ai.request.seed",
-    "n": "gen_ai.request.choice.count",
+    "temperature": A.TEMPERATURE,
+    "top_p": A.TOP_P,
+    "top_k": A.TOP_K,  # vLLM and other compatible servers
+    "max_tokens": A.MAX_TOKENS,
+    "max_completion_tokens": A.MAX_TOKENS,
+    "frequency_penalty": A.FREQUENCY_PENALTY,
+    "presence_penalty": A.PRESENCE_PENALTY,
+    "seed": A.SEED,
 }
+AZURE_HOST_SUFFIXES = (
+    ".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"
+)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _arguments(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
-
-
-def _content_parts(content: Any) -> list[dict[str, Any]]:
+def _content_parts(content: Any) -> list[P.Part]:
     if content is None:
         return []
     if isinstance(content, str):
-        return [{"type": "text", "content": content}]
-    parts: list[dict[str, Any]] = []
+        return [P.text(content)]
+    out: list[P.Part] = []
     for item in content if isinstance(content, list) else [content]:
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "text":
-            parts.append({"type": "text", "content": item.get("text", "")})
-        elif kind == "image_url":
-            url = (item.get("image_url") or {}).get("url", "")
-            parts.append({"type": "uri", "modality": "image", "uri": url})
+            out.append(P.text(item.get("text", "")))
         elif kind == "refusal":
-            parts.append({"type": "text", "content": item.get("refusal", "")})
+            out.append(P.text(item.get("refusal", "")))
+        elif kind == "image_url":
+            out.append(P.media(str((item.get("image_url") or {}).get("url", ""))))
+        elif kind == "input_audio":
+            audio = item.get("input_audio") or {}
+            out.append(P.blob(audio.get("data"), f"audio/{audio.get('format', 'wav')}", "audio"))
+        elif kind == "file":
+            file = item.get("file") or {}
+            if file.get("file_id"):
+                out.append({"type": "file", "modality": "document", "file_id": file["file_id"]})
+            else:
+                out.append(P.media(str(file.get("file_data", "")), None, "document"))
         else:
-            parts.append({"type": kind or "unknown", "content": item})
-    return parts
+            out.append(P.generic(kind, item))
+    return out
 
 
-def _tool_call_parts(calls: Any) -> list[dict[str, Any]]:
-    parts = []
+def _tool_call_parts(calls: Any) -> list[P.Part]:
+    out = []
     for call in calls or []:
-        function = call.get("function") or {}
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": function.get("name"),
-                "arguments": _arguments(function.get("arguments")),
-            }
-        )
+        if not isinstance(call, dict):
+            continue
+        function = call.get("function") or call.get("custom") or {}
+        args = function.get("arguments", function.get("input"))
+        out.append(P.tool_call(call.get("id"), function.get("name"), args))
+    return out
+
+
+def _message_parts(message: dict[str, Any]) -> list[P.Part]:
+    """Content, then reasoning some compatible servers add, then tool calls."""
+    parts = []
+    thinking = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(thinking, str) and thinking:
+        parts.append(P.reasoning(thinking))
+    parts += _content_parts(message.get("content"))
+    if message.get("refusal"):
+        parts.append(P.text(message["refusal"]))
+    parts += _tool_call_parts(message.get("tool_calls"))
+    if isinstance(message.get("function_call"), dict):  # the deprecated single-call form
+        call = message["function_call"]
+        parts.append(P.tool_call(None, call.get("name"), call.get("arguments")))
     return parts
 
 
 def input_messages(messages: list[Json]) -> list[dict[str, Any]]:
     out = []
     for message in messages:
+        if not isinstance(message, dict):
+            continue
         role = message.get("role", "user")
-        if role == "tool":
-            parts = [
-                {
-                    "type": "tool_call_response",
-                    "id": message.get("tool_call_id"),
-                    "response": message.get("content"),
-                }
-            ]
+        if role in ("tool", "function"):
+            call_id = message.get("tool_call_id", message.get("name"))
+            parts = [P.tool_response(call_id, message.get("content"))]
         else:
-            parts = _content_parts(message.get("content"))
-            parts += _tool_call_parts(message.get("tool_calls"))
-        out.append({"role": role, "parts": parts})
+            parts = _message_parts(message)
+        out.append(P.message(role, parts))
     return out
 
 
 def tool_definitions(tools: list[Json]) -> list[dict[str, Any]]:
     out = []
     for tool in tools:
-        function = tool.get("function") or {}
-        out.append(
-            {
-                "type": tool.get("type", "function"),
-                "name": function.get("name"),
-                "description": function.get("description"),
-                "parameters": function.get("parameters"),
-            }
-        )
+        if not isinstance(tool, dict):
+            continue
+        function = tool.get("function") or tool.get("custom") or {}
+        name = function.get("name") or tool.get("name") or tool.get("type")
+        entry = {"type": tool.get("type", "function"), "name": name}
+        if function.get("description"):
+            entry["description"] = function["description"]
+        if function.get("parameters") is not None:
+            entry["parameters"] = function["parameters"]
+        out.append(entry)
     return out
+
+
+def _common_request(body: dict[str, Any], api_type: str) -> Attributes:
+    attrs: Attributes = {A.OPENAI_API_TYPE: api_type}
+    if body.get("model"):
+        attrs[A.REQUEST_MODEL] = str(body["model"])
+    P.copy_numbers(body, _PARAMS, attrs)
+    n = P.number(body, "n")
+    if n is not None and n != 1:
+        attrs[A.CHOICE_COUNT] = n
+    P.stop_sequences(body.get("stop"), attrs)
+    if body.get("stream") is True:
+        attrs[A.REQUEST_STREAM] = True
+    if isinstance(body.get("service_tier"), str):
+        attrs[A.OPENAI_REQUEST_SERVICE_TIER] = body["service_tier"]
+    return attrs
 
 
 def chat_request(body: Json) -> Attributes:
     if not isinstance(body, dict):
         return {}
-    attrs: Attributes = {}
-    if body.get("model"):
-        attrs[A.REQUEST_MODEL] = str(body["model"])
-    for field, name in _PARAMS.items():
-        value = body.get(field)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            attrs[name] = value
-    stop = body.get("stop")
-    if stop:
-        attrs["gen_ai.request.stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    attrs = _common_request(body, "chat_completions")
     fmt = (body.get("response_format") or {}).get("type")
     attrs[A.OUTPUT_TYPE] = "json" if fmt in ("json_object", "json_schema") else "text"
     if isinstance(body.get("messages"), list):
-        attrs[A.INPUT_MESSAGES] = _json(input_messages(body["messages"]))
-    if isinstance(body.get("tools"), list) and body["tools"]:
-        attrs[A.TOOL_DEFINITIONS] = _json(tool_definitions(body["tools"]))
+        attrs[A.INPUT_MESSAGES] = P.dumps(input_messages(body["messages"]))
+    P.tool_definitions(attrs, body.get("tools"), tool_definitions)
     return attrs
 
 
-def _output_messages(choices: list[Json]) -> list[dict[str, Any]]:
-    out = []
-    for choice in choices:
-        message = choice.get("message") or {}
-        parts = _content_parts(message.get("content"))
-        parts += _tool_call_parts(message.get("tool_calls"))
-        out.append(
-            {
-                "role": message.get("role", "assistant"),
-                "parts": parts,
-                "finish_reason": choice.get("finish_reason") or "",
-            }
-        )
-    return out
+def _response_common(body: dict[str, Any]) -> Attributes:
+    attrs = P.identity(body.get("id"), body.get("model"))
+    if isinstance(body.get("system_fingerprint"), str):
+        attrs[A.OPENAI_SYSTEM_FINGERPRINT] = body["system_fingerprint"]
+    if isinstance(body.get("service_tier"), str):
+        attrs[A.OPENAI_RESPONSE_SERVICE_TIER] = body["service_tier"]
+    usage = body.get("usage") or {}
+    P.usage(
+        attrs,
+        input=P.integer(usage, "prompt_tokens"),
+        output=P.integer(usage, "completion_tokens"),
+        cache_read=P.integer(usage, "prompt_tokens_details", "cached_tokens"),
+        reasoning=P.integer(usage, "completion_tokens_details", "reasoning_tokens"),
+    )
+    return attrs
+
+
+def _choices_response(body: Json, message: Any) -> Attributes:
+    """Attributes of a body with ``choices``; ``message(choice)`` is one output message."""
+    if not isinstance(body, dict):
+        return {}
+    attrs = _response_common(body)
+    choices = [c for c in body.get("choices") or [] if isinstance(c, dict)]
+    attrs[A.FINISH_REASONS] = [str(c.get("finish_reason") or "") for c in choices]
+    attrs[A.OUTPUT_MESSAGES] = P.dumps([message(c) for c in choices])
+    return attrs
 
 
 def chat_response(body: Json) -> Attributes:
-    if not isinstance(body, dict):
-        return {}
-    attrs: Attributes = {}
-    if body.get("id"):
-        attrs[A.RESPONSE_ID] = str(body["id"])
-    if body.get("model"):
-        attrs[A.RESPONSE_MODEL] = str(body["model"])
-    choices = body.get("choices") or []
-    attrs[A.FINISH_REASONS] = [str(c.get("finish_reason") or "") for c in choices]
-    attrs[A.OUTPUT_MESSAGES] = _json(_output_messages(choices))
-    usage = body.get("usage") or {}
-    if isinstance(usage.get("prompt_tokens"), int):
-        attrs[A.INPUT_TOKENS] = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        attrs[A.OUTPUT_TOKENS] = usage["completion_tokens"]
-    return attrs
+    return _choices_response(body, lambda c: P.output_message(
+        _message_parts(c.get("message") or {}), c.get("finish_reason"),
+        (c.get("message") or {}).get("role", "assistant")))
+
+
+def _append_text(target: dict[str, Any], field: str, delta: Any) -> None:
+    if isinstance(delta, str) and delta:
+        target[field] = (target.get(field) or "") + delta
 
 
 def assemble_chat_stream(chunks: list[Json]) -> Json:
@@ -166,7 +186,7 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
     for chunk in chunks:
         if not isinstance(chunk, dict):
             continue
-        for field in ("id", "model", "usage"):
+        for field in ("id", "model", "usage", "system_fingerprint", "service_tier"):
             if chunk.get(field):
                 body[field] = chunk[field]
         for delta_choice in chunk.get("choices") or []:
@@ -176,8 +196,8 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
             )
             message = choice["message"]
             delta = delta_choice.get("delta") or {}
-            if delta.get("content"):
-                message["content"] = (message["content"] or "") + delta["content"]
+            for field in ("content", "refusal", "reasoning_content", "reasoning"):
+                _append_text(message, field, delta.get(field))
             for call_delta in delta.get("tool_calls") or []:
                 calls = message.setdefault("tool_calls", [])
                 position = call_delta.get("index", len(calls))
@@ -200,10 +220,126 @@ def chat_stream(chunks: list[Json]) -> Attributes:
     return chat_response(assemble_chat_stream(chunks))
 
 
+# -- legacy completions -------------------------------------------------------------------------
+
+
+def completion_request(body: Json) -> Attributes:
+    if not isinstance(body, dict):
+        return {}
+    attrs = _common_request(body, "completions")
+    prompt = body.get("prompt")
+    prompts = prompt if isinstance(prompt, list) else [prompt]
+    attrs[A.INPUT_MESSAGES] = P.dumps([P.message("user", [P.text(p)]) for p in prompts
+                                       if p is not None])
+    return attrs
+
+
+def completion_response(body: Json) -> Attributes:
+    return _choices_response(body, lambda c: P.output_message([P.text(c.get("text", ""))],
+                                                              c.get("finish_reason")))
+
+
+def completion_stream(chunks: list[Json]) -> Attributes:
+    body: dict[str, Any] = {}
+    choices: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        for field in ("id", "model", "usage", "system_fingerprint"):
+            if chunk.get(field):
+                body[field] = chunk[field]
+        for piece in chunk.get("choices") or []:
+            choice = choices.setdefault(piece.get("index", 0), {"text": ""})
+            choice["text"] += piece.get("text") or ""
+            if piece.get("finish_reason"):
+                choice["finish_reason"] = piece["finish_reason"]
+    body["choices"] = [choices[i] for i in sorted(choices)]
+    return completion_response(body)
+
+
+# -- embeddings ---------------------------------------------------------------------------------
+
+
+def embeddings_request(body: Json) -> Attributes:
+    if not isinstance(body, dict):
+        return {}
+    attrs: Attributes = {A.OPENAI_API_TYPE: "embeddings"}
+    if body.get("model"):
+        attrs[A.REQUEST_MODEL] = str(body["model"])
+    if isinstance(body.get("encoding_format"), str):
+        attrs[A.ENCODING_FORMATS] = [body["encoding_format"]]
+    if P.number(body, "dimensions") is not None:
+        attrs[A.EMBEDDING_DIMENSIONS] = body["dimensions"]
+    return attrs
+
+
+def _dimensions(vector: Any) -> int | None:
+    if isinstance(vector, list):
+        return len(vector)
+    if isinstance(vector, str):  # base64 little-endian float32
+        try:
+            return len(base64.b64decode(vector, validate=True)) // 4
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+def embeddings_response(body: Json) -> Attributes:
+    if not isinstance(body, dict):
+        return {}
+    attrs: Attributes = {}
+    if body.get("model"):
+        attrs[A.RESPONSE_MODEL] = str(body["model"])
+    P.usage(attrs, input=P.integer(body.get("usage"), "prompt_tokens"))
+    data = body.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        dimensions = _dimensions(data[0].get("embedding"))
+        if dimensions is not None:
+            attrs[A.EMBEDDING_DIMENSIONS] = dimensions
+    return attrs
+
+
+def _no_stream(chunks: list[Json]) -> Attributes:
+    return {}
+
+
 CHAT = Endpoint("openai", "chat", chat_request, chat_response, chat_stream)
+COMPLETIONS = Endpoint("openai", "text_completion", completion_request, completion_response,
+                       completion_stream)
+EMBEDDINGS = Endpoint("openai", "embeddings", embeddings_request, embeddings_response, _no_stream)
+AZURE = "azure.ai.openai"
+
+
+def is_azure(host: str, path: str) -> bool:
+    return host.endswith(AZURE_HOST_SUFFIXES) or path.startswith("/openai/deployments/")
+
+
+def _with_deployment(endpoint: Endpoint, deployment: str) -> Endpoint:
+    """Azure names the deployment in the path; it stands in for a model the body leaves out."""
+
+    def request(body: Json) -> Attributes:
+        return {A.REQUEST_MODEL: deployment, **endpoint.request(body)}
+
+    return Endpoint(AZURE, endpoint.operation, request, endpoint.response, endpoint.stream,
+                    deployment)
 
 
 def detect(host: str, path: str) -> Endpoint | None:
-    if path.rstrip("/").endswith("/chat/completions"):
-        return CHAT
-    return None
+    tail = path.rstrip("/")
+    if tail.endswith("/chat/completions"):
+        endpoint = CHAT
+    elif tail.endswith("/embeddings"):
+        endpoint = EMBEDDINGS
+    elif tail.endswith("/completions"):
+        endpoint = COMPLETIONS
+    else:
+        return None
+    if not is_azure(host, path):
+        return endpoint
+    segments = path.split("/")
+    if "deployments" in segments:
+        index = segments.index("deployments")
+        if index + 1 < len(segments) and segments[index + 1]:
+            return _with_deployment(endpoint, segments[index + 1])
+    return Endpoint(AZURE, endpoint.operation, endpoint.request, endpoint.response,
+                    endpoint.stream)

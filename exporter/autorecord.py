@@ -1,0 +1,142 @@
+"""Whole-process recording for ``rewind record -- CMD``: started from ``sitecustomize``.
+
+With ``REWIND_RECORD=1`` in its environment a Python process instruments itself at start-up and
+opens one root span (``invoke_agent {name}``) that every LLM and tool call joins — in any thread
+— so the run is one trace. At exit the root span ends, spans are flushed, and one JSON line per
+process (trace ids and export figures) is appended to ``REWIND_RECORD_REPORT`` for the parent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import attributes as A
+from . import scope
+
+ENV_RECORD = "REWIND_RECORD"
+ENV_REPORT = "REWIND_RECORD_REPORT"
+ENV_NAME = "REWIND_RECORD_NAME"
+FLUSH_TIMEOUT_MS = 30_000
+
+
+class TraceIds(SpanProcessor):
+    """Notes the trace of every span this process starts (first seen first)."""
+
+    observes_only = True  # never exports: spans still all go through the bounded queue
+
+    def __init__(self, limit: int = 1000) -> None:
+        self.ids: dict[str, None] = {}
+        self.spans = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        with self._lock:
+            self.spans += 1
+            if len(self.ids) < self._limit:
+                self.ids.setdefault(format(span.get_span_context().trace_id, "032x"), None)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+def _name() -> str:
+    given = os.environ.get(ENV_NAME)
+    if given:
+        return given
+    argv = [a for a in sys.argv if a] or ["python"]
+    return os.path.basename(argv[0]) if argv[0] != "-c" else "python -c"
+
+
+def start_from_env() -> bool:
+    """Instrument this process and open its root span, when ``REWIND_RECORD`` asks for it."""
+    if os.environ.get(ENV_RECORD, "").strip().lower() not in ("1", "true", "yes"):
+        return False
+    from . import instrument
+
+    provider = instrument()
+    seen = TraceIds()
+    if isinstance(provider, TracerProvider):
+        provider.add_span_processor(seen)
+    name = _name()
+    root = trace.get_tracer("rewind.exporter", tracer_provider=provider).start_span(
+        f"invoke_agent {name}", kind=SpanKind.INTERNAL,
+        attributes={A.OPERATION: "invoke_agent", A.AGENT_NAME: name},
+    )
+    ctx = trace.set_span_in_context(root)
+    context.attach(ctx)
+    scope.set_process_root(ctx)
+    _root_for_new_threads(ctx)
+    _watch_uncaught(root)
+    atexit.register(_finish, root, seen, provider)
+    return True
+
+
+class _RootByDefault(ContextVarsRuntimeContext):
+    """OpenTelemetry's own context store, except that a thread started without a context (so
+    an SDK's own spans there too) sees the run's root instead of nothing."""
+
+    def __init__(self, root: Context) -> None:
+        super().__init__()
+        self._root = root
+
+    def get_current(self) -> Context:
+        current = super().get_current()
+        return current if current else self._root
+
+
+def _root_for_new_threads(root: Context) -> None:
+    """Swaps in :class:`_RootByDefault` when the default store is in use (``rewind record``
+    only; an application that chose another ``OTEL_PYTHON_CONTEXT`` keeps it, and then only
+    our own spans fall back to the root, through :func:`scope.parent_context`)."""
+    import opentelemetry.context as runtime
+
+    if type(getattr(runtime, "_RUNTIME_CONTEXT", None)) is ContextVarsRuntimeContext:
+        runtime._RUNTIME_CONTEXT = _RootByDefault(root)  # type: ignore[attr-defined]
+
+
+def _watch_uncaught(root: Span) -> None:
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        try:
+            root.record_exception(error)
+            root.set_status(Status(StatusCode.ERROR, f"{kind.__name__}: {error}"))
+        finally:
+            previous(kind, error, tb)
+
+    sys.excepthook = hook
+
+
+def _finish(root: Span, seen: TraceIds, provider: Any) -> None:
+    root.end()
+    scope.set_process_root(None)
+    from .pipeline import export_stats, mark_closing
+
+    mark_closing()
+    flush = getattr(provider, "force_flush", None)
+    if callable(flush):
+        flush(FLUSH_TIMEOUT_MS)
+
+    line = {
+        "pid": os.getpid(),
+        "root_trace_id": format(root.get_span_context().trace_id, "032x"),
+        "trace_ids": list(seen.ids),
+        "spans": seen.spans,
+        "export": export_stats(),
+    }
+    path = os.environ.get(ENV_REPORT)
+    if path:
+        with open(path, "a", encoding="utf-8") as report:
+            report.write(json.dumps(line) + "\n")

@@ -1,0 +1,137 @@
+"""What the exporter captures, set by ``instrument(...)`` arguments or environment variables.
+
+=========================  ===========================================================  =========
+variable                   meaning                                                      default
+=========================  ===========================================================  =========
+``REWIND_CAPTURE``         ``full``: raw exchange (``rewind.*`` bodies, for replay) and  ``full``
+                           semconv content; ``content``: semconv content only, no raw
+                           bodies; ``metadata``: neither (model, tokens, timing, status)
+``REWIND_REDACT``          regular expressions whose matches are replaced by
+                           ``[REDACTED]`` in every payload before export: a JSON array
+                           of patterns, or one pattern
+``REWIND_MAX_BODY_BYTES``  a request or response body larger than this is not           8 MiB
+                           captured (the span says so in ``rewind.capture_error``)
+=========================  ===========================================================  =========
+
+A value that cannot be understood falls back to the most private choice (``metadata``) with a
+warning: a typo must never widen what leaves the process.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import attributes as A
+
+log = logging.getLogger("rewind.exporter")
+
+ENV_CAPTURE = "REWIND_CAPTURE"
+ENV_REDACT = "REWIND_REDACT"
+ENV_MAX_BODY = "REWIND_MAX_BODY_BYTES"
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+MASK = "[REDACTED]"
+
+
+class CaptureMode(str, enum.Enum):
+    FULL = "full"
+    CONTENT = "content"
+    METADATA = "metadata"
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    mode: CaptureMode = CaptureMode.FULL
+    redact: tuple[re.Pattern[str], ...] = field(default=())
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    @property
+    def keeps_raw(self) -> bool:
+        return self.mode is CaptureMode.FULL
+
+    @property
+    def keeps_content(self) -> bool:
+        return self.mode is not CaptureMode.METADATA
+
+    def allowed(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The attributes this mode lets out."""
+        dropped = set()
+        if not self.keeps_raw:
+            dropped |= A.RAW_ATTRIBUTES
+        if not self.keeps_content:
+            dropped |= A.CONTENT_ATTRIBUTES
+        if not dropped:
+            return attrs if isinstance(attrs, dict) else dict(attrs)
+        return {k: v for k, v in attrs.items() if k not in dropped}
+
+
+def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as error:
+            message = f"redaction pattern {pattern!r} is not a valid regex: {error}"
+            raise ValueError(message) from None
+    return tuple(compiled)
+
+
+def _env_patterns(raw: str) -> list[str]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return [raw]
+    if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
+        return parsed
+    return [raw]
+
+
+def settings(
+    mode: str | CaptureMode | None = None,
+    redact: Iterable[str] | None = None,
+    max_body_bytes: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> CaptureSettings:
+    """Explicit arguments win and raise ``ValueError`` when wrong; the environment fills the
+    rest, falling back to ``metadata`` when it cannot be read."""
+    env = os.environ if environ is None else environ
+    private = False
+    if mode is not None:
+        try:
+            chosen = CaptureMode(mode)
+        except ValueError:
+            choices = ", ".join(m.value for m in CaptureMode)
+            raise ValueError(f"capture mode must be one of {choices}, not {mode!r}") from None
+    else:
+        raw = env.get(ENV_CAPTURE, "").strip().lower() or CaptureMode.FULL.value
+        try:
+            chosen = CaptureMode(raw)
+        except ValueError:
+            log.warning("rewind: %s=%r is not full/content/metadata; capturing metadata only",
+                        ENV_CAPTURE, raw)
+            chosen, private = CaptureMode.METADATA, True
+    if redact is not None:
+        patterns = compile_patterns(redact)
+    else:
+        try:
+            raw_patterns = env.get(ENV_REDACT, "").strip()
+            patterns = compile_patterns(_env_patterns(raw_patterns)) if raw_patterns else ()
+        except ValueError as error:
+            log.warning("rewind: %s: %s; capturing metadata only", ENV_REDACT, error)
+            patterns, private = (), True
+    if max_body_bytes is None:
+        try:
+            max_body_bytes = int(env.get(ENV_MAX_BODY, "") or DEFAULT_MAX_BODY_BYTES)
+        except ValueError:
+            log.warning("rewind: %s is not an integer; using %d", ENV_MAX_BODY,
+                        DEFAULT_MAX_BODY_BYTES)
+            max_body_bytes = DEFAULT_MAX_BODY_BYTES
+    if max_body_bytes <= 0:
+        raise ValueError(f"max_body_bytes must be positive, not {max_body_bytes}")
+    return CaptureSettings(CaptureMode.METADATA if private else chosen, patterns, max_body_bytes)

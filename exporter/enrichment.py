@@ -1,0 +1,152 @@
+"""The semconv side of a recorded exchange, and *when* it is computed.
+
+Decoding a provider payload into ``gen_ai.*`` attributes (and hashing the canonical request into
+``rewind.match_key``) means parsing and re-serialising every prompt and answer. Where that runs:
+
+* **inline**, in the application's thread as the call ends — whenever spans go to a pipeline the
+  application built (any tracer provider of its own), or capture is ``content``/``metadata``;
+* **at export**, in the batch-export thread just before the span is sent — when spans go to the
+  pipeline ``instrument()`` built and capture is ``full``. The application's thread then only
+  copies bytes; the span waits in the queue carrying ``rewind.enrich`` (the parts still to
+  derive), which never leaves the process. The derived attributes are the same either way.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from . import attributes as A
+from . import canonical, providers
+from .config import CaptureSettings
+from .redaction import Redactor
+from .sse import event_data
+
+log = logging.getLogger("rewind.exporter")
+
+ENRICH = "rewind.enrich"  # "request,response": what the export thread still has to derive
+_current: tuple[CaptureSettings, Redactor] = (CaptureSettings(), Redactor())
+
+
+def configure(settings: CaptureSettings, redactor: Redactor) -> None:
+    """The settings spans pending at export are derived with (those of ``instrument()``)."""
+    global _current
+    _current = (settings, redactor)
+REQUEST_CONTENT = (A.INPUT_MESSAGES, A.SYSTEM_INSTRUCTIONS, A.TOOL_DEFINITIONS)
+
+
+def json_or_none(data: bytes | str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def parse_body(raw: bytes | str) -> Any:
+    """As :func:`canonical.parse_body` does: JSON, else the text, None when empty."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+
+
+def redact(attrs: dict[str, Any], names: tuple[str, ...], redactor: Redactor,
+           secrets: tuple[str, ...] = ()) -> None:
+    if not secrets and not redactor.patterns:
+        return
+    for name in names:
+        if isinstance(attrs.get(name), str):
+            attrs[name] = redactor(attrs[name], secrets)
+
+
+def request_attributes(endpoint: providers.Endpoint, body: Any, redactor: Redactor,
+                       secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    attrs = endpoint.request(body if not isinstance(body, str) else None)
+    redact(attrs, REQUEST_CONTENT, redactor, secrets)
+    return attrs
+
+
+def response_attributes(endpoint: providers.Endpoint, text: str | None,
+                        events: list[tuple[int, str]] | None, redactor: Redactor,
+                        secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    if events is not None:
+        payloads = [json_or_none(event_data(e)) for _, e in events]
+        attrs = endpoint.stream([p for p in payloads if p is not None])
+    elif text is not None:
+        attrs = endpoint.response(json_or_none(text))
+    else:
+        attrs = {}
+    redact(attrs, (A.OUTPUT_MESSAGES,), redactor, secrets)
+    return attrs
+
+
+def match_key(method: str, path: str, headers: Mapping[str, str], body: Any) -> str:
+    return canonical.match_key(canonical.canonical_parsed(method, path, headers, body))
+
+
+# -- at export --------------------------------------------------------------------------------
+
+
+def _request_body(attrs: Mapping[str, Any]) -> bytes:
+    text = attrs.get(A.REQUEST_BODY) or ""
+    if attrs.get(A.REQUEST_BODY_ENCODING) == "base64":
+        return base64.b64decode(text)
+    return text.encode("utf-8")
+
+
+def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
+           redactor: Redactor) -> dict[str, Any]:
+    """The span's attributes with the pending parts derived from its own raw exchange."""
+    out = dict(attrs)
+    parts = str(out.pop(ENRICH, ""))
+    url = urlsplit(str(out.get(A.REQUEST_URL, "")))
+    endpoint = providers.detect(url.hostname or "", url.path)
+    if endpoint is None:
+        return out
+    body = parse_body(_request_body(out))
+    derived: dict[str, Any] = {}
+    if "request" in parts:
+        derived.update(request_attributes(endpoint, body, redactor))
+        if A.MATCH_KEY not in out:
+            headers = json_or_none(out.get(A.REQUEST_HEADERS) or "{}") or {}
+            derived[A.MATCH_KEY] = match_key(str(out.get(A.REQUEST_METHOD, "POST")), url.path,
+                                             headers, body)
+    if "response" in parts:
+        events = json_or_none(out[A.RESPONSE_EVENTS]) if A.RESPONSE_EVENTS in out else None
+        text = (out.get(A.RESPONSE_BODY)
+                if out.get(A.RESPONSE_BODY_ENCODING) != "base64" else None)
+        derived.update(response_attributes(
+            endpoint, text, [tuple(e) for e in events] if events is not None else None,
+            redactor))
+    merged = {**derived, **out}
+    if A.CONVERSATION_ID in derived:  # the request's own conversation beats the agent's
+        merged[A.CONVERSATION_ID] = derived[A.CONVERSATION_ID]
+    # as the SDK stores them: sequences as tuples
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.allowed(merged).items()}
+
+
+def enrich(span: ReadableSpan) -> ReadableSpan:
+    """A copy of ``span`` with its pending attributes derived (``span`` itself when none)."""
+    attrs = span.attributes or {}
+    if ENRICH not in attrs:
+        return span
+    settings, redactor = _current
+    try:
+        derived = derive(attrs, settings, redactor)
+    except Exception:
+        log.exception("rewind: could not derive the semconv attributes of %s", span.name)
+        derived = {k: v for k, v in attrs.items() if k != ENRICH}
+    return ReadableSpan(
+        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        attributes=derived, events=span.events, links=span.links, kind=span.kind,
+        status=span.status, start_time=span.start_time, end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )

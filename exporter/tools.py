@@ -1,0 +1,314 @@
+"""``@tool``: ``execute_tool {name}`` spans for the application's own tool functions, and the hook
+that lets a replay answer them.
+
+    from rewind.exporter import tool
+
+    @tool
+    def get_weather(city: str) -> dict: ...
+
+    @tool(name="search")
+    async def web_search(query: str, limit: int = 5) -> list[str]: ...
+
+While the exporter is instrumented, each call records a span with ``rewind.kind=tool``,
+``rewind.step`` (taken at start, shared with the LLM calls of the trace), ``gen_ai.tool.name``,
+``gen_ai.tool.call.id`` (when an LLM response in the same trace asked for this call),
+``rewind.tool.arguments`` (JSON object of the bound arguments by parameter name, defaults
+applied, ``self``/``cls`` left out) and ``rewind.tool.result`` or ``rewind.tool.error``
+(``{"type": ..., "message": ...}``). LLM calls made inside the tool are its child spans.
+
+Values JSON cannot express are recorded as: dataclass -> its fields; pydantic model ->
+``model_dump(mode="json")``; tuple/set -> list; date/time -> ISO 8601 text; enum -> its value;
+bytes -> UTF-8 text, else base64 text; anything else -> ``repr(value)``. Under replay a tool
+therefore returns the JSON form of what it returned when recorded.
+
+Replay contract (mirrors ``transport.hooks``)::
+
+    hooks.responder: Callable[[str, dict[str, Any]], ToolAnswer | None] | None
+
+Called before a decorated function runs, with the tool name and its arguments (exactly the
+object recorded in ``rewind.tool.arguments``). Returning ``ToolAnswer(result=...)`` makes the
+call return that result without running the function; ``ToolAnswer(error={"type": ...,
+"message": ...})`` makes it raise :class:`RecordedToolError` carrying that error; ``None`` runs
+the function live. Exceptions the responder raises (e.g. a strict-mode divergence) propagate to
+the caller. The call is recorded either way, with ``rewind.tool.replayed=true`` when answered.
+Generator functions are not supported.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import datetime
+import enum
+import functools
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from . import attributes as A
+from . import calls, canonical, scope
+from .config import CaptureSettings
+from .redaction import Redactor
+from .steps import start_step_span
+
+log = logging.getLogger("rewind.exporter")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A recorded outcome: ``result`` to return, or ``error`` ({"type", "message"}) to raise."""
+
+    result: Any = None
+    error: dict[str, str] | None = None
+
+
+class RecordedToolError(Exception):
+    """Raised in place of the error a tool raised when it was recorded."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+ToolResponder = Callable[[str, dict[str, Any]], "ToolAnswer | None"]
+
+
+@dataclass
+class _Hooks:
+    responder: ToolResponder | None = None
+
+
+hooks = _Hooks()
+
+
+@dataclass
+class _Recording:
+    tracer: trace.Tracer
+    settings: CaptureSettings
+    redactor: Redactor
+
+
+_recording: _Recording | None = None
+
+
+def configure(tracer_provider: Any | None, settings: CaptureSettings | None = None) -> None:
+    """Called by ``instrument()`` / ``uninstrument()`` (None: stop recording tool spans)."""
+    global _recording
+    if tracer_provider is None:
+        _recording = None
+        return
+    settings = settings or CaptureSettings()
+    tracer = trace.get_tracer("rewind.exporter", tracer_provider=tracer_provider)
+    _recording = _Recording(tracer, settings, Redactor(settings.redact))
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-ready form of ``value`` (see the module docstring for the rules)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(bytes(value)).decode("ascii")
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return jsonable(dump(mode="json"))
+        except Exception:  # not a pydantic model after all
+            pass
+    return repr(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
+
+
+class _Tool:
+    """Everything about one decorated function that does not change between calls."""
+
+    def __init__(self, func: Callable[..., Any], name: str | None, description: str | None):
+        self.func = func
+        self.name = name or func.__name__
+        doc = (inspect.getdoc(func) or "").strip()
+        self.description = description or (doc.splitlines()[0] if doc else None)
+        self.signature = inspect.signature(func)
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None  # a wrong call: let the function raise its own error
+        bound.apply_defaults()
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self.signature.parameters[name].kind
+            if name in ("self", "cls"):
+                continue
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                out.update({str(k): jsonable(v) for k, v in value.items()})
+            else:
+                out[name] = jsonable(value)
+        return out
+
+    def answer(self, arguments: dict[str, Any]) -> ToolAnswer | None:
+        responder = hooks.responder
+        return responder(self.name, arguments) if responder is not None else None
+
+    def start(self, arguments: dict[str, Any]) -> Span | None:
+        rec = _recording
+        if rec is None:
+            return None
+        try:
+            span, step = start_step_span(rec.tracer, f"execute_tool {self.name}",
+                                         SpanKind.INTERNAL, scope.parent_context())
+            trace_id = span.get_span_context().trace_id
+            text = rec.redactor(_dumps(arguments))
+            attrs: dict[str, Any] = {
+                A.STEP: step,
+                A.KIND: A.KIND_TOOL,
+                A.OPERATION: "execute_tool",
+                A.TOOL_NAME: self.name,
+                A.TOOL_TYPE: "function",
+                A.MATCH_KEY: canonical.tool_key(self.name, arguments),
+                A.TOOL_ARGUMENTS: text,
+                A.TOOL_CALL_ARGUMENTS: text,
+            }
+            if self.description:
+                attrs[A.TOOL_DESCRIPTION] = self.description
+            call_id = calls.pending_calls.take(trace_id, self.name, arguments)
+            if call_id:
+                attrs[A.TOOL_CALL_ID] = call_id
+            conversation = scope.conversation_id()
+            if conversation:
+                attrs[A.CONVERSATION_ID] = conversation
+            span.set_attributes(rec.settings.allowed(attrs))
+            return span
+        except Exception:
+            log.exception("rewind: could not start a tool span; the tool runs unrecorded")
+            return None
+
+    def enter(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[Span | None, ToolAnswer | None]:
+        """The call's span (None when not recorded) and the replay's answer (None: run it)."""
+        arguments = self.arguments(args, kwargs)
+        if arguments is None:
+            return None, None
+        answer = self.answer(arguments)
+        return self.start(arguments), answer
+
+    def replay(self, span: Span | None, answer: ToolAnswer) -> Any:
+        """The recorded outcome: returned, or raised as :class:`RecordedToolError`."""
+        if answer.error is not None:
+            error = RecordedToolError(str(answer.error.get("type", "Exception")),
+                                      str(answer.error.get("message", "")))
+            self.finish(span, None, error, answer.error, replayed=True)
+            raise error
+        self.finish(span, answer.result, replayed=True)
+        return answer.result
+
+    @staticmethod
+    def running(span: Span | None) -> Any:
+        """The tool's span as the current one, so calls made inside are its children."""
+        return trace.use_span(span, end_on_exit=False) if span else contextlib.nullcontext()
+
+    @staticmethod
+    def finish(span: Span | None, result: Any = None, error: BaseException | None = None,
+               recorded_error: dict[str, str] | None = None, replayed: bool = False) -> None:
+        rec = _recording
+        if span is None:
+            return
+        try:
+            attrs: dict[str, Any] = {}
+            if replayed:
+                attrs[A.TOOL_REPLAYED] = True
+            if error is not None:
+                kind = (recorded_error or {}).get("type") or type(error).__qualname__
+                message = (recorded_error or {}).get("message", str(error))
+                text = rec.redactor(message) if rec else message
+                attrs[A.TOOL_ERROR] = json.dumps({"type": kind, "message": text},
+                                                 ensure_ascii=False)
+                attrs[A.ERROR_TYPE] = kind
+                span.set_status(Status(StatusCode.ERROR, f"{kind}: {text}"))
+            else:
+                text = _dumps(result)
+                text = rec.redactor(text) if rec else text
+                attrs[A.TOOL_RESULT] = text
+                attrs[A.TOOL_CALL_RESULT] = text
+            span.set_attributes(rec.settings.allowed(attrs) if rec else attrs)
+        except Exception:
+            log.exception("rewind: could not record a tool result")
+        finally:
+            scope.end_quietly(span)
+
+
+def _wrap(func: Callable[..., Any], name: str | None, description: str | None) -> Any:
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise TypeError(f"@tool does not support generator functions ({func.__qualname__})")
+    spec = _Tool(func, name, description)
+
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            span, answer = spec.enter(args, kwargs)
+            if answer is not None:
+                return spec.replay(span, answer)
+            try:
+                with spec.running(span):
+                    result = await func(*args, **kwargs)
+            except BaseException as error:
+                spec.finish(span, error=error)
+                raise
+            spec.finish(span, result)
+            return result
+
+        return run_async
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        span, answer = spec.enter(args, kwargs)
+        if answer is not None:
+            return spec.replay(span, answer)
+        try:
+            with spec.running(span):
+                result = func(*args, **kwargs)
+        except BaseException as error:
+            spec.finish(span, error=error)
+            raise
+        spec.finish(span, result)
+        return result
+
+    return run
+
+
+@overload
+def tool(func: F) -> F: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None) -> Callable[[F], F]: ...
+
+
+def tool(func: Any = None, *, name: str | None = None, description: str | None = None) -> Any:
+    """Record (and let replay answer) calls of a tool function; ``@tool`` or ``@tool(name=…)``."""
+    if func is not None:
+        return _wrap(func, name, description)
+    return lambda f: _wrap(f, name, description)

@@ -1,0 +1,80 @@
+"""Semconv attributes derived at export (the pipeline ``instrument()`` builds) equal those
+derived inline (a pipeline the application built), for every provider and mode."""
+
+from __future__ import annotations
+
+import json
+
+import anthropic
+import openai
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from rewind import exporter
+from rewind.exporter import agent, tool
+from rewind.exporter.pipeline import build_provider
+from tests import test_exporter_wiretap as wiretap
+
+fake_llm = wiretap.fake_llm  # fixture
+genai = pytest.importorskip("google.genai")
+
+KEY = "sk-enrich-SECRET-77aa88bb99cc"
+VOLATILE = {"gen_ai.response.time_to_first_chunk", "rewind.response.events"}
+
+
+def scenario(base_url: str) -> None:
+    @tool
+    def get_weather(city: str) -> str:
+        return "cloudy"
+
+    oai = openai.OpenAI(base_url=base_url + "/v1", api_key=KEY, max_retries=0)
+    ant = anthropic.Anthropic(base_url=base_url, api_key=KEY, max_retries=0)
+    gem = genai.Client(api_key=KEY, http_options=genai.types.HttpOptions(
+        base_url=base_url, api_version="v1beta"))
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    with agent("enrich", conversation_id="conv-e"):
+        first = oai.chat.completions.create(
+            model="gpt-4o", tools=tools,
+            messages=[{"role": "user", "content": 'call get_weather {"city": "Rome"} ' + KEY}])
+        get_weather(**json.loads(first.choices[0].message.tool_calls[0].function.arguments))
+        list(oai.chat.completions.create(model="gpt-4o", stream=True,
+                                         messages=[{"role": "user", "content": "stream it"}]))
+        oai.responses.create(model="gpt-4.1", input="respond", instructions="short")
+        oai.embeddings.create(model="emb", input="vector")
+        with ant.messages.stream(model="claude-x", max_tokens=30, system="sys",
+                                 messages=[{"role": "user", "content": "anthropic"}]) as s:
+            s.get_final_message()
+        list(gem.models.generate_content_stream(model="gemini-2.5-flash", contents="gemini"))
+
+
+def recorded(provider, memory_spans) -> list[dict]:
+    exporter.instrument(tracer_provider=provider, redact=[r"Rome"])
+    try:
+        scenario(recorded.base_url)
+        provider.force_flush()
+    finally:
+        exporter.uninstrument()
+    out = []
+    for span in sorted(memory_spans(), key=lambda s: s.attributes.get("rewind.step", -1)):
+        if "rewind.step" in span.attributes:
+            out.append({k: v for k, v in span.attributes.items() if k not in VOLATILE})
+    return out
+
+
+def test_derived_at_export_equals_derived_inline(fake_llm):
+    recorded.base_url = fake_llm.base_url
+    inline = wiretap.Spans()
+    memory = InMemorySpanExporter()
+    at_export = build_provider("enrich-test", span_exporter=memory)
+    first = recorded(inline.provider, inline.finished)
+    second = recorded(at_export, memory.get_finished_spans)
+    at_export.shutdown()
+    assert len(first) == len(second) == 7
+    for a, b in zip(first, second, strict=True):
+        assert a == b
+        assert "rewind.enrich" not in b
+    assert "gen_ai.output.messages" in second[0] and "gen_ai.input.messages" in second[0]
+    assert second[1]["gen_ai.tool.call.id"] == json.loads(
+        second[0]["gen_ai.output.messages"])[0]["parts"][0]["id"]
+    dump = json.dumps(second)
+    assert KEY not in dump and "Rome" not in dump
