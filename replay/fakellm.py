@@ -35,7 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from . import fakellm_wire as wire
+from . import wire
 
 JSON = dict[str, Any]
 DEFAULT_MODEL_SUFFIX = "-2024-08-06"

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from . import fakellm_wire as wire
+from . import wire
 from .fakellm import FakeState, Turn, decide, text_of
 
 JSON = dict[str, Any]

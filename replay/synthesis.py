@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from . import fakellm_wire as wire
+from . import wire
 from .messages import Conversation
 
 # Finish reasons: semantic-convention values back to each provider's own.

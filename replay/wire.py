@@ -1,8 +1,8 @@
-"""Wire-format builders for the fake LLM server: OpenAI and Anthropic bodies and SSE streams.
+"""Wire-format builders: OpenAI and Anthropic response bodies and SSE streams.
 
-Kept apart from the server so the shapes can be read (and checked against the real APIs) in one
-place. Every builder is a pure function of a :class:`Reply`, so the same request always yields
-byte-identical bytes: ids come from a hash of the request, timestamps from the script.
+Used by the fake LLM server and to rebuild responses from semantic-convention content
+(``synthesis.py``). Every builder is a pure function of a :class:`Reply`, so the same reply
+always yields byte-identical bytes: ids come from a hash of a seed, timestamps from the caller.
 """
 
 from __future__ import annotations
