@@ -19,21 +19,15 @@ measures the other two.
 
 from __future__ import annotations
 
+import argparse
 import os
+import statistics
+import subprocess
 import sys
-
-# Run as a script, this folder leads sys.path; a sibling named like a standard module (there is
-# a bench/bisect.py) must not shadow it.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from concurrent import futures  # noqa: E402
-from typing import Any  # noqa: E402
+import time
+from collections.abc import Callable
+from concurrent import futures
+from typing import Any
 
 os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
 os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")

@@ -64,6 +64,18 @@ class Answer:
             yield chunk
 
 
+def response_attributes(found: Interaction) -> dict[str, Any] | None:
+    """A recorded LLM response read with the exporter's decoders (model, output, usage)."""
+    parts = urlsplit(found.url)
+    endpoint = providers.detect(parts.hostname or "", parts.path)
+    if endpoint is None:
+        return None
+    if found.response_events is not None:
+        payloads = [canonical.parse_body(event_data(e)) for _, e in found.response_events]
+        return endpoint.stream([p for p in payloads if isinstance(p, dict)])
+    return endpoint.response(canonical.parse_body(found.response_bytes()))
+
+
 def _reshaped(found: Interaction) -> dict[str, Any] | None:
     """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
     for a plain request or the reverse): ``stream`` picks the shape, not the match."""
@@ -71,11 +83,7 @@ def _reshaped(found: Interaction) -> dict[str, Any] | None:
     endpoint = providers.detect(parts.hostname or "", parts.path)
     if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
         return None
-    if found.response_events is not None:
-        payloads = [canonical.parse_body(event_data(e)) for _, e in found.response_events]
-        attrs = endpoint.stream([p for p in payloads if isinstance(p, dict)])
-    else:
-        attrs = endpoint.response(canonical.parse_body(found.response_bytes()))
+    attrs = response_attributes(found) or {}
     conversation = from_parts_attributes({**attrs, "gen_ai.input.messages": "[]"})
     if conversation is None:
         return None

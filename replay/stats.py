@@ -1,0 +1,228 @@
+"""Tokens and cost per model and service over a period.
+
+Usage comes from the store's ``rewind_llm_calls`` table (one row per LLM call, filled as spans
+arrive), summed per service and model in the query. Cost is put on it here, from a price table:
+the maintained list in ``prices.json`` next to this module, overridden or extended by a user
+file (JSON, or TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing
+from the table is reported as unpriced rather than counted as free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rewind.collector.schema import LLM_CALLS, MODEL_VERSION_SUFFIX
+from rewind.collector.store import Store
+
+ENV_PRICES = "REWIND_PRICES"
+_VERSION = re.compile(MODEL_VERSION_SUFFIX)
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class PriceError(ValueError):
+    """A price file that cannot be used; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # USD per million input tokens
+    output: float  # USD per million output tokens
+
+
+class PriceTable:
+    def __init__(self, prices: Mapping[str, Price], sources: Iterable[str] = ()) -> None:
+        self.prices = dict(prices)
+        self.sources = list(sources)
+
+    def lookup(self, model: str) -> tuple[str, Price] | None:
+        """The entry a model is priced as: its own, its family's (no date), else the longest
+        entry it starts with."""
+        if not model:
+            return None
+        for name in (model, _VERSION.sub("", model)):
+            if name in self.prices:
+                return name, self.prices[name]
+        best = max((n for n in self.prices if model.startswith(n + "-")), key=len, default=None)
+        return (best, self.prices[best]) if best else None
+
+    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
+        found = self.lookup(model)
+        if found is None:
+            return None
+        price = found[1]
+        return (input_tokens * price.input + output_tokens * price.output) / 1e6
+
+
+def _read_price_file(text: str, where: str) -> dict[str, Price]:
+    try:
+        if where.endswith(".toml"):
+            import tomllib
+
+            document = tomllib.loads(text)
+        else:
+            document = json.loads(text)
+    except (ValueError, ImportError) as error:
+        raise PriceError(f"price file {where} cannot be read: {error}") from error
+    models = document.get("models") if isinstance(document, dict) else None
+    if not isinstance(models, dict):
+        raise PriceError(f"price file {where} has no 'models' table")
+    prices = {}
+    for name, entry in models.items():
+        try:
+            prices[str(name)] = Price(float(entry["input"]), float(entry["output"]))
+        except (TypeError, KeyError, ValueError) as error:
+            raise PriceError(f"price file {where}: model {name!r} needs numeric 'input' and "
+                             f"'output' (USD per million tokens), got {entry!r}") from error
+    return prices
+
+
+def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
+    """Built-in prices, then ``REWIND_PRICES``, then ``path``: later entries win."""
+    env = os.environ if env is None else env
+    builtin = resources.files("rewind.replay").joinpath("prices.json").read_text("utf-8")
+    prices = _read_price_file(builtin, "prices.json (built in)")
+    sources = ["built-in"]
+    for extra in (env.get(ENV_PRICES), path):
+        if not extra:
+            continue
+        try:
+            text = Path(extra).read_text("utf-8")
+        except OSError as error:
+            raise PriceError(f"price file {extra} cannot be read: {error.strerror}") from error
+        prices.update(_read_price_file(text, extra))
+        sources.append(extra)
+    return PriceTable(prices, sources)
+
+
+def parse_when(text: str | None, now: datetime | None = None) -> datetime | None:
+    """``24h``/``7d``/``30m`` ago, ``now``, or an ISO 8601 time (UTC when no zone is given)."""
+    if not text:
+        return None
+    now = now or datetime.now(timezone.utc)
+    value = text.strip().lower()
+    if value == "now":
+        return now
+    relative = _RELATIVE.match(value)
+    if relative:
+        return now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as error:
+        raise ValueError(f"not a time: {text!r} (use 24h, 7d, now or 2025-01-31T12:00)"
+                         ) from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def epoch_ns(moment: datetime | None, default: int) -> int:
+    return default if moment is None else int(moment.timestamp() * 1e9)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Calls and tokens of one model in one service (what the store sums)."""
+
+    service: str
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    errors: int
+    duration_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def usage_from_store(store: Store, since: datetime | None = None, until: datetime | None = None,
+                     service: str | None = None) -> list[Usage]:
+    where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
+             "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
+    params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62)}
+    if service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = service
+    rows = store.query(
+        f"""
+SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
+       count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
+       countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
+FROM {LLM_CALLS}
+WHERE {' AND '.join(where)}
+GROUP BY service, model
+ORDER BY service, model
+""", params)
+    return [Usage(**{k: (int(v) if k not in ("service", "model") else str(v))
+                     for k, v in row.items()}) for row in rows]
+
+
+@dataclass
+class StatsLine:
+    key: tuple[str, ...]
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    errors: int = 0
+    duration_ns: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+
+    def add(self, usage: Usage, cost: float | None) -> None:
+        self.calls += usage.calls
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.errors += usage.errors
+        self.duration_ns += usage.duration_ns
+        if cost is None:
+            self.unpriced_calls += usage.calls
+        else:
+            self.cost += cost
+
+
+@dataclass
+class Stats:
+    by: tuple[str, ...]
+    lines: list[StatsLine]
+    total: StatsLine
+    unpriced: list[str] = field(default_factory=list)
+    price_sources: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def line(item: StatsLine) -> dict[str, Any]:
+            return {**dict(zip(self.by, item.key, strict=False)), "calls": item.calls,
+                    "input_tokens": item.input_tokens, "output_tokens": item.output_tokens,
+                    "errors": item.errors, "duration_ms": round(item.duration_ns / 1e6, 3),
+                    "cost_usd": round(item.cost, 6), "unpriced_calls": item.unpriced_calls}
+
+        return {"by": list(self.by), "lines": [line(x) for x in self.lines],
+                "total": line(self.total), "unpriced_models": self.unpriced,
+                "prices": self.price_sources}
+
+
+GROUPINGS = {"model": ("model",), "service": ("service",), "both": ("service", "model")}
+
+
+def summarise(usage: Iterable[Usage], prices: PriceTable, by: str = "both") -> Stats:
+    if by not in GROUPINGS:
+        raise ValueError(f"stats can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
+    fields = GROUPINGS[by]
+    lines: dict[tuple[str, ...], StatsLine] = {}
+    total = StatsLine(("total",))
+    unpriced: set[str] = set()
+    for item in usage:
+        cost = prices.cost(item.model, item.input_tokens, item.output_tokens)
+        if cost is None:
+            unpriced.add(item.model or "(no model)")
+        key = tuple(getattr(item, f) for f in fields)
+        lines.setdefault(key, StatsLine(key)).add(item, cost)
+        total.add(item, cost)
+    ordered = sorted(lines.values(), key=lambda x: (-x.cost, -x.calls, x.key))
+    return Stats(fields, ordered, total, sorted(unpriced), prices.sources)
