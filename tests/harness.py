@@ -67,7 +67,7 @@ def start_serve(store_dir: Path, timeout: float = 60) -> Served:
     store_url = f"chdb://{store_dir}"
     process = subprocess.Popen(
         [sys.executable, "-m", "rewind.replay.cli", "serve", "--clickhouse", store_url,
-         "--grpc-port", "0", "--api-port", "0"],
+         "--grpc-port", "0", "--api-port", "0", "--http-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines: list[str] = []
@@ -90,3 +90,57 @@ def start_serve(store_dir: Path, timeout: float = 60) -> Served:
         time.sleep(0.05)
     host, port, api = found[0].groups()
     return Served(process, f"{host}:{port}", api, store_url, lines)
+
+
+@dataclass
+class Recording:
+    """An agent script run once against the fake LLM, recorded through ``rewind serve``."""
+
+    tmp: Path
+    script: Path
+    served: Served
+    env: dict[str, str]
+    trace_id: str
+    spans: list[dict]
+    output: str
+    llm: object
+    connections: int  # connections the fake LLM had accepted when recording ended
+
+    def replay(self, *args: str, trace_id: str | None = None,
+               **env: str) -> subprocess.CompletedProcess:
+        """``rewind replay --trace-id … ARGS -- python script`` with extra environment."""
+        return subprocess.run(
+            [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id",
+             trace_id or self.trace_id, *args, "--", sys.executable, str(self.script)],
+            env={**self.env, "TRACE_FILE": str(self.tmp / "replayed_trace_id"), **env},
+            capture_output=True, text=True, timeout=120,
+        )
+
+    @property
+    def replayed_trace_id(self) -> str:
+        return (self.tmp / "replayed_trace_id").read_text()
+
+
+def record_script(tmp: Path, source: str, spans: int, **env: str) -> Recording:
+    """Writes ``source`` as agent.py, starts ``rewind serve`` and the fake LLM, runs the script
+    (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
+    and waits until ``spans`` spans of the trace are stored. Stop ``.served`` when done."""
+    from rewind.replay.fakellm import FakeLLMServer
+
+    script = tmp / "agent.py"
+    script.write_text(source)
+    served = start_serve(tmp / "store")
+    try:
+        with FakeLLMServer() as llm:
+            full_env = served.env(LLM_URL=llm.base_url, TRACE_FILE=str(tmp / "trace_id"), **env)
+            first = subprocess.run([sys.executable, str(script)], env=full_env,
+                                   capture_output=True, text=True, timeout=120)
+            assert first.returncode == 0, first.stderr
+            connections = llm.connections
+        trace_id = (tmp / "trace_id").read_text()
+        stored = served.wait_for_spans(trace_id, spans)
+    except BaseException:
+        served.stop()
+        raise
+    return Recording(tmp, script, served, full_env, trace_id, stored, first.stdout, llm,
+                     connections)

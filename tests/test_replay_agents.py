@@ -4,14 +4,11 @@ Anthropic streaming with tool use."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from rewind.replay.fakellm import FakeLLMServer
-from tests.harness import start_serve
+from tests.harness import record_script
 
 AGENT = textwrap.dedent(
     """
@@ -96,57 +93,38 @@ AGENT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agents")
-    script = tmp / "agent.py"
-    script.write_text(AGENT)
-    served = start_serve(tmp / "store")
     log = tmp / "tools.log"
-    with FakeLLMServer() as llm:
-        env = served.env(LLM_URL=llm.base_url, TRACE_FILE=str(tmp / "trace"), TOOL_LOG=str(log))
-        first = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                               text=True, timeout=120)
-        assert first.returncode == 0, first.stderr
-        connections = llm.connections
-    trace_id = (tmp / "trace").read_text()
     # 1 agent + 2 OpenAI calls + 2 tools + 2 Anthropic calls + 1 tool
-    spans = served.wait_for_spans(trace_id, 8)
-    yield dict(tmp=tmp, script=script, served=served, env=env, trace_id=trace_id, spans=spans,
-               output=first.stdout, log=log, log_after_recording=log.read_text(),
-               connections=connections, llm=llm)
-    served.stop()
-
-
-def replay(rec, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", rec["trace_id"],
-         "--", sys.executable, str(rec["script"])],
-        env={**rec["env"], "TRACE_FILE": str(rec["tmp"] / "again"), **env},
-        capture_output=True, text=True, timeout=120,
-    )
+    recording = record_script(tmp, AGENT, 8, TOOL_LOG=str(log))
+    yield recording, log, log.read_text()
+    recording.served.stop()
 
 
 def test_recording_has_tools_and_parallel_calls(recorded):
-    tools = [s for s in recorded["spans"] if s["SpanName"].startswith("execute_tool")]
+    recorded, _, log_after_recording = recorded
+    tools = [s for s in recorded.spans if s["SpanName"].startswith("execute_tool")]
     assert sorted(s["SpanName"] for s in tools) == [
         "execute_tool get_weather", "execute_tool get_weather", "execute_tool lookup_flights"]
-    steps = sorted(int(s["SpanAttributes"]["rewind.step"]) for s in recorded["spans"]
+    steps = sorted(int(s["SpanAttributes"]["rewind.step"]) for s in recorded.spans
                    if "rewind.step" in s["SpanAttributes"])
     assert steps == list(range(7))
-    assert "openai: tool said:" in recorded["output"]
-    assert "anthropic: tool said:" in recorded["output"]
-    assert recorded["log_after_recording"].count("\n") == 3
+    assert "openai: tool said:" in recorded.output
+    assert "anthropic: tool said:" in recorded.output
+    assert log_after_recording.count("\n") == 3
 
 
 def test_replay_runs_no_llm_call_and_no_tool(recorded):
-    done = replay(recorded)
+    recorded, log, log_after_recording = recorded
+    done = recorded.replay()
     assert done.returncode == 0, done.stderr
-    assert done.stdout == recorded["output"]
+    assert done.stdout == recorded.output
     assert "replayed 7/7" in done.stderr and "0 live calls" in done.stderr
-    assert recorded["llm"].connections == recorded["connections"]
-    assert recorded["log"].read_text() == recorded["log_after_recording"]
+    assert recorded.llm.connections == recorded.connections
+    assert log.read_text() == log_after_recording
 
 
 def test_changed_tool_arguments_diverge_with_the_tool_named(recorded):
-    done = replay(recorded, CITY="Rome")
+    done = recorded[0].replay(CITY="Rome")
     assert done.returncode == 3
     assert "diverged at step 0" in done.stderr
     assert "Paris" in done.stderr and "Rome" in done.stderr

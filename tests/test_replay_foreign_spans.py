@@ -3,14 +3,11 @@ the agent) replays through ``rewind-replay``: responses are rebuilt from message
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from rewind.replay.fakellm import FakeLLMServer
-from tests.harness import start_serve
+from tests.harness import record_script
 
 pytest.importorskip("opentelemetry.instrumentation.genai.openai")
 
@@ -51,47 +48,27 @@ AGENT = textwrap.dedent(
 
 
 def test_official_instrumentation_trace_replays_with_same_answer(tmp_path):
-    script = tmp_path / "agent.py"
-    script.write_text(AGENT)
-    served = start_serve(tmp_path / "store")
+    recorded = record_script(
+        tmp_path, AGENT, 3,
+        OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
+        OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
+    )
     try:
-        with FakeLLMServer() as llm:
-            env = served.env(
-                LLM_URL=llm.base_url, TRACE_FILE=str(tmp_path / "trace"),
-                OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY",
-                OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai_latest_experimental",
-            )
-            recorded = subprocess.run([sys.executable, str(script)], env=env,
-                                      capture_output=True, text=True, timeout=120)
-            assert recorded.returncode == 0, recorded.stderr
-            connections = llm.connections
-        trace_id = (tmp_path / "trace").read_text()
-        spans = served.wait_for_spans(trace_id, 3)
-        assert not any("rewind.step" in s["SpanAttributes"] for s in spans)
-        assert "final: tool said: sunny, 21C" in recorded.stdout
+        assert not any("rewind.step" in s["SpanAttributes"] for s in recorded.spans)
+        assert "final: tool said: sunny, 21C" in recorded.output
 
-        cassette = served.get(f"/v1/traces/{trace_id}/cassette").json()
+        cassette = recorded.served.get(f"/v1/traces/{recorded.trace_id}/cassette").json()
         assert [i["synthetic"] is not None for i in cassette["interactions"]] == [True, True]
 
-        replayed = subprocess.run(
-            [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", trace_id,
-             "--", sys.executable, str(script)],
-            env={**env, "TRACE_FILE": str(tmp_path / "trace2")},
-            capture_output=True, text=True, timeout=120,
-        )
+        replayed = recorded.replay()
         assert replayed.returncode == 0, replayed.stderr
-        assert replayed.stdout == recorded.stdout
+        assert replayed.stdout == recorded.output
         assert "replayed 2/2" in replayed.stderr and "0 live calls" in replayed.stderr
-        assert llm.connections == connections
+        assert recorded.llm.connections == recorded.connections
 
-        diverged = subprocess.run(
-            [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", trace_id,
-             "--", sys.executable, str(script)],
-            env={**env, "TRACE_FILE": str(tmp_path / "trace3"), "CITY": "Rome"},
-            capture_output=True, text=True, timeout=120,
-        )
+        diverged = recorded.replay(CITY="Rome")
         assert diverged.returncode == 3
         assert "diverged at step 0" in diverged.stderr
         assert "messages[1].parts[0].content" in diverged.stderr
     finally:
-        served.stop()
+        recorded.served.stop()

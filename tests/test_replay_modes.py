@@ -3,8 +3,6 @@ through the collector with the real ``openai`` SDK."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import httpx
@@ -12,7 +10,7 @@ import openai
 import pytest
 
 from rewind.replay.fakellm import FakeLLMServer
-from tests.harness import start_serve
+from tests.harness import record_script
 
 AGENT = textwrap.dedent(
     """
@@ -54,34 +52,13 @@ AGENT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("modes")
-    script = tmp / "agent.py"
-    script.write_text(AGENT)
-    served = start_serve(tmp / "store")
-    with FakeLLMServer() as llm:
-        env = served.env(LLM_URL=llm.base_url, TRACE_FILE=str(tmp / "trace"))
-        first = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                               text=True, timeout=120)
-        assert first.returncode == 0, first.stderr
-        connections = llm.connections
-    trace_id = (tmp / "trace").read_text()
-    spans = served.wait_for_spans(trace_id, 6)
-    yield dict(tmp=tmp, script=script, served=served, env=env, trace_id=trace_id, spans=spans,
-               output=first.stdout, llm=llm, connections=connections)
-    served.stop()
-
-
-def run_replay(rec, *args, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", rec["trace_id"],
-         *args, "--", sys.executable, str(rec["script"])],
-        env={**rec["env"], "TRACE_FILE": str(rec["tmp"] / "replayed"), **env},
-        capture_output=True, text=True, timeout=120,
-    )
+    recording = record_script(tmp_path_factory.mktemp("modes"), AGENT, 6)
+    yield recording
+    recording.served.stop()
 
 
 def test_streamed_spans_keep_every_event(recorded):
-    streamed = [s for s in recorded["spans"]
+    streamed = [s for s in recorded.spans
                 if "rewind.response.events" in s["SpanAttributes"]]
     assert len(streamed) == 2
     for span in streamed:
@@ -89,43 +66,42 @@ def test_streamed_spans_keep_every_event(recorded):
 
 
 def test_in_process_replay_sync_async_and_streams(recorded):
-    done = run_replay(recorded)
+    done = recorded.replay()
     assert done.returncode == 0, done.stderr
-    assert done.stdout == recorded["output"]
+    assert done.stdout == recorded.output
     assert "replayed 5/5" in done.stderr and "0 live calls" in done.stderr
-    assert recorded["llm"].connections == recorded["connections"]
+    assert recorded.llm.connections == recorded.connections
 
 
 def test_recorded_timing_can_be_replayed(recorded):
-    done = run_replay(recorded, "--speed", "1000")
+    done = recorded.replay("--speed", "1000")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == recorded["output"]
+    assert done.stdout == recorded.output
 
 
 def test_one_more_identical_request_than_recorded_is_a_divergence(recorded):
-    done = run_replay(recorded, REPEATS="3")
+    done = recorded.replay(REPEATS="3")
     assert done.returncode == 3
     assert "diverged at step 2: request repeated more often than recorded" in done.stderr
 
 
 def test_lenient_replay_goes_live_from_the_divergence(recorded):
     with FakeLLMServer() as llm:
-        done = run_replay(recorded, "--lenient", LLM_URL=llm.base_url, TOPIC="dunes")
+        done = recorded.replay("--lenient", LLM_URL=llm.base_url, TOPIC="dunes")
         assert done.returncode == 0, done.stderr
         assert "stream: echo: stream about dunes" in done.stdout
         # the two repeats were replayed, the three changed calls went live
         assert "replayed 2/5" in done.stderr and "3 live calls" in done.stderr
         assert llm.connections >= 1
-    new_trace = (recorded["tmp"] / "replayed").read_text()
-    spans = recorded["served"].wait_for_spans(new_trace, 6)
+    spans = recorded.served.wait_for_spans(recorded.replayed_trace_id, 6)
     llm_spans = [s for s in spans if "rewind.step" in s["SpanAttributes"]]
     assert {s["SpanAttributes"]["rewind.replay.source_trace_id"] for s in llm_spans} == {
-        recorded["trace_id"]}
+        recorded.trace_id}
 
 
 def test_any_language_replay_over_http(recorded):
-    api = recorded["served"].api_url
-    base = f"{api}/replay/{recorded['trace_id']}/v1"
+    api = recorded.served.api_url
+    base = f"{api}/replay/{recorded.trace_id}/v1"
     client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
     ask = [{"role": "user", "content": "same question"}]
     first = client.chat.completions.create(model="gpt-4o", messages=ask)
@@ -140,10 +116,10 @@ def test_any_language_replay_over_http(recorded):
                                        messages=[{"role": "user", "content": "unrecorded"}])
     assert raised.value.status_code == 409
     assert "diverged at step 2" in str(raised.value)
-    assert recorded["llm"].connections == recorded["connections"]
+    assert recorded.llm.connections == recorded.connections
 
     # independent sessions have their own cursors
-    sessions = [httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": recorded["trace_id"]})
+    sessions = [httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": recorded.trace_id})
                 for _ in range(2)]
     assert all(s.status_code == 201 for s in sessions)
     for created in sessions:

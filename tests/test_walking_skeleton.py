@@ -12,8 +12,7 @@ import textwrap
 import pytest
 
 from rewind.collector.store import Store
-from rewind.replay.fakellm import FakeLLMServer
-from tests.harness import start_serve
+from tests.harness import record_script
 
 API_KEY = "sk-live-DO-NOT-STORE-7f3a2b9c0d1e"
 
@@ -45,38 +44,14 @@ AGENT = textwrap.dedent(
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """One recording shared by the checks below (they only read it)."""
-    tmp = tmp_path_factory.mktemp("skeleton")
-    script = tmp / "agent.py"
-    script.write_text(AGENT)
-    served = start_serve(tmp / "store")
-    llm = FakeLLMServer()
-    llm.start()
-    trace_file = tmp / "trace_id"
-    env = served.env(LLM_URL=llm.base_url, KEY=API_KEY, TRACE_FILE=str(trace_file))
-    first = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                           text=True, timeout=120)
-    assert first.returncode == 0, first.stderr
-    trace_id = trace_file.read_text()
-    spans = served.wait_for_spans(trace_id, 4)
-    llm.stop()
-    live_connections = llm.connections
-    yield dict(tmp=tmp, script=script, served=served, env=env, trace_id=trace_id,
-               spans=spans, output=first.stdout, llm=llm, live_connections=live_connections)
-    served.stop()
-
-
-def replay(rec, *extra_args, **env):
-    return subprocess.run(
-        [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", rec["trace_id"],
-         *extra_args, "--", sys.executable, str(rec["script"])],
-        env={**rec["env"], "TRACE_FILE": str(rec["tmp"] / "replay_trace_id"), **env},
-        capture_output=True, text=True, timeout=120,
-    )
+    recording = record_script(tmp_path_factory.mktemp("skeleton"), AGENT, 4, KEY=API_KEY)
+    yield recording
+    recording.served.stop()
 
 
 def test_recording_made_three_chat_spans_under_one_agent(recorded):
-    spans = recorded["spans"]
-    assert len(recorded["output"].splitlines()) == 3
+    spans = recorded.spans
+    assert len(recorded.output.splitlines()) == 3
     chats = sorted((s for s in spans if s["SpanName"] == "chat gpt-4o"),
                    key=lambda s: int(s["SpanAttributes"]["rewind.step"]))
     assert [s["SpanAttributes"]["rewind.step"] for s in chats] == ["0", "1", "2"]
@@ -104,28 +79,28 @@ def test_recording_made_three_chat_spans_under_one_agent(recorded):
 
 
 def test_replay_gives_identical_output_with_the_llm_server_gone(recorded):
-    done = replay(recorded)
+    done = recorded.replay()
     assert done.returncode == 0, done.stderr
-    assert done.stdout == recorded["output"]
+    assert done.stdout == recorded.output
     assert "replayed 3/3 recorded steps" in done.stderr
     assert "0 live calls" in done.stderr
-    assert recorded["llm"].connections == recorded["live_connections"]
+    assert recorded.llm.connections == recorded.connections
 
 
 def test_changed_prompt_stops_replay_naming_step_and_field(recorded):
-    done = replay(recorded, SECOND="plane")
+    done = recorded.replay(SECOND="plane")
     assert done.returncode == 3
     assert "replay diverged at step 1" in done.stderr
     assert "field body.messages[3].content" in done.stderr
     assert "'book the train'" in done.stderr and "'book the plane'" in done.stderr
-    assert recorded["llm"].connections == recorded["live_connections"]
+    assert recorded.llm.connections == recorded.connections
 
 
 def test_unknown_trace_gets_a_clear_error(recorded):
     done = subprocess.run(
         [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", "ab" * 16,
          "--", sys.executable, "-c", "pass"],
-        env=recorded["env"], capture_output=True, text=True, timeout=60,
+        env=recorded.env, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
     assert f"trace {'ab' * 16} not found" in done.stderr
@@ -133,8 +108,8 @@ def test_unknown_trace_gets_a_clear_error(recorded):
 
 def test_api_key_is_nowhere_in_the_store(recorded):
     """Searches every column of every table once the server has let go of the store."""
-    recorded["served"].stop()
-    store = Store(recorded["served"].store_url)
+    recorded.served.stop()
+    store = Store(recorded.served.store_url)
     try:
         tables = [r["name"] for r in store.query(
             "SELECT name FROM system.tables WHERE database = currentDatabase() "
