@@ -38,6 +38,20 @@ def redact_url(url: str) -> str:
     return url
 
 
+def check_url(url: str) -> None:
+    """Refuses URLs no connection attempt could fix (scheme, relative embedded path)."""
+    parts = urlsplit(url)
+    if parts.scheme == "chdb":
+        path = parts.path if not parts.netloc else parts.netloc + parts.path
+        if not path.startswith("/"):
+            raise StoreError(f"embedded store path must be absolute: {url}")
+    elif parts.scheme not in ("http", "https"):
+        raise StoreError(
+            f"unsupported ClickHouse URL scheme {parts.scheme!r} in "
+            f"{redact_url(url)}: use chdb:///abs/path or http(s)://host:8123/db"
+        )
+
+
 class Store:
     """Thread-safe wrapper: the embedded engine takes one statement at a time."""
 
@@ -46,24 +60,19 @@ class Store:
         self.embedded = self.url.startswith("chdb:")
         self.database = "default"
         self._lock = threading.RLock()
+        self._closed = False
         self._client = self._connect()
 
     def _connect(self) -> Any:
         import clickhouse_connect
 
         parts = urlsplit(self.url)
+        check_url(self.url)
         try:
             if self.embedded:
                 path = parts.path if not parts.netloc else parts.netloc + parts.path
-                if not path.startswith("/"):
-                    raise StoreError(f"embedded store path must be absolute: {self.url}")
                 Path(path).mkdir(parents=True, exist_ok=True)
                 return clickhouse_connect.get_client(dsn=f"chdb://{path}")
-            if parts.scheme not in ("http", "https"):
-                raise StoreError(
-                    f"unsupported ClickHouse URL scheme {parts.scheme!r} in "
-                    f"{redact_url(self.url)}: use chdb:///abs/path or http(s)://host:8123/db"
-                )
             self.database = parts.path.strip("/") or "default"
             return clickhouse_connect.get_client(
                 host=parts.hostname or "localhost",
@@ -105,5 +114,8 @@ class Store:
             )
 
     def close(self) -> None:
+        """Idempotent: a store handed to several owners may be closed by each."""
         with self._lock:
-            self._client.close()
+            if not self._closed:
+                self._closed = True
+                self._client.close()

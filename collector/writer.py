@@ -1,16 +1,32 @@
-"""Writes ``otel_traces`` rows; a retried batch carries the same token and is not duplicated."""
+"""Writes ``otel_traces`` rows; a retried batch carries the same token and is not duplicated.
+
+``StoreLink`` is the pipeline's connection: opened (and migrated) on first use, reopened after a
+failure, and able to tell "the store is unreachable" (wait and retry) from "the store is up but
+refuses this batch" (retry a few times, then set the batch aside).
+"""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .schema import TRACE_COLUMNS, TRACES
-from .store import Store
+from .store import Store, redact_url
+
+log = logging.getLogger("rewind.collector.writer")
 
 # Dependent views (lookup, rewind_llm_calls) must skip a duplicate block too.
 _DEDUP_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
+
+# ClickHouse error codes that say "later", not "never": table or database missing (being
+# created or migrated), timeouts, read-only/too many parts, memory, network, keeper, unknown
+# insert status. Other refusals are the batch's own fault and are retried only a few times.
+TRANSIENT_CODES = {60, 81, 159, 164, 202, 209, 210, 241, 242, 252, 319, 425, 999}
+_CODE = re.compile(r"Code:\s*(\d+)")
 
 
 def batch_token(payload: bytes) -> str:
@@ -26,3 +42,88 @@ class TraceWriter:
             return 0
         self.store.insert(TRACES, rows, TRACE_COLUMNS, dedup_token=token, extra=_DEDUP_SETTINGS)
         return len(rows)
+
+
+class StoreFailure(Exception):
+    """An insert failed. ``store_up`` is False when the store could not be reached."""
+
+    def __init__(self, message: str, store_up: bool) -> None:
+        super().__init__(message)
+        self.store_up = store_up
+
+
+def error_code(error: BaseException) -> int | None:
+    match = _CODE.search(str(error))
+    return int(match.group(1)) if match else None
+
+
+class StoreLink:
+    """Owns (or borrows) the writer's store connection."""
+
+    def __init__(self, connect: Callable[[], Store] | Store, migrate: bool = True,
+                 url: str | None = None) -> None:
+        self._borrowed = connect if isinstance(connect, Store) else None
+        self._connect = (lambda: self._borrowed) if self._borrowed else connect
+        self._migrate = migrate
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+        url = self._borrowed.url if self._borrowed else url
+        self.description = redact_url(url) if url else "(not connected yet)"
+
+    def _open(self) -> Store:
+        if self._store is None:
+            store = self._connect()
+            assert store is not None
+            if self._migrate:
+                from .migrate import migrate
+
+                applied = migrate(store)
+                if applied:
+                    log.info("applied migrations %s to %s", applied, redact_url(store.url))
+            self._store = store
+            self.description = redact_url(store.url)
+        return self._store
+
+    def _drop(self) -> None:
+        store, self._store = self._store, None
+        if store is not None and store is not self._borrowed:
+            try:
+                store.close()
+            except Exception as error:  # already broken; closing is best effort
+                log.debug("closing a failed store connection: %s", error)
+
+    def reach(self) -> None:
+        """Connects (and migrates) if needed; raises StoreFailure when the store is away."""
+        with self._lock:
+            try:
+                self._open().command("SELECT 1")
+            except Exception as error:
+                self._drop()
+                raise StoreFailure(f"cannot reach the store: {error}", store_up=False) from error
+
+    def ping(self) -> bool:
+        try:
+            self.reach()
+            return True
+        except StoreFailure:
+            return False
+
+    def write(self, rows: Sequence[Sequence[Any]], token: str) -> None:
+        with self._lock:
+            try:
+                store = self._open()
+            except Exception as error:
+                self._drop()
+                raise StoreFailure(f"cannot open the store: {error}", store_up=False) from error
+            try:
+                TraceWriter(store).write(rows, token)
+                return
+            except Exception as error:
+                failure = error
+        code = error_code(failure)
+        up = code not in TRANSIENT_CODES and self.ping()
+        raise StoreFailure(f"insert of {len(rows)} spans failed: {failure}", up) from failure
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from rewind.collector import reader
 from rewind.collector.store import Store
 
+from .api_analysis import routes as analysis_routes
 from .api_archive import routes as archive_routes
 from .auth import BearerAuth
 from .cassette import CassetteError
@@ -106,6 +107,7 @@ def create_app(store: Store, tokens: Iterable[str] | None = None) -> Starlette:
         Route("/v1/traces/{trace_id}/cassette", cassette),
         *replay_routes(Sessions(load_cassette), on_error),
         *archive_routes(store),
+        *analysis_routes(store),
     ]
     middleware = [Middleware(BearerAuth, tokens=list(tokens))] if tokens else []
     app = Starlette(routes=routes, middleware=middleware)

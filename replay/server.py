@@ -7,18 +7,22 @@ process at a time.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
+from rewind.collector.config import IngestOptions
 from rewind.collector.migrate import migrate
-from rewind.collector.receivers import start_grpc
+from rewind.collector.receivers_http import bind_socket
+from rewind.collector.service import start_ingest
 from rewind.collector.store import Store, redact_url
-from rewind.collector.writer import TraceWriter
 
 from .api import create_app
+from .auth import read_tokens
 
 log = logging.getLogger("rewind.server")
 
@@ -29,18 +33,55 @@ class ServeOptions:
     host: str = "127.0.0.1"
     grpc_port: int = 4317
     api_port: int = 8787
+    http_port: int = 4318
+    spool_dir: str | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return bind_socket(host, port, "the API")
+
+
+@dataclass
+class WorkerOptions:
+    clickhouse_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8787
+    tokens_file: str | None = None
+    allow_insecure_bind: bool = False
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def run_api(store: Store, host: str, port: int, tokens: list[str] | None,
+            announce: Callable[[int], None]) -> None:
+    """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port."""
+    sock = bind(host, port)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(store, tokens), log_level="warning", access_log=False)
+    )
+    announce(sock.getsockname()[1])
+    server.run(sockets=[sock])
+
+
+def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> None:
+    """The replay worker alone, against a ClickHouse server (or an embedded store)."""
+    tokens = list(read_tokens(options.tokens_file)) if options.tokens_file else None
+    if not tokens and not is_loopback(options.host) and not options.allow_insecure_bind:
+        raise OSError(
+            f"refusing to serve the worker API on {options.host} without auth tokens; "
+            "give --tokens-file or --allow-insecure-bind"
+        )
+    store = Store(options.clickhouse_url)
+    migrate(store)
     try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(f"cannot bind the API on {host}:{port}: {error}") from error
-    sock.listen(128)
-    return sock
+        run_api(store, options.host, options.port, tokens, lambda port: announce(
+            f"rewind worker ready: api=http://{options.host}:{port} "
+            f"store={redact_url(store.url)}"
+        ))
+    finally:
+        store.close()
 
 
 def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> None:
@@ -49,17 +90,21 @@ def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> Non
     applied = migrate(store)
     if applied:
         log.info("applied migrations %s", applied)
-    grpc_server, grpc_port = start_grpc(TraceWriter(store), options.host, options.grpc_port)
-    api_socket = bind(options.host, options.api_port)
-    api_port = api_socket.getsockname()[1]
-    config = uvicorn.Config(create_app(store), log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    announce(
-        f"rewind serve ready: otlp-grpc={options.host}:{grpc_port} "
-        f"api=http://{options.host}:{api_port} store={redact_url(store.url)}"
-    )
+    ingest = start_ingest(store, IngestOptions(
+        host=options.host, grpc_port=options.grpc_port, http_port=options.http_port,
+        spool_dir=Path(options.spool_dir) if options.spool_dir else None))
+    # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to the finally below.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        server.run(sockets=[api_socket])
+        run_api(store, options.host, options.api_port, None, lambda api_port: announce(
+            f"rewind serve ready: otlp-grpc={ingest.grpc_endpoint} "
+            f"api=http://{options.host}:{api_port} otlp-http={ingest.http_url} "
+            f"store={redact_url(store.url)}"
+        ))
     finally:
-        grpc_server.stop(grace=5).wait()
+        ingest.stop()  # writes what is queued; the rest stays in the spool
         store.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -42,6 +42,10 @@ class ApiSource:
     def _get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params={k: v for k, v in params.items() if v}).json()
 
+    def get_json(self, path: str, **params: Any) -> Any:
+        """Any worker API route's JSON; empty params are left out."""
+        return self._get(path, **params)
+
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)

@@ -1,0 +1,296 @@
+"""Ingest benchmark: sustained spans/s end to end through the collector's receivers, against a
+direct bulk insert of the same rows into the same engine, measured in the same run.
+
+Spans are realistic GenAI LLM calls (exact request/response bodies plus semantic-convention
+content, 2-20 KB of payload each), pre-encoded as OTLP requests and sent by a separate process
+to a real ``rewind collector`` process on an embedded store. The collector path includes
+receiving, decoding, screening, row conversion, the fsync'd spool, batching and the insert; it
+ends when every span is in the store. The limit is ``TraceWriter.write`` (the collector's own
+insert) of the already converted rows, in batches of the collector's batch size, into a fresh
+store of the same engine. Each side's best round is compared.
+
+    python -P bench/ingest.py [--spans 8000] [--rounds 3] [--protocol grpc|http] [--senders 4]
+
+(``-P`` keeps ``bench/`` itself off the import path.) Prints both rates and the ratio
+(target: at least 0.6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from rewind.collector.config import BatchPolicy
+from rewind.collector.migrate import migrate
+from rewind.collector.rows import span_rows
+from rewind.collector.schema import TRACES
+from rewind.collector.store import Store
+from rewind.collector.writer import TraceWriter
+
+_TEXT = ("the agent plans a trip books a train checks the weather summarises results for the "
+         "user and calls tools when it needs fresh data about prices schedules or hotels")
+WORDS = _TEXT.split()
+SPANS_PER_REQUEST = 128
+
+
+def kv(key: str, value: object) -> KeyValue:
+    if isinstance(value, bool):
+        return KeyValue(key=key, value=AnyValue(bool_value=value))
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    if isinstance(value, float):
+        return KeyValue(key=key, value=AnyValue(double_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=str(value)))
+
+
+def prose(rng: random.Random, size: int) -> str:
+    out, length = [], 0
+    while length < size:
+        word = rng.choice(WORDS)
+        out.append(word)
+        length += len(word) + 1
+    return " ".join(out)
+
+
+def genai_span(rng: random.Random, index: int, trace_id: bytes, parent: bytes) -> Span:
+    """One LLM call with its exact request/response bodies and semconv content."""
+    payload = rng.randint(2_000, 20_000)
+    question, answer = prose(rng, payload * 2 // 5), prose(rng, payload // 5)
+    request = {"model": "gpt-4o", "temperature": 0.2, "messages": [
+        {"role": "system", "content": "You are a travel agent."},
+        {"role": "user", "content": question}]}
+    response = {"id": f"chatcmpl-{index}", "object": "chat.completion", "model": "gpt-4o-2024",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": answer}}],
+                "usage": {"prompt_tokens": payload // 4, "completion_tokens": payload // 20}}
+    start = 1_700_000_000_000_000_000 + index * 1_000_000
+    return Span(
+        trace_id=trace_id, span_id=rng.randbytes(8), parent_span_id=parent,
+        name="chat gpt-4o", kind=Span.SPAN_KIND_CLIENT, start_time_unix_nano=start,
+        end_time_unix_nano=start + rng.randint(200, 4000) * 1_000_000,
+        attributes=[
+            kv("gen_ai.operation.name", "chat"), kv("gen_ai.provider.name", "openai"),
+            kv("gen_ai.request.model", "gpt-4o"), kv("gen_ai.response.model", "gpt-4o-2024"),
+            kv("gen_ai.request.temperature", 0.2), kv("gen_ai.usage.input_tokens", payload // 4),
+            kv("gen_ai.usage.output_tokens", payload // 20),
+            kv("gen_ai.response.finish_reasons", '["stop"]'),
+            kv("gen_ai.input.messages", json.dumps([{"role": "user", "parts": [
+                {"type": "text", "content": question}]}])),
+            kv("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": answer}], "finish_reason": "stop"}])),
+            kv("rewind.step", index % 20), kv("rewind.kind", "llm"),
+            kv("rewind.request.method", "POST"),
+            kv("rewind.request.url", "https://api.openai.com/v1/chat/completions"),
+            kv("rewind.request.body", json.dumps(request)),
+            kv("rewind.response.status", 200),
+            kv("rewind.response.body", json.dumps(response)),
+            kv("rewind.match_key", rng.randbytes(32).hex()),
+        ])
+
+
+def make_requests(count: int, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    spans = []
+    for index in range(count):
+        trace_id = rng.randbytes(16)
+        spans.append(genai_span(rng, index, trace_id, rng.randbytes(8)))
+    requests = []
+    for start in range(0, count, SPANS_PER_REQUEST):
+        request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+            resource={"attributes": [kv("service.name", "bench-agent"),
+                                     kv("service.version", "1.0")]},
+            scope_spans=[ScopeSpans(scope={"name": "rewind.exporter", "version": "0.1"},
+                                    spans=spans[start:start + SPANS_PER_REQUEST])])])
+        requests.append(request.SerializeToString())
+    return requests
+
+
+def write_requests(path: Path, requests: list[bytes]) -> None:
+    with open(path, "wb") as f:
+        for body in requests:
+            f.write(struct.pack("<I", len(body)) + body)
+
+
+def read_requests(path: Path) -> list[bytes]:
+    data, out, offset = path.read_bytes(), [], 0
+    while offset < len(data):
+        (size,) = struct.unpack_from("<I", data, offset)
+        out.append(data[offset + 4:offset + 4 + size])
+        offset += 4 + size
+    return out
+
+
+def send(protocol: str, endpoint: str, path: Path, senders: int) -> None:
+    """Sender process: posts every request once, ``senders`` at a time."""
+    requests = read_requests(path)
+    lock, queue = threading.Lock(), list(reversed(requests))
+    if protocol == "grpc":
+        import grpc
+
+        channel = grpc.insecure_channel(endpoint, options=[
+            ("grpc.max_send_message_length", 64 << 20)])
+        grpc.channel_ready_future(channel).result(timeout=30)
+        export = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        call = lambda body: export(body, timeout=120)  # noqa: E731
+    else:
+        import httpx
+
+        client = httpx.Client(timeout=120)
+        headers = {"content-type": "application/x-protobuf"}
+        client.get(endpoint + "/health").raise_for_status()
+
+        def call(body: bytes) -> None:
+            client.post(endpoint + "/v1/traces", content=body,
+                        headers=headers).raise_for_status()
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                body = queue.pop()
+            call(body)
+
+    threads = [threading.Thread(target=work) for _ in range(senders)]
+    print("ready", flush=True)  # loaded and connected: the clock starts at "go"
+    sys.stdin.readline()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def count(store: Store) -> int:
+    return store.query(f"SELECT count() AS n FROM {TRACES}")[0]["n"]
+
+
+def start_collector(store_url: str, spool: Path) -> tuple[subprocess.Popen, str, str]:
+    """The real ``rewind collector`` process; returns it with its gRPC and HTTP endpoints."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rewind.replay.cli", "collector", "--clickhouse", store_url,
+         "--grpc-port", "0", "--http-port", "0", "--spool-dir", str(spool)],
+        stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    match = re.search(r"otlp-grpc=(\S+) otlp-http=(\S+)", line)
+    if not match:
+        process.kill()
+        raise SystemExit(f"collector did not start: {line!r}")
+    return process, match.group(1), match.group(2)
+
+
+def queued(http_url: str) -> int:
+    """Spans acknowledged but not yet in the store (a light request: no metrics rendering)."""
+    return httpx.get(http_url + "/ready", timeout=10).json()["queued_spans"]
+
+
+def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int,
+                      protocol: str, senders: int, round_no: int) -> float:
+    collector, grpc_endpoint, http_url = start_collector(store_url, tmp / f"spool-{round_no}")
+    try:
+        endpoint = grpc_endpoint if protocol == "grpc" else http_url
+        sender = subprocess.Popen([sys.executable, "-P", __file__, "--send", protocol, endpoint,
+                                   str(requests_file), str(senders)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert sender.stdin is not None and sender.stdout is not None
+        if sender.stdout.readline().strip() != "ready":
+            raise SystemExit("sender did not start")
+        started = time.perf_counter()
+        sender.stdin.write("go\n")
+        sender.stdin.flush()
+        if sender.wait() != 0:
+            raise SystemExit("sender failed")
+        while queued(http_url):  # every request was acknowledged: wait for the inserts
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+    finally:
+        collector.send_signal(signal.SIGTERM)
+        collector.wait(60)
+    return spans / elapsed
+
+
+def direct_insert(store: Store, rows: list[list], batch: int, round_no: int) -> float:
+    writer = TraceWriter(store)
+    started = time.perf_counter()
+    for start in range(0, len(rows), batch):
+        writer.write(rows[start:start + batch], token=f"direct-{round_no}-{start}")
+    elapsed = time.perf_counter() - started
+    if count(store) != len(rows):
+        raise SystemExit(f"direct round {round_no}: row count mismatch")
+    return len(rows) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", type=int, default=8000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
+    parser.add_argument("--senders", type=int, default=4)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rewind-bench-ingest-") as name:
+        tmp = Path(name)
+        requests = make_requests(args.spans)
+        requests_file = tmp / "requests.bin"
+        write_requests(requests_file, requests)
+        rows = [row for body in requests
+                for row in span_rows(ExportTraceServiceRequest.FromString(body))]
+        payload = sum(len(b) for b in requests)
+        policy = BatchPolicy()
+        avg_span = payload / args.spans
+        batch = max(1, min(policy.max_spans, int(policy.max_bytes // avg_span)))
+        print(f"{args.spans} GenAI spans, {avg_span / 1024:.1f} KiB each on average "
+              f"({payload / 1e6:.0f} MB per round), {len(requests)} OTLP/{args.protocol} requests"
+              f" of {SPANS_PER_REQUEST} spans, {args.senders} concurrent senders")
+        collector_rates, direct_rates = [], []
+        for round_no in range(args.rounds):
+            # Every measurement gets a fresh store, so neither inherits the other's parts.
+            store_url = f"chdb://{tmp / f'collector-{round_no}'}"
+            rate = through_collector(store_url, tmp, requests_file, args.spans, args.protocol,
+                                     args.senders, round_no)
+            collector_rates.append(rate)
+            store = Store(store_url)  # the collector has let go of the embedded store
+            try:
+                if count(store) != args.spans:
+                    raise SystemExit(f"round {round_no + 1}: {count(store)} spans stored, "
+                                     f"sent {args.spans}")
+            finally:
+                store.close()
+            store = Store(f"chdb://{tmp / f'direct-{round_no}'}")
+            try:
+                migrate(store)
+                direct_rates.append(direct_insert(store, rows, batch, round_no))
+            finally:
+                store.close()
+            print(f"  round {round_no + 1}: collector {rate:,.0f} spans/s, direct insert "
+                  f"{direct_rates[-1]:,.0f} spans/s (batch {batch})")
+    best_collector, best_direct = max(collector_rates), max(direct_rates)
+    ratio = best_collector / best_direct
+    print(f"end to end through the collector: {best_collector:,.0f} spans/s "
+          f"({best_collector * avg_span / 1e6:,.1f} MB/s)")
+    print(f"direct bulk insert (the limit):   {best_direct:,.0f} spans/s")
+    print(f"ratio: {ratio:.2f} of the limit (target >= 0.6) "
+          f"{'OK' if ratio >= 0.6 else 'BELOW TARGET'}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--send":
+        send(sys.argv[2], sys.argv[3], Path(sys.argv[4]), int(sys.argv[5]))
+    else:
+        main()

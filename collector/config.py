@@ -1,0 +1,138 @@
+"""Collector settings: every knob in one place, with the environment variable that sets it.
+
+The CLI maps each flag to the variable named here; ``rewind serve`` and tests build the same
+dataclasses directly.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+MIB = 1024 * 1024
+
+ENV = {
+    "host": "REWIND_COLLECTOR_HOST",
+    "grpc_port": "REWIND_GRPC_PORT",
+    "http_port": "REWIND_HTTP_PORT",
+    "spool_dir": "REWIND_SPOOL_DIR",
+    "spool_max_bytes": "REWIND_SPOOL_MAX_BYTES",
+    "auth_tokens_file": "REWIND_AUTH_TOKENS_FILE",
+    "auth_tokens": "REWIND_AUTH_TOKENS",
+    "allow_insecure_bind": "REWIND_ALLOW_INSECURE_BIND",
+    "tls_cert": "REWIND_TLS_CERT",
+    "tls_key": "REWIND_TLS_KEY",
+    "tls_client_ca": "REWIND_TLS_CLIENT_CA",
+    "max_message_bytes": "REWIND_MAX_MESSAGE_BYTES",
+    "max_spans_per_request": "REWIND_MAX_SPANS_PER_REQUEST",
+    "max_attribute_bytes": "REWIND_MAX_ATTRIBUTE_BYTES",
+    "batch_max_spans": "REWIND_BATCH_MAX_SPANS",
+    "batch_max_bytes": "REWIND_BATCH_MAX_BYTES",
+    "batch_timeout_ms": "REWIND_BATCH_TIMEOUT_MS",
+    "memory_max_bytes": "REWIND_MEMORY_MAX_BYTES",
+    "shutdown_timeout": "REWIND_SHUTDOWN_TIMEOUT",
+    "migrate": "REWIND_MIGRATE",
+    "log_format": "REWIND_LOG_FORMAT",
+}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
+          "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message names the setting and what is accepted."""
+
+
+def parse_size(text: str | int, setting: str = "size") -> int:
+    """``'512MiB'``, ``'2GB'``, ``'1048576'`` -> bytes."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError(f"{setting}: {text!r} is not a size (examples: 1048576, 64MiB, 2GB)")
+    number, unit = match.groups()
+    unit = (unit or "").lower()
+    unit = unit[:-1] if unit.endswith("b") and unit != "b" else unit
+    return int(float(number) * _UNITS[unit])
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may carry; beyond these it is refused with a non-retryable status."""
+
+    max_message_bytes: int = 64 * MIB
+    max_spans_per_request: int = 20_000
+    max_attribute_bytes: int = 16 * MIB
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    """When the open spool segment is sealed and handed to the writer (one insert each)."""
+
+    max_spans: int = 4096
+    max_bytes: int = 32 * MIB
+    timeout_s: float = 1.0
+    memory_max_bytes: int = 256 * MIB
+    retry_initial_s: float = 0.1
+    retry_max_s: float = 2.0
+    max_attempts_when_store_up: int = 10
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+@dataclass
+class IngestOptions:
+    """Everything ``start_ingest`` needs besides the store."""
+
+    host: str = "127.0.0.1"
+    grpc_port: int = 4317
+    http_port: int = 4318
+    spool_dir: Path | None = None
+    spool_max_bytes: int = 1024 * MIB
+    limits: Limits = field(default_factory=Limits)
+    batch: BatchPolicy = field(default_factory=BatchPolicy)
+    auth_tokens: dict[str, str | None] | None = None
+    tls: TlsFiles | None = None
+    allow_insecure_bind: bool = False
+    migrate: bool = True
+    shutdown_timeout_s: float = 30.0
+    retry_after_s: int = 5
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, authenticated: bool, allow_insecure: bool) -> None:
+    """Listening beyond loopback with no auth is refused unless asked for explicitly."""
+    if is_loopback(host) or authenticated or allow_insecure:
+        return
+    raise ConfigError(
+        f"refusing to listen on {host} without authentication: give tokens with "
+        f"--auth-tokens-file ({ENV['auth_tokens_file']}) or a client CA with --tls-client-ca, "
+        f"or pass --allow-insecure-bind ({ENV['allow_insecure_bind']}=1) if the network is "
+        "trusted"
+    )
+
+
+def default_spool_dir(store_url: str, cwd: Path | None = None) -> Path:
+    """Next to an embedded store (``/x/store`` -> ``/x/store.spool``), else ``.rewind/spool``."""
+    parts = urlsplit(store_url)
+    if parts.scheme == "chdb":
+        path = Path(parts.netloc + parts.path) if parts.netloc else Path(parts.path)
+        return path.with_name(path.name + ".spool")
+    return (cwd or Path.cwd()) / ".rewind" / "spool"

@@ -1,0 +1,192 @@
+"""Turns a request body into spans we accept, or a clear refusal. Pure: no I/O.
+
+Whole-request problems (unreadable body, too many spans) refuse the request; problems of single
+spans (bad ids, an oversized attribute value) reject just those spans, reported back as an OTLP
+partial success. A request whose every span is rejected is refused as a whole.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from .config import Limits
+from .otlp_json import JsonPayloadError, parse_json
+
+PROTOBUF = "protobuf"
+JSON = "json"
+CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF,
+                 "application/json": JSON}
+MAX_REPORTED_ERRORS = 3
+
+
+class Refused(Exception):
+    """The whole request is refused. ``reason`` is a short metric label; not retryable."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class TooLarge(Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__("too_large", message)
+
+
+class UnsupportedMedia(Refused):
+    def __init__(self, message: str) -> None:
+        super().__init__("unsupported_media_type", message)
+
+
+def payload_format(content_type: str | None) -> str:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media in CONTENT_TYPES:
+        return CONTENT_TYPES[media]
+    raise UnsupportedMedia(
+        f"unsupported Content-Type {content_type or '(none)'!r}: send application/x-protobuf "
+        "or application/json"
+    )
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """gzip/deflate bodies, never inflating beyond ``limit`` bytes (a small bomb stays small)."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding in ("identity", ""):
+        return body
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise UnsupportedMedia(f"unsupported Content-Encoding {encoding!r}: send gzip, deflate "
+                               "or none")
+    wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+    parts: list[bytes] = []
+    size = 0
+    while True:  # gzip allows several members back to back
+        inflater = zlib.decompressobj(wbits)
+        try:
+            part = inflater.decompress(body, limit + 1 - size)
+            part += inflater.flush() if not inflater.unconsumed_tail else b""
+        except zlib.error as error:
+            raise Refused("malformed", f"body is not valid {encoding}: {error}") from None
+        size += len(part)
+        if size > limit or inflater.unconsumed_tail:
+            raise TooLarge(f"decompressed body exceeds the {limit}-byte message limit")
+        if not inflater.eof:
+            raise Refused("malformed", f"body is not valid {encoding}: truncated stream")
+        parts.append(part)
+        body = inflater.unused_data
+        if not body or wbits == zlib.MAX_WBITS:
+            return b"".join(parts)
+
+
+def decode(body: bytes, fmt: str) -> ExportTraceServiceRequest:
+    if fmt == JSON:
+        try:
+            return parse_json(body)
+        except JsonPayloadError as error:
+            raise Refused("malformed", str(error)) from None
+    try:
+        return ExportTraceServiceRequest.FromString(body)
+    except DecodeError as error:
+        raise Refused("malformed", f"malformed OTLP protobuf: {error}") from None
+
+
+@dataclass
+class Screened:
+    """The request with rejected spans removed, and what was rejected."""
+
+    request: ExportTraceServiceRequest
+    spans: int
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        if not self.rejected:
+            return ""
+        shown = "; ".join(self.errors[:MAX_REPORTED_ERRORS])
+        more = len(self.errors) - MAX_REPORTED_ERRORS
+        return f"{self.rejected} span(s) rejected: {shown}" + (f"; and {more} more" if more > 0
+                                                               else "")
+
+
+def _id_error(raw: bytes, size: int, name: str, optional: bool = False) -> str | None:
+    if optional and not raw:
+        return None
+    if len(raw) != size:
+        return f"{name} has {len(raw)} bytes, expected {size}"
+    if not any(raw):
+        return f"{name} is all zeroes"
+    return None
+
+
+def _attribute_error(attributes: Any, limit: int, where: str) -> str | None:
+    for kv in attributes:
+        size = kv.value.ByteSize()
+        if size > limit:
+            return f"{where}attribute {kv.key!r} is {size} bytes, the limit is {limit}"
+    return None
+
+
+def span_error(span: Any, limits: Limits, sizes: bool = True) -> str | None:
+    """Why one span cannot be stored, or None. ``sizes``: check value sizes too."""
+    error = (_id_error(span.trace_id, 16, "trace_id")
+             or _id_error(span.span_id, 8, "span_id")
+             or _id_error(span.parent_span_id, 8, "parent_span_id", optional=True))
+    if error:
+        return error
+    for n, link in enumerate(span.links):
+        error = (_id_error(link.trace_id, 16, f"links[{n}].trace_id")
+                 or _id_error(link.span_id, 8, f"links[{n}].span_id"))
+        if error:
+            return error
+    if not sizes or span.ByteSize() <= limits.max_attribute_bytes:
+        return None  # no value inside can exceed the limit
+    error = _attribute_error(span.attributes, limits.max_attribute_bytes, "")
+    for n, event in enumerate(span.events):
+        error = error or _attribute_error(event.attributes, limits.max_attribute_bytes,
+                                          f"events[{n}] ")
+    for n, link in enumerate(span.links):
+        error = error or _attribute_error(link.attributes, limits.max_attribute_bytes,
+                                          f"links[{n}] ")
+    return error
+
+
+def count_spans(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def screen(request: ExportTraceServiceRequest, limits: Limits,
+           encoded_size: int | None = None) -> Screened:
+    """Applies the limits; removes rejected spans from ``request`` in place.
+
+    ``encoded_size`` (the request's size in protobuf) lets a request too small to hold an
+    oversized value skip the per-value size check."""
+    total = count_spans(request)
+    sizes = encoded_size is None or encoded_size > limits.max_attribute_bytes
+    if total > limits.max_spans_per_request:
+        raise TooLarge(f"request carries {total} spans, the limit is "
+                       f"{limits.max_spans_per_request}: send smaller batches")
+    result = Screened(request, total)
+    for r, resource_spans in enumerate(request.resource_spans):
+        resource_error = sizes and _attribute_error(resource_spans.resource.attributes,
+                                                    limits.max_attribute_bytes, "resource ")
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            bad = []
+            for k, span in enumerate(scope_spans.spans):
+                error = resource_error or span_error(span, limits, sizes)
+                if error:
+                    bad.append(k)
+                    label = span.span_id.hex() or span.name[:60]
+                    result.errors.append(
+                        f"resourceSpans[{r}].scopeSpans[{s}].spans[{k}] (span {label!r}): "
+                        f"{error}")
+            for k in reversed(bad):
+                del scope_spans.spans[k]
+            result.rejected += len(bad)
+    if total and result.rejected == total:
+        raise Refused("invalid", f"every span was rejected: {result.message}")
+    return result

@@ -1,0 +1,61 @@
+"""Prometheus metrics of one collector (its own registry, so several can live in one process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["CONTENT_TYPE", "Metrics"]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "rewind_collector_requests", "Export requests answered, by protocol and outcome "
+            "(ok, partial, duplicate, refused, unauthenticated, overloaded, error).",
+            ["protocol", "outcome"], registry=r)
+        self.received = Counter("rewind_collector_spans_received",
+                                "Spans received in decodable requests.", ["protocol"], registry=r)
+        self.spooled = Counter("rewind_collector_spans_spooled",
+                               "Spans made durable in the spool and acknowledged.", registry=r)
+        self.written = Counter("rewind_collector_spans_written",
+                               "Spans written to the store.", registry=r)
+        self.rejected = Counter("rewind_collector_spans_rejected",
+                                "Spans refused for bad input or limits.", ["reason"], registry=r)
+        self.dropped = Counter("rewind_collector_spans_dropped",
+                               "Acknowledged spans that could not be written (kept aside in "
+                               "the spool's dead/ directory).", ["reason"], registry=r)
+        self.duplicates = Counter("rewind_collector_spans_duplicate",
+                                  "Spans of retried requests already held.", registry=r)
+        self.write_errors = Counter("rewind_collector_store_write_errors",
+                                    "Failed insert attempts.", registry=r)
+        self.batch_seconds = Histogram(
+            "rewind_collector_batch_write_seconds", "Time to insert one batch (spool segment).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30), registry=r)
+        self.batch_spans = Histogram(
+            "rewind_collector_batch_spans", "Spans per inserted batch.",
+            buckets=(1, 10, 100, 500, 1000, 2000, 4000, 8000, 16000, 50000), registry=r)
+        self.queue_spans = Gauge("rewind_collector_queue_spans",
+                                 "Spans acknowledged but not yet written.", registry=r)
+        self.queue_segments = Gauge("rewind_collector_queue_segments",
+                                    "Spool segments waiting to be written.", registry=r)
+        self.spool_bytes = Gauge("rewind_collector_spool_bytes", "Bytes on disk in the spool.",
+                                 registry=r)
+        self.spool_limit = Gauge("rewind_collector_spool_limit_bytes",
+                                 "Spool size beyond which requests are pushed back.", registry=r)
+        self.store_up = Gauge("rewind_collector_store_up",
+                              "1 when the last store operation succeeded.", registry=r)
+
+    def bind_queue(self, spans: Callable[[], float], segments: Callable[[], float],
+                   spool_bytes: Callable[[], float]) -> None:
+        """Gauges read live values at scrape time."""
+        self.queue_spans.set_function(spans)
+        self.queue_segments.set_function(segments)
+        self.spool_bytes.set_function(spool_bytes)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

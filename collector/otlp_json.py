@@ -1,0 +1,96 @@
+"""OTLP/JSON -> protobuf message. Pure.
+
+OTLP/JSON is the protobuf JSON mapping with one exception: trace and span ids are hex strings,
+not base64. Field names may be lowerCamelCase or the original snake_case, enums are integers
+(names are accepted too), 64-bit integers may be strings, and unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+# id field -> expected byte length
+_SPAN_IDS = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8,
+             "parentSpanId": 8, "parent_span_id": 8}
+_LINK_IDS = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8}
+
+
+class JsonPayloadError(ValueError):
+    """The body is not OTLP/JSON; the message gives the location."""
+
+
+def _list(parent: dict[str, Any], camel: str, snake: str, where: str) -> list[Any]:
+    value = parent.get(camel, parent.get(snake))
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise JsonPayloadError(f"{where}.{camel}: expected an array, got {type(value).__name__}")
+    return value
+
+
+def _hex_to_base64(item: dict[str, Any], fields: dict[str, int], where: str) -> None:
+    for name, size in fields.items():
+        value = item.get(name)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise JsonPayloadError(f"{where}.{name}: expected a hex string, got "
+                                   f"{type(value).__name__}")
+        try:
+            raw = bytes.fromhex(value)
+        except ValueError:
+            raise JsonPayloadError(f"{where}.{name}: {value[:80]!r} is not hex") from None
+        if len(raw) != size:
+            raise JsonPayloadError(f"{where}.{name}: {value[:80]!r} has {len(raw)} bytes, "
+                                   f"a {'trace' if size == 16 else 'span'} id has {size} "
+                                   f"({size * 2} hex digits)")
+        item[name] = base64.b64encode(raw).decode("ascii")
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise JsonPayloadError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JsonPayloadError(f"body is not valid UTF-8: byte {error.start} "
+                               f"({body[error.start:error.start + 1]!r})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise JsonPayloadError(f"malformed JSON: {error.msg} at line {error.lineno} column "
+                               f"{error.colno}") from None
+    document = _object(document, "body")
+    for r, resource_spans in enumerate(_list(document, "resourceSpans", "resource_spans", "")):
+        where_r = f"resourceSpans[{r}]"
+        resource_spans = _object(resource_spans, where_r)
+        for s, scope_spans in enumerate(_list(resource_spans, "scopeSpans", "scope_spans",
+                                              where_r)):
+            where_s = f"{where_r}.scopeSpans[{s}]"
+            scope_spans = _object(scope_spans, where_s)
+            for k, span in enumerate(_list(scope_spans, "spans", "spans", where_s)):
+                where_k = f"{where_s}.spans[{k}]"
+                span = _object(span, where_k)
+                _hex_to_base64(span, _SPAN_IDS, where_k)
+                for n, link in enumerate(_list(span, "links", "links", where_k)):
+                    _hex_to_base64(_object(link, f"{where_k}.links[{n}]"), _LINK_IDS,
+                                   f"{where_k}.links[{n}]")
+    try:
+        return json_format.ParseDict(document, ExportTraceServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except json_format.ParseError as error:
+        raise JsonPayloadError(f"not an OTLP ExportTraceServiceRequest: {error}") from None
+
+
+def dump_json(message: Any) -> bytes:
+    """A protobuf response (ExportTraceServiceResponse, google.rpc.Status) as OTLP/JSON."""
+    return json.dumps(json_format.MessageToDict(message), separators=(",", ":")).encode()

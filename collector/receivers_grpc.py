@@ -1,0 +1,121 @@
+"""OTLP/gRPC receiver (TraceService/Export), gzip handled by grpc itself.
+
+The method is registered with a generic handler so the request arrives as bytes: a malformed
+message then gets a precise INVALID_ARGUMENT instead of grpc's opaque deserialization error, and
+the bytes go to the spool as they came. Status codes follow the OTLP specification:
+INVALID_ARGUMENT (not retryable) for bad input, UNAUTHENTICATED, and UNAVAILABLE with RetryInfo
+when the collector pushes back.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.any_pb2 import Any as AnyMessage
+from google.protobuf.duration_pb2 import Duration
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceResponse,
+)
+
+from .auth import Authenticator, AuthError, header
+from .config import Limits, TlsFiles
+from .intake import PROTOBUF, Refused
+from .metrics import Metrics
+from .pipeline import Outcome, Pipeline, Pushback
+
+log = logging.getLogger("rewind.collector.grpc")
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+def retry_trailers(code: int, message: str, retry_after: int) -> list[tuple[str, bytes]]:
+    """RetryInfo as a rich status, plus the trailer OpenTelemetry's Python exporter reads."""
+    info = error_details_pb2.RetryInfo(retry_delay=Duration(seconds=retry_after))
+    detail = AnyMessage()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code, message=message, details=[detail])
+    return [("grpc-status-details-bin", status.SerializeToString()),
+            ("google.rpc.retryinfo-bin", info.SerializeToString())]
+
+
+def export_response(outcome: Outcome) -> ExportTraceServiceResponse:
+    """Success, with a partial success when some spans were rejected (not to be retried)."""
+    response = ExportTraceServiceResponse()
+    if outcome.rejected:
+        response.partial_success.CopyFrom(ExportTracePartialSuccess(
+            rejected_spans=outcome.rejected, error_message=outcome.message))
+    return response
+
+
+class TraceExportHandler:
+    def __init__(self, pipeline: Pipeline, metrics: Metrics,
+                 auth: Authenticator | None = None) -> None:
+        self.pipeline = pipeline
+        self.metrics = metrics
+        self.auth = auth
+
+    def _count(self, outcome: str) -> None:
+        self.metrics.requests.labels("grpc", outcome).inc()
+
+    def export(self, body: bytes, context: grpc.ServicerContext) -> bytes:
+        tenant = None
+        if self.auth is not None:
+            try:
+                tenant = self.auth.check(header(context.invocation_metadata()))
+            except AuthError as error:
+                self._count("unauthenticated")
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
+        try:
+            outcome = self.pipeline.accept(body, PROTOBUF, tenant, protocol="grpc")
+        except Refused as refused:
+            self._count("refused")
+            log.info("refused OTLP/gRPC request from %s: %s", context.peer(), refused.message)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused.message)
+        except Pushback as pushback:
+            self._count("overloaded")
+            context.set_trailing_metadata(retry_trailers(
+                code_pb2.UNAVAILABLE, str(pushback), pushback.retry_after))
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(pushback))
+        except Exception as error:  # never acknowledged, so the client may retry
+            self._count("error")
+            log.exception("OTLP/gRPC request failed")
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"collector error: {error}")
+        self._count("duplicate" if outcome.duplicate else
+                    "partial" if outcome.rejected else "ok")
+        return export_response(outcome).SerializeToString()
+
+
+def start_grpc(handler: TraceExportHandler, host: str, port: int, limits: Limits,
+               tls: TlsFiles | None = None, workers: int = 16) -> tuple[Any, int]:
+    """Starts the receiver; returns the server and the port it bound."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
+        options=[
+            ("grpc.max_receive_message_length", limits.max_message_bytes),
+            ("grpc.so_reuseport", 0),  # a busy port is an error, not a shared one
+        ],
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(handler.export)}),))
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        if tls:
+            credentials = grpc.ssl_server_credentials(
+                [(Path(tls.key).read_bytes(), Path(tls.cert).read_bytes())],
+                root_certificates=Path(tls.client_ca).read_bytes() if tls.client_ca else None,
+                require_client_auth=bool(tls.client_ca))
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError as error:
+        raise OSError(f"cannot bind the OTLP/gRPC receiver on {address}: {error}") from error
+    if not bound:
+        raise OSError(f"cannot bind the OTLP/gRPC receiver on {address}")
+    server.start()
+    return server, bound

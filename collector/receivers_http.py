@@ -1,0 +1,172 @@
+"""OTLP/HTTP receiver (``POST /v1/traces``, protobuf or JSON, gzip/deflate) plus the operations
+endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness), ``/metrics``.
+
+Status codes follow the OTLP specification: 200 with an optional partial success; 400/413/415
+for bad input (not retryable); 401 without a valid token; 503 with ``Retry-After`` when the
+collector pushes back. Error bodies are a ``google.rpc.Status`` in the request's encoding.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from google.rpc import code_pb2, status_pb2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .auth import Authenticator, AuthError
+from .config import Limits, TlsFiles
+from .intake import JSON, Refused, TooLarge, UnsupportedMedia, decompress, payload_format
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import Metrics
+from .otlp_json import dump_json
+from .pipeline import Outcome, Pipeline, Pushback
+from .receivers_grpc import export_response
+
+log = logging.getLogger("rewind.collector.http")
+
+MEDIA = {JSON: "application/json", "protobuf": "application/x-protobuf"}
+
+
+def _encode(message: Any, fmt: str) -> bytes:
+    return dump_json(message) if fmt == JSON else message.SerializeToString()
+
+
+def status_response(http_status: int, code: int, message: str, fmt: str = JSON,
+                    headers: dict[str, str] | None = None) -> Response:
+    body = _encode(status_pb2.Status(code=code, message=message), fmt)
+    return Response(body, http_status, headers=headers, media_type=MEDIA[fmt])
+
+
+def success_response(outcome: Outcome, fmt: str) -> Response:
+    return Response(_encode(export_response(outcome), fmt), 200, media_type=MEDIA[fmt])
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"body of {declared} bytes exceeds the {limit}-byte message limit")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"body exceeds the {limit}-byte message limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
+               auth: Authenticator | None = None) -> Starlette:
+    def count(outcome: str) -> None:
+        metrics.requests.labels("http", outcome).inc()
+
+    def process(body: bytes, encoding: str | None, fmt: str, tenant: str | None) -> Outcome:
+        return pipeline.accept(decompress(body, encoding, limits.max_message_bytes), fmt,
+                               tenant, protocol="http")
+
+    async def export(request: Request) -> Response:
+        fmt = JSON
+        try:
+            fmt = payload_format(request.headers.get("content-type"))
+            tenant = None
+            if auth is not None:
+                try:
+                    tenant = auth.check(request.headers.get("authorization"))
+                except AuthError as error:
+                    count("unauthenticated")
+                    return status_response(401, code_pb2.UNAUTHENTICATED, str(error), fmt,
+                                           {"WWW-Authenticate": 'Bearer realm="rewind"'})
+            body = await read_body(request, limits.max_message_bytes)
+            outcome = await run_in_threadpool(
+                process, body, request.headers.get("content-encoding"), fmt, tenant)
+        except Refused as refused:
+            count("refused")
+            http_status = 415 if isinstance(refused, UnsupportedMedia) else \
+                413 if isinstance(refused, TooLarge) else 400
+            client = request.client.host if request.client else "?"
+            log.info("refused OTLP/HTTP request from %s: %s", client, refused.message)
+            return status_response(http_status, code_pb2.INVALID_ARGUMENT, refused.message, fmt)
+        except Pushback as pushback:
+            count("overloaded")
+            return status_response(503, code_pb2.UNAVAILABLE, str(pushback), fmt,
+                                   {"Retry-After": str(pushback.retry_after)})
+        except Exception as error:  # never acknowledged, so the client may retry
+            count("error")
+            log.exception("OTLP/HTTP request failed")
+            return status_response(503, code_pb2.UNAVAILABLE, f"collector error: {error}", fmt,
+                                   {"Retry-After": "1"})
+        count("duplicate" if outcome.duplicate else "partial" if outcome.rejected else "ok")
+        return success_response(outcome, fmt)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def ready(request: Request) -> Response:
+        status = pipeline.status()
+        return JSONResponse(status, 200 if status["ready"] else 503)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    return Starlette(routes=[
+        Route("/v1/traces", export, methods=["POST"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
+        Route("/metrics", prometheus, methods=["GET"]),
+    ])
+
+
+def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:
+    """Binds before serving so port 0 resolves to a real port we can announce."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(f"cannot bind {what} on {host}:{port}: {error}") from error
+    sock.listen(512)
+    return sock
+
+
+class HttpServer:
+    """uvicorn on its own thread and event loop, so it runs beside gRPC and other servers."""
+
+    def __init__(self, app: Starlette, host: str, port: int, tls: TlsFiles | None = None) -> None:
+        self.sock = bind_socket(host, port)
+        self.port = self.sock.getsockname()[1]
+        self.scheme = "https" if tls else "http"
+        ssl: dict[str, Any] = {}
+        if tls:
+            ssl = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+            if tls.client_ca:
+                import ssl as ssl_module
+
+                ssl.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl_module.CERT_REQUIRED)
+        config = uvicorn.Config(app, log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=10, **ssl)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       name="otlp-http", daemon=True)
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise OSError(f"the OTLP/HTTP receiver did not start on port {self.port}")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+        self.sock.close()

@@ -1,0 +1,144 @@
+"""The whole ingest side in one call: spool + pipeline + both receivers, on a given store.
+
+``start_ingest`` is what ``rewind serve`` embeds and ``rewind collector`` runs; it returns a
+handle with the bound ports and ``flush``/``stop``. ``run_collector`` adds the process around it:
+store connection, signals, the ready line.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .auth import Authenticator
+from .config import IngestOptions, check_bind, default_spool_dir
+from .metrics import Metrics
+from .pipeline import Pipeline
+from .receivers_grpc import TraceExportHandler, start_grpc
+from .receivers_http import HttpServer, create_app
+from .spool import Spool
+from .store import Store, StoreError, check_url, redact_url
+from .writer import StoreLink
+
+log = logging.getLogger("rewind.collector")
+
+
+@dataclass
+class IngestHandle:
+    host: str
+    grpc_port: int
+    http_port: int
+    http_scheme: str
+    spool_dir: Path
+    pipeline: Pipeline
+    metrics: Metrics
+    _grpc: Any
+    _http: HttpServer
+    _shutdown_timeout: float
+    _stopped: bool = False
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"{self.http_scheme}://{self.host}:{self.http_port}"
+
+    def ready_fields(self) -> str:
+        return f"otlp-grpc={self.grpc_endpoint} otlp-http={self.http_url}"
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Writes everything acknowledged so far; True when nothing is left queued."""
+        return self.pipeline.flush(timeout)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stops taking requests (in-flight ones finish), writes what is queued, closes.
+
+        True when nothing was left in the spool."""
+        if self._stopped:
+            return True
+        self._stopped = True
+        self._grpc.stop(grace=5).wait()
+        self._http.stop()
+        return self.pipeline.stop(self._shutdown_timeout if timeout is None else timeout)
+
+
+def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | None = None,
+                 store_url: str | None = None) -> IngestHandle:
+    """Starts receivers, pipeline and spool writing into ``store`` (a Store, or a function
+    opening one, called again after failures). ``store_url`` picks the default spool dir when
+    ``store`` is a function."""
+    options = options or IngestOptions()
+    auth = Authenticator(options.auth_tokens) if options.auth_tokens else None
+    mutual_tls = bool(options.tls and options.tls.client_ca)
+    check_bind(options.host, bool(auth) or mutual_tls, options.allow_insecure_bind)
+    url = store.url if isinstance(store, Store) else store_url
+    if options.spool_dir is None and url is None:
+        raise ValueError("start_ingest needs spool_dir or store_url when store is a function")
+    spool_dir = Path(options.spool_dir or default_spool_dir(url or ""))
+    spool = Spool(spool_dir)
+    metrics = Metrics()
+    pipeline = Pipeline(spool, StoreLink(store, migrate=options.migrate, url=url), metrics,
+                        options.limits, options.batch, options.spool_max_bytes,
+                        options.retry_after_s)
+    pipeline.start()
+    grpc_server = http = None
+    try:
+        grpc_server, grpc_port = start_grpc(TraceExportHandler(pipeline, metrics, auth),
+                                            options.host, options.grpc_port, options.limits,
+                                            options.tls)
+        http = HttpServer(create_app(pipeline, metrics, options.limits, auth), options.host,
+                          options.http_port, options.tls)
+        http.start()
+    except BaseException:
+        if grpc_server is not None:
+            grpc_server.stop(grace=0)
+        if http is not None:
+            http.stop()
+        pipeline.stop(timeout=0)
+        raise
+    return IngestHandle(options.host, grpc_port, http.port, http.scheme, spool_dir, pipeline,
+                        metrics, grpc_server, http, options.shutdown_timeout_s)
+
+
+def store_opener(url: str) -> Callable[[], Store]:
+    """Opens the store now to fail fast on an embedded one; a server may be down at start."""
+    check_url(url)
+    first: list[Store] = []
+    try:
+        first.append(Store(url))
+    except StoreError as error:
+        if url.startswith("chdb:"):
+            raise
+        log.warning("store not reachable at start; accepting into the spool: %s", error)
+
+    def connect() -> Store:
+        return first.pop() if first else Store(url)
+
+    return connect
+
+
+def run_collector(url: str, options: IngestOptions,
+                  announce: Callable[[str], None] = print) -> bool:
+    """Runs until SIGTERM/SIGINT, then shuts down gracefully. True when the spool was drained."""
+    # Queued rows are many small acyclic objects; with the default thresholds the cyclic
+    # collector walks all of them again and again while batches fill.
+    gc.set_threshold(100_000, 50, 1000)
+    options.spool_dir = options.spool_dir or default_spool_dir(url)
+    handle = start_ingest(store_opener(url), options, store_url=url)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    announce(f"rewind collector ready: {handle.ready_fields()} store={redact_url(url)} "
+             f"spool={handle.spool_dir}")
+    while not stop.wait(1.0):
+        pass
+    log.info("shutting down: flushing %d queued spans", handle.pipeline.queued_spans())
+    return handle.stop()
