@@ -8,8 +8,10 @@ tables behind Distributed ones), so both variants come from one source; ``ddl`` 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 
 TRACES = "otel_traces"
 TRACE_LOOKUP = "otel_traces_trace_id_ts"
@@ -229,21 +231,17 @@ WHERE SpanAttributes['gen_ai.operation.name'] IN ({operations})
 
 # Default list prices, USD per million tokens (input, output), by model family. Operators keep
 # them current with INSERTs into rewind_model_prices; the newest row per model wins.
-DEFAULT_PRICES = (
-    ("gpt-4o", 2.50, 10.00),
-    ("gpt-4o-mini", 0.15, 0.60),
-    ("gpt-4.1", 2.00, 8.00),
-    ("gpt-4.1-mini", 0.40, 1.60),
-    ("gpt-4.1-nano", 0.10, 0.40),
-    ("o3-mini", 1.10, 4.40),
-    ("o4-mini", 1.10, 4.40),
-    ("claude-3-5-haiku", 0.80, 4.00),
-    ("claude-3-5-sonnet", 3.00, 15.00),
-    ("claude-3-7-sonnet", 3.00, 15.00),
-    ("claude-sonnet-4", 3.00, 15.00),
-    ("claude-opus-4", 15.00, 75.00),
-    ("gemini-2.0-flash", 0.10, 0.40),
-)
+def default_prices() -> tuple[tuple[str, float, float], ...]:
+    """(model, input, output USD per million tokens) from the maintained ``prices.json``, the
+    one table that seeds ``rewind_model_prices`` and prices ``rewind stats``."""
+    data = json.loads(resources.files("rewind.collector").joinpath("prices.json").read_text())
+    return tuple(
+        (model, float(price["input"]), float(price["output"]))
+        for model, price in sorted(data["models"].items())
+    )
+
+
+DEFAULT_PRICES = default_prices()
 # A dated or "-latest" model name is priced as its family when it has no row of its own
 # (every trailing version is dropped: a proxy may append its own date to the upstream name).
 MODEL_VERSION_SUFFIX = "(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -46,7 +45,7 @@ def _bad_trace_id(raw: str) -> Response:
     return error_response(400, f"trace id must be 32 hex characters, got {raw!r}")
 
 
-def create_app(store: Store, tokens: Iterable[str] | None = None) -> Starlette:
+def create_app(store: Store, tokens: dict[str, str | None] | None = None) -> Starlette:
     """``tokens``: when given, every path but /health and /openapi.json needs one of them."""
     cache = CassetteCache(store)
 
@@ -109,7 +108,7 @@ def create_app(store: Store, tokens: Iterable[str] | None = None) -> Starlette:
         *archive_routes(store),
         *analysis_routes(store),
     ]
-    middleware = [Middleware(BearerAuth, tokens=list(tokens))] if tokens else []
+    middleware = [Middleware(BearerAuth, tokens=tokens)] if tokens else []
     app = Starlette(routes=routes, middleware=middleware)
     app.state.cassettes = cache
     return app

@@ -71,6 +71,8 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir),
             announce=lambda line: print(line, flush=True),
         )
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
+        return
     except (StoreError, OSError) as error:
         _fail(str(error))
 
@@ -95,6 +97,8 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
     try:
         run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind),
             announce=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return
     except (StoreError, OSError, ValueError) as error:
         _fail(str(error))
 

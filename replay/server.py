@@ -15,14 +15,14 @@ from pathlib import Path
 
 import uvicorn
 
-from rewind.collector.config import IngestOptions
+from rewind.collector.auth import load_tokens
+from rewind.collector.config import IngestOptions, is_loopback
 from rewind.collector.migrate import migrate
 from rewind.collector.receivers_http import bind_socket
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store, redact_url
 
 from .api import create_app
-from .auth import read_tokens
 
 log = logging.getLogger("rewind.server")
 
@@ -50,11 +50,7 @@ class WorkerOptions:
     allow_insecure_bind: bool = False
 
 
-def is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-def run_api(store: Store, host: str, port: int, tokens: list[str] | None,
+def run_api(store: Store, host: str, port: int, tokens: dict[str, str | None] | None,
             announce: Callable[[int], None]) -> None:
     """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port."""
     sock = bind(host, port)
@@ -62,16 +58,19 @@ def run_api(store: Store, host: str, port: int, tokens: list[str] | None,
         uvicorn.Config(create_app(store, tokens), log_level="warning", access_log=False)
     )
     announce(sock.getsockname()[1])
+    # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to callers' finally.
+    signal.signal(signal.SIGTERM, _interrupt)
     server.run(sockets=[sock])
 
 
 def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> None:
     """The replay worker alone, against a ClickHouse server (or an embedded store)."""
-    tokens = list(read_tokens(options.tokens_file)) if options.tokens_file else None
+    tokens = load_tokens(options.tokens_file) if options.tokens_file else None
     if not tokens and not is_loopback(options.host) and not options.allow_insecure_bind:
         raise OSError(
-            f"refusing to serve the worker API on {options.host} without auth tokens; "
-            "give --tokens-file or --allow-insecure-bind"
+            f"refusing to serve the worker API on {options.host} without auth tokens: give "
+            "--tokens-file (REWIND_API_TOKENS_FILE) or pass --allow-insecure-bind if the "
+            "network is trusted"
         )
     store = Store(options.clickhouse_url)
     migrate(store)
@@ -93,8 +92,6 @@ def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> Non
     ingest = start_ingest(store, IngestOptions(
         host=options.host, grpc_port=options.grpc_port, http_port=options.http_port,
         spool_dir=Path(options.spool_dir) if options.spool_dir else None))
-    # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to the finally below.
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_api(store, options.host, options.api_port, None, lambda api_port: announce(
             f"rewind serve ready: otlp-grpc={ingest.grpc_endpoint} "

@@ -2,9 +2,9 @@
 
 Usage comes from the store's ``rewind_llm_calls`` table (one row per LLM call, filled as spans
 arrive), summed per service and model in the query. Cost is put on it here, from a price table:
-the maintained list in ``prices.json`` next to this module, overridden or extended by a user
-file (JSON, or TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing
-from the table is reported as unpriced rather than counted as free.
+the maintained list in ``collector/prices.json`` (which also seeds ``rewind_model_prices``),
+overridden or extended by a user file (JSON, or TOML on Python 3.11+) named by ``--prices`` or
+``REWIND_PRICES``. A model missing from the table is reported as unpriced, not counted as free.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _read_price_file(text: str, where: str) -> dict[str, Price]:
 def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
     """Built-in prices, then ``REWIND_PRICES``, then ``path``: later entries win."""
     env = os.environ if env is None else env
-    builtin = resources.files("rewind.replay").joinpath("prices.json").read_text("utf-8")
+    builtin = resources.files("rewind.collector").joinpath("prices.json").read_text("utf-8")
     prices = _read_price_file(builtin, "prices.json (built in)")
     sources = ["built-in"]
     for extra in (env.get(ENV_PRICES), path):
