@@ -83,6 +83,7 @@ class Pipeline:
         self._full = False
         self._converting = threading.Semaphore(1)
         self._thread = threading.Thread(target=self._run, name="rewind-writer", daemon=True)
+        self._first_contact = threading.Event()  # set once the store was tried at start
         self._retiring: queue.Queue[Segment | None] = queue.Queue()
         self._janitor = threading.Thread(target=self._retire, name="rewind-spool-retire",
                                          daemon=True)
@@ -90,8 +91,12 @@ class Pipeline:
         metrics.bind_queue(self.queued_spans, lambda: len(self.spool.pending),
                            lambda: self.spool.bytes)
 
-    def start(self) -> None:
+    def start(self, wait_s: float = 60.0) -> None:
+        """Starts the writer and waits until it has tried the store once (connected, migrated
+        and warmed up, or found it away), so ready means ready and the first request does not
+        pay for start-up."""
         self._thread.start()
+        self._first_contact.wait(wait_s)
         self._janitor.start()
 
     # ---- intake (receiver threads) -------------------------------------------------------
@@ -196,6 +201,8 @@ class Pipeline:
             self._store_ok()
         except StoreFailure as failure:
             self._store_failed(failure)
+        finally:
+            self._first_contact.set()
         while True:
             wait = self._seal_if_due()
             waiting = [s for s in list(self.spool.pending) if not s.written]

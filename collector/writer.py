@@ -57,6 +57,14 @@ def error_code(error: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def warm_insert_path() -> None:
+    """clickhouse-connect imports its optional dataframe libraries on the first insert, which
+    takes seconds; do it when connecting rather than while a batch waits."""
+    from clickhouse_connect.driver import options
+
+    getattr(options, "pd", None)
+
+
 class StoreLink:
     """Owns (or borrows) the writer's store connection."""
 
@@ -80,6 +88,7 @@ class StoreLink:
                 applied = migrate(store)
                 if applied:
                     log.info("applied migrations %s to %s", applied, redact_url(store.url))
+            warm_insert_path()
             self._store = store
             self.description = redact_url(store.url)
         return self._store
