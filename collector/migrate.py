@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from .schema import MIGRATIONS, MIGRATIONS_TABLE, Migration, migrations_table
+from .schema import MIGRATIONS, MIGRATIONS_TABLE, SINGLE_NODE, Layout, Migration, migrations_table
 from .store import Store, StoreError
 
 
-def applied_versions(store: Store) -> set[int]:
-    store.command(migrations_table())
-    return {row["Version"] for row in store.query(f"SELECT Version FROM {MIGRATIONS_TABLE}")}
+def applied_versions(store: Store, layout: Layout = SINGLE_NODE) -> set[int]:
+    store.command(migrations_table(layout))
+    table = layout.name(MIGRATIONS_TABLE)
+    return {row["Version"] for row in store.query(f"SELECT Version FROM {table}")}
 
 
-def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
-    """Returns the versions applied by this call (empty when already up to date)."""
-    done = applied_versions(store)
+def migrate(
+    store: Store, migrations: tuple[Migration, ...] = MIGRATIONS, layout: Layout = SINGLE_NODE
+) -> list[int]:
+    """Returns the versions applied by this call (empty when already up to date). With a
+    cluster layout, statements run ON CLUSTER against replicated local tables."""
+    try:
+        done = applied_versions(store, layout)
+    except Exception as error:
+        raise StoreError(
+            f"cannot read or create {layout.name(MIGRATIONS_TABLE)}"
+            f"{' on cluster ' + layout.cluster if layout.cluster else ''}: {error}"
+        ) from error
     applied = []
     for migration in sorted(migrations, key=lambda m: m.version):
         if migration.version in done:
             continue
-        for number, statement in enumerate(migration.statements, 1):
+        for number, statement in enumerate(migration.statements_for(layout), 1):
             try:
                 store.command(statement)
             except Exception as error:
@@ -27,7 +37,7 @@ def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> lis
                     f"{number}: {error}"
                 ) from error
         store.insert(
-            MIGRATIONS_TABLE,
+            layout.name(MIGRATIONS_TABLE),
             [[migration.version, migration.description]],
             ["Version", "Description"],
         )

@@ -105,13 +105,19 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
 
 @main.command()
 @clickhouse_option
-def migrate(clickhouse: str | None) -> None:
+@click.option("--cluster", envvar="REWIND_CLICKHOUSE_CLUSTER", default="",
+              help="Create replicated local tables ON CLUSTER with Distributed tables over "
+                   "them (the cluster name from remote_servers).")
+@click.option("--database", envvar="REWIND_CLICKHOUSE_DATABASE", default="",
+              help="Database of the cluster tables (default: the connection's).")
+def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
     """Create or upgrade the tables (idempotent)."""
     from rewind.collector.migrate import migrate as apply
+    from rewind.collector.schema import Layout
 
     try:
         store = Store(clickhouse)
-        applied = apply(store)
+        applied = apply(store, layout=Layout(cluster=cluster, database=database))
     except StoreError as error:
         _fail(str(error))
         return

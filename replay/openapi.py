@@ -11,6 +11,10 @@ _ERROR = {"description": "error", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}}}}}
 
 
+def _query(name: str, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": {"type": "string"}}
+
+
 def _op(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "200",
         **extra: Any) -> dict[str, Any]:
     return {"summary": summary, "parameters": params or [],
@@ -51,6 +55,23 @@ def openapi_document() -> dict[str, Any]:
                 "get": _op("Progress and first divergence of a session", [_SESSION_ID]),
                 "delete": _op("Forget a session", [_SESSION_ID], ok="204"),
             },
+            "/v1/traces/{trace_id}/export": {"get": _op(
+                "The trace as a portable .rw file (422 if it carries a credential)",
+                [_TRACE_ID])},
+            "/v1/import": {"post": _op(
+                "Load a .rw file into the store (hash-checked, idempotent)",
+                requestBody={"required": True, "content": {
+                    "application/octet-stream": {"schema": {"type": "string",
+                                                            "format": "binary"}}}})},
+            "/v1/diff": {"get": _op("Two runs side by side, steps aligned", [
+                _query("left", required=True), _query("right", required=True)])},
+            "/v1/bisect": {"get": _op("First diverging step and its likely cause", [
+                _query("good", required=True), _query("bad", required=True)])},
+            "/v1/usage": {"get": _op("Calls, tokens and cost per model and service", [
+                _query("since"), _query("until"), _query("service")])},
+            "/v1/runs": {"get": _op("Per-run facts for bisect over many runs", [
+                _query("since"), _query("until"), _query("service"), _query("versions"),
+                _query("limit")])},
             "/replay/{trace_id}/{path}": replay_path,
             "/replay/s/{session_id}/{path}": {"post": _op(
                 "Answer a request within a session", [_SESSION_ID, {

@@ -100,3 +100,10 @@ def test_bad_store_urls_get_clear_errors(tmp_path):
         Store("chdb://relative/path")
     with pytest.raises(StoreError, match="unsupported ClickHouse URL scheme 'ftp'"):
         Store("ftp://user:pw@host/db")
+
+
+def test_migrate_names_a_missing_cluster(store):
+    from rewind.collector.schema import Layout
+
+    with pytest.raises(StoreError, match="on cluster nope: .*nope"):
+        migrate(store, layout=Layout(cluster="nope"))
