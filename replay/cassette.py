@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rewind.collector import schema
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 
@@ -20,9 +21,9 @@ from .semantic import semantic_form, semantic_key
 from .synthesis import PATHS, provider_of, reply_of
 
 CASSETTE_VERSION = 1
-# Operations that are one call to a model; their spans become interactions.
-LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "responses",
-                            "embeddings", "completion"})
+# Operations that are one call to a model; their spans become interactions. OpenLLMetry names
+# a legacy completion "completion" in ``llm.request.type``.
+LLM_OPERATIONS = frozenset(schema.LLM_OPERATIONS) | {"completion"}
 
 
 class CassetteError(ValueError):
