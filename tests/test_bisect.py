@@ -43,7 +43,7 @@ def runs(tmp_path_factory):
                "anthropic": lab.record(provider="anthropic"),
                "anthropic_system": lab.record(provider="anthropic", system="Be brief."),
                "anthropic_version": lab.record(
-                   FakeScript(model_version="claude-sonnet-4-5-20990101", drift=ASKS_PARIS),
+                   FakeScript(model_version="claude-haiku-4-5-20990101", drift=ASKS_PARIS),
                    provider="anthropic")}
         for name, (script, knobs) in BAD_RUNS.items():
             ids[name] = lab.record(script, **knobs)
@@ -169,7 +169,7 @@ def test_anthropic_runs_classify_the_same_way(runs):
     assert bisect_of(runs, "anthropic", "anthropic_system").cause == "system_changed"
     version = bisect_of(runs, "anthropic", "anthropic_version")
     assert version.cause == "model_changed"
-    assert "claude-sonnet-4-5-20990101" in version.detail
+    assert "claude-haiku-4-5-20990101" in version.detail
 
 
 def test_bisect_over_many_runs_finds_the_version_where_the_answer_changed(runs):

@@ -66,7 +66,7 @@ AGENT = textwrap.dedent(
         tools = [{"name": "get_weather", "input_schema": {
             "type": "object", "properties": {"city": {"type": "string"}}}}]
         messages = [{"role": "user", "content": 'call get_weather {"city": "Oslo"}'}]
-        with client.messages.stream(model="claude-sonnet-4-5", max_tokens=256,
+        with client.messages.stream(model="claude-haiku-4-5", max_tokens=256,
                                     messages=messages, tools=tools) as stream:
             first = stream.get_final_message()
         use = next(b for b in first.content if b.type == "tool_use")
@@ -75,7 +75,7 @@ AGENT = textwrap.dedent(
                      {"role": "user", "content": [{"type": "tool_result",
                                                    "tool_use_id": use.id,
                                                    "content": json.dumps(result)}]}]
-        with client.messages.stream(model="claude-sonnet-4-5", max_tokens=256,
+        with client.messages.stream(model="claude-haiku-4-5", max_tokens=256,
                                     messages=messages, tools=tools) as stream:
             return "".join(stream.text_stream)
 

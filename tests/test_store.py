@@ -105,5 +105,5 @@ def test_bad_store_urls_get_clear_errors(tmp_path):
 def test_migrate_names_a_missing_cluster(store):
     from rewind.collector.schema import Layout
 
-    with pytest.raises(StoreError, match="on cluster nope: .*nope"):
+    with pytest.raises(StoreError, match=r"on cluster nope: .*nope"):
         migrate(store, layout=Layout(cluster="nope"))

@@ -122,7 +122,7 @@ class WeatherAgent:
             "type": "object", "properties": {"city": {"type": "string"}}}} for name in k.tools]
         messages: list[dict[str, Any]] = [{"role": "user", "content": k.question}]
         for _ in range(4):
-            reply = client.messages.create(model=k.model or "claude-sonnet-4-5", max_tokens=256,
+            reply = client.messages.create(model=k.model or "claude-haiku-4-5", max_tokens=256,
                                            system=k.system, messages=messages, tools=specs)
             uses = [b for b in reply.content if b.type == "tool_use"]
             if not uses:
