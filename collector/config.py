@@ -7,6 +7,7 @@ dataclasses directly.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ ENV = {
     "batch_max_bytes": "REWIND_BATCH_MAX_BYTES",
     "batch_timeout_ms": "REWIND_BATCH_TIMEOUT_MS",
     "memory_max_bytes": "REWIND_MEMORY_MAX_BYTES",
+    "convert_workers": "REWIND_CONVERT_WORKERS",
     "shutdown_timeout": "REWIND_SHUTDOWN_TIMEOUT",
     "migrate": "REWIND_MIGRATE",
     "log_format": "REWIND_LOG_FORMAT",
@@ -69,14 +71,23 @@ class Limits:
     max_attribute_bytes: int = 16 * MIB
 
 
+def default_convert_workers() -> int:
+    """One core stays with the receivers and the engine; the others convert (up to four)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(0, min(4, (cores or 1) - 1))
+
+
 @dataclass(frozen=True)
 class BatchPolicy:
-    """When the open spool segment is sealed and handed to the writer (one insert each)."""
+    """When the open spool segment is sealed and handed to the writer (one insert each), and
+    how batches are converted: ``convert_workers`` processes (0: in the writer thread), with
+    converted batches waiting for the store held in memory up to ``memory_max_bytes``."""
 
     max_spans: int = 4096
     max_bytes: int = 32 * MIB
     timeout_s: float = 1.0
     memory_max_bytes: int = 256 * MIB
+    convert_workers: int = field(default_factory=default_convert_workers)
     retry_initial_s: float = 0.1
     retry_max_s: float = 2.0
     max_attempts_when_store_up: int = 10

@@ -1,11 +1,11 @@
 """Accepted request -> spool (fsync) -> acknowledgement; spool segment -> one insert.
 
 ``accept`` is called by both receivers on their worker threads. It decodes and screens the
-request, converts it to rows, appends it to the spool and returns once the record is fsync'd
-(concurrent requests share one fsync). A single writer thread seals the open segment when it is
-big or old enough, and inserts each sealed segment with the segment's own deduplication token,
-retrying while the store is away. Rows stay in memory up to a bound; beyond it (or after a
-restart) they are read back from the segment file.
+request, appends it to the spool and returns once the record is fsync'd (concurrent requests
+share one fsync). A single writer thread seals the open segment when it is big or old enough,
+has the converter turn each sealed segment into a Native block (in worker processes, a few
+segments ahead of the insert) and inserts it with the segment's own deduplication token,
+retrying while the store is away.
 """
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ import queue
 import struct
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from .config import BatchPolicy, Limits
+from .convert import Block, ConversionError, Converter
 from .intake import PROTOBUF, Refused, Screened, count_spans, decode, screen
 from .metrics import Metrics
-from .rows import span_rows
 from .spool import Record, Segment, Spool, SpoolError
 from .writer import StoreFailure, StoreLink
 
@@ -60,10 +62,6 @@ def request_digest(request: ExportTraceServiceRequest, tenant: str | None) -> by
     return h.digest()
 
 
-def record_rows(record: Record) -> list[list[Any]]:
-    return list(span_rows(ExportTraceServiceRequest.FromString(record.payload), record.tenant))
-
-
 class Pipeline:
     def __init__(self, spool: Spool, link: StoreLink, metrics: Metrics, limits: Limits,
                  batch: BatchPolicy, spool_max_bytes: int, retry_after_s: int = 5) -> None:
@@ -81,7 +79,9 @@ class Pipeline:
         self._give_up_at = float("inf")
         self._stopping = False
         self._full = False
-        self._converting = threading.Semaphore(1)
+        self.converter = Converter(batch.convert_workers)
+        self._blocks: dict[int, Future[Block]] = {}  # segment number -> its conversion
+        self._blocks_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="rewind-writer", daemon=True)
         self._first_contact = threading.Event()  # set once the store was tried at start
         self._retiring: queue.Queue[Segment | None] = queue.Queue()
@@ -95,6 +95,7 @@ class Pipeline:
         """Starts the writer and waits until it has tried the store once (connected, migrated
         and warmed up, or found it away), so ready means ready and the first request does not
         pay for start-up."""
+        self.converter.start()
         self._thread.start()
         self._first_contact.wait(wait_s)
         self._janitor.start()
@@ -111,16 +112,13 @@ class Pipeline:
             raise Pushback(f"spool is full ({self.spool.bytes} of {self.spool_max_bytes} bytes)"
                            f"; the store is {'up' if self.store_up else 'unreachable'}",
                            self.retry_after_s)
-        # One request converts at a time: more would only fight over the GIL and starve the
-        # writer, whose inserts are what ingest is waiting for.
-        with self._converting:
-            screened, record, rows = self._prepare(body, fmt, tenant, protocol)
+        screened, record = self._prepare(body, fmt, tenant, protocol)
         spans = screened.spans - screened.rejected
         if record is None:
             return Outcome(0)
         held, where = self.spool.lookup(record.digest)
         if not held:
-            where, held = self._append(record, rows)
+            where, held = self._append(record)
         try:
             if where is not None:
                 self.spool.sync(*where)
@@ -131,8 +129,8 @@ class Pipeline:
         return Outcome(spans, screened.rejected, screened.message, duplicate=held)
 
     def _prepare(self, body: bytes, fmt: str, tenant: str | None, protocol: str,
-                 ) -> tuple[Screened, Record | None, list[Any]]:
-        """Decode, screen, and (unless already held) convert: the CPU-bound part of a request."""
+                 ) -> tuple[Screened, Record | None]:
+        """Decode and screen: the request's spans as they will be spooled."""
         request = decode(body, fmt)
         total = count_spans(request)
         self.metrics.received.labels(protocol).inc(total)
@@ -145,23 +143,14 @@ class Pipeline:
             self.metrics.rejected.labels("invalid").inc(screened.rejected)
         spans = total - screened.rejected
         if not spans:
-            return screened, None, []
-        digest = request_digest(request, tenant)
+            return screened, None
         payload = body if fmt == PROTOBUF and not screened.rejected else \
             request.SerializeToString()
-        record = Record(digest, spans, tenant, payload)
-        if self.spool.lookup(digest)[0]:
-            return screened, record, []  # a retry: no need to convert it again
-        return screened, record, list(span_rows(request, tenant))
+        return screened, Record(request_digest(request, tenant), spans, tenant, payload)
 
-    def _append(self, record: Record, rows: list[list[Any]]) -> tuple[Any, bool]:
-        def attach(segment: Segment) -> None:
-            if segment.rows is None:
-                segment.rows = []
-            segment.rows.extend(rows)
-
+    def _append(self, record: Record) -> tuple[tuple[Segment, int] | None, bool]:
         try:
-            where, held = self.spool.append(record, attach)
+            where, held = self.spool.append(record)
         except SpoolError as error:
             log.error("spool append failed: %s", error)
             raise Pushback(f"spool write failed: {error}", self.retry_after_s) from error
@@ -175,13 +164,9 @@ class Pipeline:
     # ---- writer thread -------------------------------------------------------------------
 
     def _seal_locked(self, only: Segment | None = None) -> None:
-        segment = self.spool.seal(only)
-        if segment is None:
-            return
-        in_memory = sum(s.size for s in self.spool.pending if s.rows is not None)
-        if in_memory > self.batch.memory_max_bytes:
-            segment.rows = None  # read back from disk when its turn comes
-        self._wake.set()
+        if self.spool.seal(only) is not None:
+            self._convert_ahead()  # start converting now, even while the writer is busy
+            self._wake.set()
 
     def _seal_if_due(self) -> float:
         """Seals an old enough open segment; returns seconds until the next one is due."""
@@ -213,43 +198,71 @@ class Pipeline:
                 self._wake.clear()
                 continue
             try:
+                self._convert_ahead()
                 if not self._write(waiting[0]):
                     return
             except Exception:  # a bug must not silently stop the draining
                 log.exception("writer loop failed; retrying")
                 time.sleep(self.batch.retry_max_s)
 
-    def _rows(self, segment: Segment) -> list[list[Any]]:
-        if segment.rows is not None:
-            return segment.rows
-        scan = self.spool.read(segment)
-        if scan.problem:
-            log.error("spool segment %s damaged: %s", segment.path, scan.problem)
-        rows: list[list[Any]] = []
-        for record in scan.records:
+    def _convert_ahead(self) -> None:
+        """Keeps every converter busy on the oldest waiting segments, holding no more
+        converted bytes than ``memory_max_bytes`` (but always one segment)."""
+        if not self.converter.running:
+            return  # converting in the writer thread (or stopped): nothing to do ahead
+        with self._blocks_lock:
+            held = 0
+            waiting = [s for s in list(self.spool.pending) if not s.written]
+            for segment in waiting[:self.converter.workers + 1]:
+                if held and held + segment.size > self.batch.memory_max_bytes:
+                    return
+                if segment.number not in self._blocks:
+                    self._blocks[segment.number] = self.converter.submit(segment.path)
+                held += segment.size
+
+    def _block(self, segment: Segment) -> Block | None:
+        """The segment's converted block; None when it cannot be converted at all (then the
+        segment is set aside, not retried forever)."""
+        with self._blocks_lock:
+            future = self._blocks.pop(segment.number, None)
+        future = future or self.converter.submit(segment.path)
+        try:
             try:
-                rows.extend(record_rows(record))
-            except Exception as error:
-                log.error("spool segment %s: cannot decode a record of %d spans: %s",
-                          segment.path, record.spans, error)
-                self.metrics.dropped.labels("spool_corrupt").inc(record.spans)
-        return rows
+                block = future.result()
+                self.converter.done()
+            except BrokenProcessPool:  # a worker died: every conversion in flight is lost
+                with self._blocks_lock:
+                    self._blocks.clear()
+                self.converter.restart()
+                # The culprit may be this very segment: convert it here, once.
+                block = self.converter.inline(segment.path).result()
+        except (ConversionError, OSError) as error:
+            self._set_aside(segment, error, "unconvertible")
+            return None
+        for problem in block.problems:
+            log.error("%s", problem)
+        if block.dropped:
+            self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
+        return block
 
     def _write(self, segment: Segment) -> bool:
         """Inserts one segment, retrying; False when stopping gave up waiting for the store."""
-        rows = self._rows(segment)
+        block = self._block(segment)
+        if block is None:
+            return True
         delay, refusals = self.batch.retry_initial_s, 0
         while True:
             started = time.perf_counter()
             try:
-                if rows:
-                    self.link.write(rows, segment.token)
+                if block.path is not None:
+                    self.link.write_block(block.path, block.spans, segment.token)
                 break
             except StoreFailure as failure:
                 self._store_failed(failure)
                 refusals = refusals + 1 if failure.store_up else 0
                 if refusals >= self.batch.max_attempts_when_store_up:
-                    self._set_aside(segment, failure)
+                    block.discard()
+                    self._set_aside(segment, failure, "store_refused")
                     return True
                 if time.monotonic() >= self._give_up_at or (
                         self._stop.is_set() and not failure.store_up):
@@ -257,10 +270,11 @@ class Pipeline:
                 time.sleep(min(delay, max(self._give_up_at - time.monotonic(), 0)))
                 delay = min(delay * 2, self.batch.retry_max_s)
         self.metrics.batch_seconds.observe(time.perf_counter() - started)
-        self.metrics.batch_spans.observe(len(rows))
-        self.metrics.written.inc(len(rows))
+        self.metrics.batch_spans.observe(block.spans)
+        self.metrics.written.inc(block.spans)
         self._store_ok()
-        segment.written, segment.rows = True, None
+        block.discard()
+        segment.written = True
         self._retiring.put(segment)  # deleting a large file is slow: not on this thread
         return True
 
@@ -292,12 +306,15 @@ class Pipeline:
         self.store_up = True
         self.metrics.store_up.set(1)
 
-    def _set_aside(self, segment: Segment, failure: StoreFailure) -> None:
+    def _set_aside(self, segment: Segment, failure: Exception, reason: str) -> None:
         target = self.spool.quarantine(segment)
-        self.metrics.dropped.labels("store_refused").inc(segment.spans)
-        log.error("the store refused a batch of %d spans %d times; moved to %s: %s",
-                  segment.spans, self.batch.max_attempts_when_store_up, target, failure)
-        segment.rows = None
+        self.metrics.dropped.labels(reason).inc(segment.spans)
+        if reason == "store_refused":
+            log.error("the store refused a batch of %d spans %d times; moved to %s: %s",
+                      segment.spans, self.batch.max_attempts_when_store_up, target, failure)
+        else:
+            log.error("a batch of %d spans cannot be converted; moved to %s: %s",
+                      segment.spans, target, failure)
 
     # ---- control -------------------------------------------------------------------------
 
@@ -343,6 +360,7 @@ class Pipeline:
         self._thread.join(timeout + 5)
         self._retiring.put(None)
         self._janitor.join(10)
+        self.converter.close()
         left = self.queued_spans()
         if left:
             log.warning("stopped with %d spans still in the spool %s; they are written on the "

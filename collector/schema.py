@@ -78,31 +78,34 @@ ENGINE = Distributed({self.cluster}, {database}, {table}_local, {SHARD_KEY})
 
 SINGLE_NODE = Layout()
 
-# Column order of otel_traces as written by the writer.
-TRACE_COLUMNS = (
-    "Timestamp",
-    "TraceId",
-    "SpanId",
-    "ParentSpanId",
-    "TraceState",
-    "SpanName",
-    "SpanKind",
-    "ServiceName",
-    "ResourceAttributes",
-    "ScopeName",
-    "ScopeVersion",
-    "SpanAttributes",
-    "Duration",
-    "StatusCode",
-    "StatusMessage",
-    "Events.Timestamp",
-    "Events.Name",
-    "Events.Attributes",
-    "Links.TraceId",
-    "Links.SpanId",
-    "Links.TraceState",
-    "Links.Attributes",
+# Columns of otel_traces the writer fills, in row order, with their types (the converter
+# encodes Native blocks with them; a test holds them equal to the migrated table).
+TRACE_COLUMNS_TYPED = (
+    ("Timestamp", "DateTime64(9)"),
+    ("TraceId", "String"),
+    ("SpanId", "String"),
+    ("ParentSpanId", "String"),
+    ("TraceState", "String"),
+    ("SpanName", "LowCardinality(String)"),
+    ("SpanKind", "LowCardinality(String)"),
+    ("ServiceName", "LowCardinality(String)"),
+    ("ResourceAttributes", "Map(LowCardinality(String), String)"),
+    ("ScopeName", "String"),
+    ("ScopeVersion", "String"),
+    ("SpanAttributes", "Map(LowCardinality(String), String)"),
+    ("Duration", "UInt64"),
+    ("StatusCode", "LowCardinality(String)"),
+    ("StatusMessage", "String"),
+    ("Events.Timestamp", "Array(DateTime64(9))"),
+    ("Events.Name", "Array(LowCardinality(String))"),
+    ("Events.Attributes", "Array(Map(LowCardinality(String), String))"),
+    ("Links.TraceId", "Array(String)"),
+    ("Links.SpanId", "Array(String)"),
+    ("Links.TraceState", "Array(String)"),
+    ("Links.Attributes", "Array(Map(LowCardinality(String), String))"),
 )
+TRACE_COLUMNS = tuple(name for name, _ in TRACE_COLUMNS_TYPED)
+TRACE_COLUMN_TYPES = tuple(kind for _, kind in TRACE_COLUMNS_TYPED)
 
 # Operations that are one call to a model (one row each in rewind_llm_calls).
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")

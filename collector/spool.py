@@ -23,10 +23,8 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 log = logging.getLogger("rewind.collector.spool")
 
@@ -81,7 +79,6 @@ class Segment:
     written: bool = False  # in the store; the file is about to be retired
     synced: int = 0
     fd: int | None = None
-    rows: list[Any] | None = None  # the converted rows while they are kept in memory
 
 
 @dataclass
@@ -173,6 +170,8 @@ class Spool:
                     self._remember_written(data[i:i + 16])
 
     def _recover(self) -> None:
+        for derived in (*self.dir.glob("seg-*.native"), *self.dir.glob("seg-*.partial")):
+            derived.unlink()  # converted blocks of a previous run: made again when needed
         paths = sorted(self.dir.glob("seg-*.wal"))
         for index, path in enumerate(paths):
             number = int(path.stem.split("-")[1])
@@ -236,13 +235,9 @@ class Spool:
             return True, self.known[digest]
         return False, None
 
-    def append(self, record: Record, attach: Callable[[Segment], None] | None = None,
-               ) -> tuple[tuple[Segment, int] | None, bool]:
+    def append(self, record: Record) -> tuple[tuple[Segment, int] | None, bool]:
         """Writes one record to the open segment: (where it ends, False). For a request already
-        held: (where the first copy ends, or None once written to the store; True).
-
-        ``attach`` runs under the append lock right after the write, so whatever it adds to the
-        segment (its rows) is in record order."""
+        held: (where the first copy ends, or None once written to the store; True)."""
         parts = record.encode()
         size = sum(len(part) for part in parts)
         with self._append_lock:
@@ -261,8 +256,6 @@ class Spool:
             except OSError as error:
                 self._abandon_tail()
                 raise SpoolError(f"cannot write to spool {self.dir}: {error}") from error
-            if attach is not None:
-                attach(segment)
             segment.size += size
             segment.spans += record.spans
             segment.digests.append(record.digest)

@@ -52,6 +52,12 @@ def check_url(url: str) -> None:
         )
 
 
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 class Store:
     """Thread-safe wrapper: the embedded engine takes one statement at a time."""
 
@@ -112,6 +118,27 @@ class Store:
             self._client.insert(
                 table, rows, column_names=list(columns), settings=settings or None
             )
+
+    def insert_native_file(self, table: str, columns: Sequence[str], path: Path,
+                           dedup_token: str | None = None,
+                           extra: dict[str, Any] | None = None) -> None:
+        """Inserts a file holding Native-format blocks (see ``convert``): the embedded engine
+        reads it itself; a server gets it streamed."""
+        settings = dict(extra or {})
+        if dedup_token:
+            settings["insert_deduplication_token"] = dedup_token
+        with self._lock:
+            if self.embedded:
+                cols = ", ".join(f"`{name}`" for name in columns)
+                clause = ", ".join(f"{key} = {_sql_literal(value)}"
+                                   for key, value in settings.items())
+                self._client.command(
+                    f"INSERT INTO {table} ({cols}) FROM INFILE {_sql_literal(str(path))}"
+                    f"{' SETTINGS ' + clause if clause else ''} FORMAT Native")
+                return
+            with open(path, "rb") as block:
+                self._client.raw_insert(table, list(columns), insert_block=block,
+                                        fmt="Native", settings=settings or None)
 
     def close(self) -> None:
         """Idempotent: a store handed to several owners may be closed by each."""

@@ -12,6 +12,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .schema import TRACE_COLUMNS, TRACES
@@ -118,6 +119,14 @@ class StoreLink:
             return False
 
     def write(self, rows: Sequence[Sequence[Any]], token: str) -> None:
+        self._insert(lambda store: TraceWriter(store).write(rows, token), len(rows))
+
+    def write_block(self, path: Path, spans: int, token: str) -> None:
+        """Inserts a Native file of ``spans`` rows (from ``convert``) under ``token``."""
+        self._insert(lambda store: store.insert_native_file(TRACES, TRACE_COLUMNS, path, token,
+                                                            _DEDUP_SETTINGS), spans)
+
+    def _insert(self, insert: Callable[[Store], object], spans: int) -> None:
         with self._lock:
             try:
                 store = self._open()
@@ -125,13 +134,13 @@ class StoreLink:
                 self._drop()
                 raise StoreFailure(f"cannot open the store: {error}", store_up=False) from error
             try:
-                TraceWriter(store).write(rows, token)
+                insert(store)
                 return
             except Exception as error:
                 failure = error
         code = error_code(failure)
         up = code not in TRANSIENT_CODES and self.ping()
-        raise StoreFailure(f"insert of {len(rows)} spans failed: {failure}", up) from failure
+        raise StoreFailure(f"insert of {spans} spans failed: {failure}", up) from failure
 
     def close(self) -> None:
         with self._lock:

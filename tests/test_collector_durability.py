@@ -24,7 +24,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from rewind.collector.config import BatchPolicy, IngestOptions
-from rewind.collector.pipeline import record_rows
+from rewind.collector.convert import record_rows
 from rewind.collector.schema import TRACES
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool

@@ -1,0 +1,196 @@
+"""Spool segment -> one Native-format insert block for ``otel_traces``.
+
+Turning OTLP into rows and rows into ClickHouse's Native format is the CPU-heavy half of ingest.
+Done on the receiving process it competes for one GIL with the receivers; ``Converter`` runs it
+in worker processes that read the sealed segment file themselves, so the receiving process
+only passes a path and gets back bytes ready for the store. With no workers (a one-core
+machine) the same function runs in the writer thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from .rows import span_rows
+from .schema import TRACE_COLUMN_TYPES, TRACE_COLUMNS, TRACES
+from .spool import Record, scan_segment
+from .writer import warm_insert_path
+
+log = logging.getLogger("rewind.collector.convert")
+
+
+class ConversionError(Exception):
+    """A whole batch could not be encoded (a single bad record is dropped, not raised)."""
+
+
+BLOCK_SUFFIX = ".native"
+
+
+@dataclass
+class Block:
+    """What one segment becomes: a Native file next to it for one insert (None when no span
+    survived), and what was lost on the way."""
+
+    path: Path | None
+    spans: int
+    dropped: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def discard(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def block_path(segment_path: Path) -> Path:
+    return segment_path.with_suffix(BLOCK_SUFFIX)
+
+
+def record_rows(record: Record) -> list[list[Any]]:
+    return list(span_rows(ExportTraceServiceRequest.FromString(record.payload), record.tenant))
+
+
+@cache
+def _column_types() -> tuple[Any, ...]:
+    from clickhouse_connect.datatypes.registry import get_from_name
+
+    return tuple(get_from_name(name) for name in TRACE_COLUMN_TYPES)
+
+
+def native_block(rows: list[list[Any]]) -> bytes:
+    """Rows in ``TRACE_COLUMNS`` order -> the body of ``INSERT ... FORMAT Native``."""
+    from clickhouse_connect.driver.insert import InsertContext
+    from clickhouse_connect.driver.transform import NativeTransform
+
+    context = InsertContext(TRACES, TRACE_COLUMNS, _column_types(), data=rows)
+    failures: list[Exception] = []
+    data = b"".join(NativeTransform.build_insert(context, failures.append))
+    if failures or context.insert_exception is not None:
+        error = failures[0] if failures else context.insert_exception
+        raise ConversionError(f"cannot encode {len(rows)} spans: {error}") from error
+    # The encoder starts with the statement for an HTTP body; the store gets that separately.
+    statement, newline, body = data.partition(b"\n")
+    if not newline or not statement.startswith(b"INSERT INTO "):
+        raise ConversionError("unexpected Native block layout from clickhouse-connect")
+    return body
+
+
+def convert_segment(path: str) -> Block:
+    """Every intact record of a sealed segment, as one block written next to it (a file: the
+    store reads it directly, and no process has to pass tens of megabytes to another).
+    Records that cannot be decoded are counted and named, not fatal: the rest still lands."""
+    scan = scan_segment(Path(path))
+    problems = [f"segment {path} damaged: {scan.problem}"] if scan.problem else []
+    rows: list[list[Any]] = []
+    dropped = 0
+    for number, record in enumerate(scan.records):
+        try:
+            rows.extend(record_rows(record))
+        except Exception as error:
+            dropped += record.spans
+            problems.append(f"segment {path} record {number} ({record.spans} spans) cannot be "
+                            f"decoded: {error}")
+    if not rows:
+        return Block(None, 0, dropped, problems)
+    target = block_path(Path(path))
+    partial = target.with_suffix(".partial")
+    partial.write_bytes(native_block(rows))
+    partial.replace(target)
+    return Block(target, len(rows), dropped, problems)
+
+
+def _watch_parent(parent: int) -> None:
+    # A worker whose collector was killed (-9) must not linger: its parent changes.
+    while os.getppid() == parent:
+        threading.Event().wait(1.0)
+    os._exit(0)
+
+
+def _worker_init(parent: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the collector to handle
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    _column_types()
+    warm_insert_path()
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+class Converter:
+    """Runs ``convert_segment`` in ``workers`` processes, or inline when ``workers`` is 0."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._broken = 0
+
+    def start(self) -> None:
+        """Starts the workers and has each import what it needs now, not on the first batch."""
+        if self.workers:
+            with self._lock:
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_worker_init, initargs=(os.getpid(),))
+                for _ in range(self.workers):
+                    self._pool.submit(_ready)
+
+    @property
+    def running(self) -> bool:
+        return self._pool is not None
+
+    def submit(self, path: Path) -> Future[Block]:
+        with self._lock:
+            if self._pool is not None:
+                try:
+                    return self._pool.submit(convert_segment, str(path))
+                except BrokenProcessPool as error:  # reported where the result is awaited
+                    future: Future[Block] = Future()
+                    future.set_exception(error)
+                    return future
+        return self.inline(path)
+
+    @staticmethod
+    def inline(path: Path) -> Future[Block]:
+        future: Future[Block] = Future()
+        try:
+            future.set_result(convert_segment(str(path)))
+        except Exception as error:
+            future.set_exception(error)
+        return future
+
+    def restart(self) -> None:
+        """After a worker died (the pool is then broken for every pending batch). Workers that
+        die again before finishing anything (they cannot even start, say) are given up for
+        conversion in the writer thread."""
+        self.close()
+        self._broken += 1
+        if self._broken >= 2:
+            log.error("conversion workers keep dying; converting in the collector process "
+                      "from now on (--convert-workers 0)")
+            self.workers = 0
+            return
+        log.error("a conversion worker died; starting new workers")
+        self.start()
+
+    def done(self) -> None:
+        """A conversion finished: the workers are healthy."""
+        self._broken = 0
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
