@@ -61,8 +61,8 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 @_option("--batch-timeout-ms", key="batch_timeout_ms", type=int,
          default=int(BATCH.timeout_s * 1000), show_default=True,
          help="Longest wait before a partial batch is written.")
-@_option("--memory-max-bytes", key="memory_max_bytes", default="256MiB", show_default=True,
-         help="Converted batches held in memory while they wait for the store.")
+@_option("--convert-ahead-bytes", key="convert_ahead_bytes", default="256MiB", show_default=True,
+         help="Spooled bytes converted ahead of the store (as files next to the spool).")
 @_option("--convert-workers", key="convert_workers", type=click.IntRange(0, 64),
          default=BATCH.convert_workers, show_default="cores - 1, at most 4",
          help="Processes converting batches for the store; 0 converts in the collector itself.")
@@ -78,7 +78,7 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               auth_tokens: str | None, allow_insecure_bind: bool, tls_cert: str | None,
               tls_key: str | None, tls_client_ca: str | None, max_message_bytes: str,
               max_spans_per_request: int, max_attribute_bytes: str, batch_max_spans: int,
-              batch_max_bytes: str, batch_timeout_ms: int, memory_max_bytes: str,
+              batch_max_bytes: str, batch_timeout_ms: int, convert_ahead_bytes: str,
               convert_workers: int, shutdown_timeout: float, migrate: bool,
               log_format: str) -> None:
     """OTLP/gRPC and OTLP/HTTP receivers writing into ClickHouse through a durable spool."""
@@ -98,8 +98,8 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
             batch=BatchPolicy(max_spans=batch_max_spans,
                               max_bytes=parse_size(batch_max_bytes, "--batch-max-bytes"),
                               timeout_s=batch_timeout_ms / 1000,
-                              memory_max_bytes=parse_size(memory_max_bytes,
-                                                          "--memory-max-bytes"),
+                              convert_ahead_bytes=parse_size(convert_ahead_bytes,
+                                                          "--convert-ahead-bytes"),
                               convert_workers=convert_workers),
             auth_tokens=load_tokens(auth_tokens_file, auth_tokens) or None,
             tls=TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None,

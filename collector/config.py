@@ -33,7 +33,7 @@ ENV = {
     "batch_max_spans": "REWIND_BATCH_MAX_SPANS",
     "batch_max_bytes": "REWIND_BATCH_MAX_BYTES",
     "batch_timeout_ms": "REWIND_BATCH_TIMEOUT_MS",
-    "memory_max_bytes": "REWIND_MEMORY_MAX_BYTES",
+    "convert_ahead_bytes": "REWIND_CONVERT_AHEAD_BYTES",
     "convert_workers": "REWIND_CONVERT_WORKERS",
     "shutdown_timeout": "REWIND_SHUTDOWN_TIMEOUT",
     "migrate": "REWIND_MIGRATE",
@@ -80,13 +80,14 @@ def default_convert_workers() -> int:
 @dataclass(frozen=True)
 class BatchPolicy:
     """When the open spool segment is sealed and handed to the writer (one insert each), and
-    how batches are converted: ``convert_workers`` processes (0: in the writer thread), with
-    converted batches waiting for the store held in memory up to ``memory_max_bytes``."""
+    how batches are converted: ``convert_workers`` processes (0: in the writer thread), at most
+    ``convert_ahead_bytes`` of spooled batches converted ahead of the store (files next to the
+    spool)."""
 
     max_spans: int = 4096
     max_bytes: int = 32 * MIB
     timeout_s: float = 1.0
-    memory_max_bytes: int = 256 * MIB
+    convert_ahead_bytes: int = 256 * MIB
     convert_workers: int = field(default_factory=default_convert_workers)
     retry_initial_s: float = 0.1
     retry_max_s: float = 2.0

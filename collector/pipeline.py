@@ -207,14 +207,14 @@ class Pipeline:
 
     def _convert_ahead(self) -> None:
         """Keeps every converter busy on the oldest waiting segments, holding no more
-        converted bytes than ``memory_max_bytes`` (but always one segment)."""
+        converted bytes than ``convert_ahead_bytes`` (but always one segment)."""
         if not self.converter.running:
             return  # converting in the writer thread (or stopped): nothing to do ahead
         with self._blocks_lock:
             held = 0
             waiting = [s for s in list(self.spool.pending) if not s.written]
             for segment in waiting[:self.converter.workers + 1]:
-                if held and held + segment.size > self.batch.memory_max_bytes:
+                if held and held + segment.size > self.batch.convert_ahead_bytes:
                     return
                 if segment.number not in self._blocks:
                     self._blocks[segment.number] = self.converter.submit(segment.path)
@@ -236,7 +236,7 @@ class Pipeline:
                 self.converter.restart()
                 # The culprit may be this very segment: convert it here, once.
                 block = self.converter.inline(segment.path).result()
-        except (ConversionError, OSError) as error:
+        except ConversionError as error:  # an OSError (disk full) is retried by the loop
             self._set_aside(segment, error, "unconvertible")
             return None
         for problem in block.problems:
