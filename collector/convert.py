@@ -2,9 +2,9 @@
 
 Turning OTLP into rows and rows into ClickHouse's Native format is the CPU-heavy half of ingest.
 Done on the receiving process it competes for one GIL with the receivers; ``Converter`` runs it
-in worker processes that read the sealed segment file themselves, so the receiving process
-only passes a path and gets back bytes ready for the store. With no workers (a one-core
-machine) the same function runs in the writer thread.
+in worker processes that read the sealed segment file themselves and write the block to a
+file next to it, so the receiving process passes and gets back only paths. With no workers
+(a one-core machine) the same function runs in the writer thread.
 """
 
 from __future__ import annotations

@@ -18,7 +18,14 @@ import re
 import sys
 from pathlib import Path
 
-from .schema import MIGRATIONS, MIGRATIONS_TABLE, Layout, Migration, migrations_table
+from .schema import (
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+    Layout,
+    Migration,
+    migrations_table,
+    sql_string,
+)
 
 SINGLE_NODE_FILE = "single-node.sql"
 CLUSTER_FILE = "cluster.sql"
@@ -50,10 +57,9 @@ class DDLError(ValueError):
 
 
 def _record(layout: Layout, migration: Migration) -> str:
-    description = migration.description.replace("\\", "\\\\").replace("'", "\\'")
     return (
         f"\nINSERT INTO {layout.name(MIGRATIONS_TABLE)} (Version, Description)\n"
-        f"VALUES ({migration.version}, '{description}')\n"
+        f"VALUES ({migration.version}, {sql_string(migration.description)})\n"
     )
 
 

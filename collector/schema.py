@@ -78,6 +78,11 @@ ENGINE = Distributed({self.cluster}, {database}, {table}_local, {SHARD_KEY})
 
 SINGLE_NODE = Layout()
 
+
+def sql_string(text: str) -> str:
+    """A ClickHouse string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
 # Columns of otel_traces the writer fills, in row order, with their types (the converter
 # encodes Native blocks with them; a test holds them equal to the migrated table).
 TRACE_COLUMNS_TYPED = (

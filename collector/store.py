@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from .schema import sql_string
+
 ENV_URL = "REWIND_CLICKHOUSE_URL"
 DEFAULT_DIR = ".rewind/store"
 
@@ -50,12 +52,6 @@ def check_url(url: str) -> None:
             f"unsupported ClickHouse URL scheme {parts.scheme!r} in "
             f"{redact_url(url)}: use chdb:///abs/path or http(s)://host:8123/db"
         )
-
-
-def _sql_literal(value: Any) -> str:
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class Store:
@@ -130,10 +126,10 @@ class Store:
         with self._lock:
             if self.embedded:
                 cols = ", ".join(f"`{name}`" for name in columns)
-                clause = ", ".join(f"{key} = {_sql_literal(value)}"
+                clause = ", ".join(f"{key} = {sql_string(str(value))}"
                                    for key, value in settings.items())
                 self._client.command(
-                    f"INSERT INTO {table} ({cols}) FROM INFILE {_sql_literal(str(path))}"
+                    f"INSERT INTO {table} ({cols}) FROM INFILE {sql_string(str(path))}"
                     f"{' SETTINGS ' + clause if clause else ''} FORMAT Native")
                 return
             with open(path, "rb") as block:

@@ -118,9 +118,6 @@ class StoreLink:
         except StoreFailure:
             return False
 
-    def write(self, rows: Sequence[Sequence[Any]], token: str) -> None:
-        self._insert(lambda store: TraceWriter(store).write(rows, token), len(rows))
-
     def write_block(self, path: Path, spans: int, token: str) -> None:
         """Inserts a Native file of ``spans`` rows (from ``convert``) under ``token``."""
         self._insert(lambda store: store.insert_native_file(TRACES, TRACE_COLUMNS, path, token,

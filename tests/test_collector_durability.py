@@ -24,7 +24,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from rewind.collector.config import BatchPolicy, IngestOptions
-from rewind.collector.convert import record_rows
+from rewind.collector.convert import convert_segment
 from rewind.collector.schema import TRACES
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool
@@ -145,8 +145,9 @@ def test_a_segment_written_just_before_a_crash_is_not_written_twice(store, tmp_p
     for n, body in enumerate(bodies):
         spool.sync(*spool.append(Record(bytes([n]) * 16, 1, None, body))[0])
     segment = spool.seal()
-    rows = [row for record in spool.read(segment).records for row in record_rows(record)]
-    StoreLink(store).write(rows, segment.token)
+    block = convert_segment(str(segment.path))  # what the pipeline writes for it
+    assert block.path is not None
+    StoreLink(store).write_block(block.path, block.spans, segment.token)
     spool.close()  # the crash: written, never retired
 
     ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0,
