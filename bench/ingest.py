@@ -7,15 +7,20 @@ to a real ``rewind collector`` process on an embedded store. The collector path 
 receiving, decoding, screening, row conversion, the fsync'd spool, batching and the insert; it
 ends when every span is in the store. The limit is ``TraceWriter.write`` (a bulk insert
 through clickhouse-connect) of the already converted rows, in batches of the collector's batch
-size, into a fresh store of the same engine. Each side's best round is compared. CPU seconds
-per span of both sides are printed too (the collector's include its conversion workers): on a
-machine with few cores they, not waiting, bound the ratio.
+size, into a fresh store of the same engine.
 
-    python -P bench/ingest.py [--spans 16000] [--rounds 3] [--protocol grpc|http] [--senders 4]
+Each round measures both sides back to back (alternating which goes first), and the figure is
+the median of the rounds' ratios: on a shared machine the engine's own speed drifts by 2x
+within minutes, and a ratio of two measurements taken seconds apart cancels that drift where
+a ratio of each side's best round would not. CPU per span is printed for the collector's
+receiving process, its conversion workers, the sender and the direct insert: on a machine
+with few cores CPU, not waiting, bounds the ratio.
 
-(``-P`` keeps ``bench/`` itself off the import path.) Prints both rates and the ratio
-(target: at least 0.6). Runs of a few thousand spans mostly measure filling and draining the
-pipeline (a batch is converted, then inserted); "sustained" needs a longer stream.
+    python -P bench/ingest.py [--spans 16000] [--rounds 5] [--protocol grpc|http] [--senders 4]
+
+(``-P`` keeps ``bench/`` itself off the import path.) Runs of a few thousand spans mostly
+measure filling and draining the pipeline (a batch is converted, then inserted); "sustained"
+needs a longer stream.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import os
 import random
 import re
 import signal
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -174,10 +181,12 @@ def send(protocol: str, endpoint: str, path: Path, senders: int) -> None:
     threads = [threading.Thread(target=work) for _ in range(senders)]
     print("ready", flush=True)  # loaded and connected: the clock starts at "go"
     sys.stdin.readline()
+    cpu = time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    print(f"cpu {time.process_time() - cpu}", flush=True)
 
 
 def count(store: Store) -> int:
@@ -204,32 +213,41 @@ def queued(http_url: str) -> int:
     return httpx.get(http_url + "/ready", timeout=10).json()["queued_spans"]
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU time of a process and its live children (conversion workers), from /proc; 0 where
-    there is no /proc."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU time of a process and of its live children (conversion workers), from /proc;
+    zeros where there is no /proc."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def stat(p: int | str) -> list[str]:
         return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
 
-    try:
-        pids = [pid] + [int(p) for p in os.listdir("/proc")
-                        if p.isdigit() and int(stat(p)[1]) == pid]
-    except (OSError, IndexError):
-        return 0.0
-    total = 0.0
-    for p in pids:
+    def used(p: int | str) -> float:
         try:
             fields = stat(p)
-            total += (int(fields[11]) + int(fields[12])) / tick
+            return (int(fields[11]) + int(fields[12])) / tick
         except (OSError, IndexError):
-            pass  # gone meanwhile
-    return total
+            return 0.0  # gone meanwhile
+
+    try:
+        children = [int(p) for p in os.listdir("/proc")
+                    if p.isdigit() and int(stat(p)[1]) == pid]
+    except (OSError, IndexError):
+        return 0.0, 0.0
+    return used(pid), sum(used(p) for p in children)
+
+
+@dataclass
+class Measure:
+    """One side of one round: spans/s and CPU seconds per span."""
+
+    rate: float
+    cpu: float
+    workers_cpu: float = 0.0
+    sender_cpu: float = 0.0
 
 
 def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int,
-                      protocol: str, senders: int, round_no: int) -> tuple[float, float]:
-    """(spans/s, CPU seconds per span of the collector and its workers)."""
+                      protocol: str, senders: int, round_no: int) -> Measure:
     collector, grpc_endpoint, http_url = start_collector(store_url, tmp / f"spool-{round_no}")
     try:
         endpoint = grpc_endpoint if protocol == "grpc" else http_url
@@ -239,24 +257,26 @@ def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int
         assert sender.stdin is not None and sender.stdout is not None
         if sender.stdout.readline().strip() != "ready":
             raise SystemExit("sender did not start")
-        started, cpu = time.perf_counter(), cpu_seconds(collector.pid)
+        started, (main_cpu, workers_cpu) = time.perf_counter(), cpu_seconds(collector.pid)
         sender.stdin.write("go\n")
         sender.stdin.flush()
+        report = sender.stdout.read()
         if sender.wait() != 0:
             raise SystemExit("sender failed")
         while queued(http_url):  # every request was acknowledged: wait for the inserts
             time.sleep(0.05)
         elapsed = time.perf_counter() - started
-        cpu = cpu_seconds(collector.pid) - cpu
+        main_after, workers_after = cpu_seconds(collector.pid)
     finally:
         collector.send_signal(signal.SIGTERM)
         collector.wait(60)
-    return spans / elapsed, cpu / spans
+    sender_cpu = float(report.split()[-1])
+    return Measure(spans / elapsed, (main_after - main_cpu) / spans,
+                   (workers_after - workers_cpu) / spans, sender_cpu / spans)
 
 
-def direct_insert(store: Store, rows: list[list], batch: int, round_no: int,
-                  ) -> tuple[float, float]:
-    """(spans/s, CPU seconds per span) of the direct insert, engine included (in-process)."""
+def direct_insert(store: Store, rows: list[list], batch: int, round_no: int) -> Measure:
+    """The direct insert, engine included (in-process)."""
     writer = TraceWriter(store)
     started, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(rows), batch):
@@ -264,13 +284,37 @@ def direct_insert(store: Store, rows: list[list], batch: int, round_no: int,
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     if count(store) != len(rows):
         raise SystemExit(f"direct round {round_no}: row count mismatch")
-    return len(rows) / elapsed, cpu / len(rows)
+    return Measure(len(rows) / elapsed, cpu / len(rows))
+
+
+def collector_round(args: argparse.Namespace, tmp: Path, requests_file: Path,
+                    round_no: int) -> Measure:
+    store_url = f"chdb://{tmp / f'collector-{round_no}'}"
+    measure = through_collector(store_url, tmp, requests_file, args.spans, args.protocol,
+                                args.senders, round_no)
+    store = Store(store_url)  # the collector has let go of the embedded store
+    try:
+        if count(store) != args.spans:
+            raise SystemExit(f"round {round_no + 1}: {count(store)} spans stored, "
+                             f"sent {args.spans}")
+    finally:
+        store.close()
+    return measure
+
+
+def direct_round(tmp: Path, rows: list[list], batch: int, round_no: int) -> Measure:
+    store = Store(f"chdb://{tmp / f'direct-{round_no}'}")
+    try:
+        migrate(store)
+        return direct_insert(store, rows, batch, round_no)
+    finally:
+        store.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=16000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--protocol", choices=["grpc", "http"], default="grpc")
     parser.add_argument("--senders", type=int, default=4)
     args = parser.parse_args()
@@ -288,44 +332,38 @@ def main() -> None:
         batch = max(1, min(policy.max_spans, int(policy.max_bytes // avg_span)))
         print(f"{args.spans} GenAI spans, {avg_span / 1024:.1f} KiB each on average "
               f"({payload / 1e6:.0f} MB per round), {len(requests)} OTLP/{args.protocol} requests"
-              f" of {SPANS_PER_REQUEST} spans, {args.senders} concurrent senders")
-        collector_rates, direct_rates = [], []
-        collector_cpu, direct_cpu = [], []
+              f" of {SPANS_PER_REQUEST} spans, {args.senders} concurrent senders, direct inserts"
+              f" of {batch} rows (the collector's batch) on {os.cpu_count()} cores")
+        collector: list[Measure] = []
+        direct: list[Measure] = []
         for round_no in range(args.rounds):
             # Every measurement gets a fresh store, so neither inherits the other's parts.
-            store_url = f"chdb://{tmp / f'collector-{round_no}'}"
-            rate, cpu = through_collector(store_url, tmp, requests_file, args.spans, args.protocol,
-                                     args.senders, round_no)
-            collector_rates.append(rate)
-            collector_cpu.append(cpu)
-            store = Store(store_url)  # the collector has let go of the embedded store
-            try:
-                if count(store) != args.spans:
-                    raise SystemExit(f"round {round_no + 1}: {count(store)} spans stored, "
-                                     f"sent {args.spans}")
-            finally:
-                store.close()
-            store = Store(f"chdb://{tmp / f'direct-{round_no}'}")
-            try:
-                migrate(store)
-                direct_rate, cpu = direct_insert(store, rows, batch, round_no)
-                direct_rates.append(direct_rate)
-                direct_cpu.append(cpu)
-            finally:
-                store.close()
-            print(f"  round {round_no + 1}: collector {rate:,.0f} spans/s, direct insert "
-                  f"{direct_rate:,.0f} spans/s (batch {batch}); CPU per span "
-                  f"{collector_cpu[-1] * 1e6:,.0f} us vs {direct_cpu[-1] * 1e6:,.0f} us")
-    best_collector, best_direct = max(collector_rates), max(direct_rates)
-    ratio = best_collector / best_direct
-    print(f"end to end through the collector: {best_collector:,.0f} spans/s "
+            if round_no % 2:
+                direct.append(direct_round(tmp, rows, batch, round_no))
+                collector.append(collector_round(args, tmp, requests_file, round_no))
+            else:
+                collector.append(collector_round(args, tmp, requests_file, round_no))
+                direct.append(direct_round(tmp, rows, batch, round_no))
+            c, d = collector[-1], direct[-1]
+            print(f"  round {round_no + 1}: collector {c.rate:,.0f} spans/s, direct insert "
+                  f"{d.rate:,.0f} spans/s, ratio {c.rate / d.rate:.2f}; CPU per span: "
+                  f"collector {(c.cpu + c.workers_cpu) * 1e6:,.0f} us (receiving process "
+                  f"{c.cpu * 1e6:,.0f}, conversion workers {c.workers_cpu * 1e6:,.0f}), sender "
+                  f"{c.sender_cpu * 1e6:,.0f} us, direct insert {d.cpu * 1e6:,.0f} us")
+    ratios = [c.rate / d.rate for c, d in zip(collector, direct, strict=True)]
+    ratio = statistics.median(ratios)
+    best_collector = max(c.rate for c in collector)
+    best_direct = max(d.rate for d in direct)
+    print(f"end to end through the collector: {best_collector:,.0f} spans/s best round "
           f"({best_collector * avg_span / 1e6:,.1f} MB/s)")
-    print(f"direct bulk insert (the limit):   {best_direct:,.0f} spans/s")
-    cpu_ratio = min(collector_cpu) / min(direct_cpu)
-    print(f"CPU per span: collector and its conversion workers {min(collector_cpu) * 1e6:,.0f}"
-          f" us, direct insert {min(direct_cpu) * 1e6:,.0f} us ({cpu_ratio:.1f}x) on "
-          f"{os.cpu_count()} cores")
-    print(f"ratio: {ratio:.2f} of the limit (target >= 0.6) "
+    print(f"direct bulk insert (the limit):   {best_direct:,.0f} spans/s best round "
+          f"(best/best ratio {best_collector / best_direct:.2f})")
+    collector_cpu = statistics.median(c.cpu + c.workers_cpu for c in collector)
+    direct_cpu = statistics.median(d.cpu for d in direct)
+    print(f"CPU per span, medians: collector {collector_cpu * 1e6:,.0f} us, direct insert "
+          f"{direct_cpu * 1e6:,.0f} us ({collector_cpu / direct_cpu:.1f}x)")
+    print(f"ratio: {ratio:.2f} of the limit, median of {len(ratios)} rounds "
+          f"({min(ratios):.2f}-{max(ratios):.2f}); target >= 0.6 "
           f"{'OK' if ratio >= 0.6 else 'BELOW TARGET'}")
 
 

@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -68,22 +68,26 @@ def _column_types() -> tuple[Any, ...]:
     return tuple(get_from_name(name) for name in TRACE_COLUMN_TYPES)
 
 
-def native_block(rows: list[list[Any]]) -> bytes:
-    """Rows in ``TRACE_COLUMNS`` order -> the body of ``INSERT ... FORMAT Native``."""
+def write_native(rows: list[list[Any]], target: BinaryIO) -> None:
+    """Rows in ``TRACE_COLUMNS`` order -> the body of ``INSERT ... FORMAT Native``, written as
+    the encoder produces it (a block is tens of megabytes: joining or slicing it would copy)."""
     from clickhouse_connect.driver.insert import InsertContext
     from clickhouse_connect.driver.transform import NativeTransform
 
     context = InsertContext(TRACES, TRACE_COLUMNS, _column_types(), data=rows)
     failures: list[Exception] = []
-    data = b"".join(NativeTransform.build_insert(context, failures.append))
+    header = True
+    for chunk in NativeTransform.build_insert(context, failures.append):
+        view = memoryview(chunk)
+        if header:  # the encoder starts with the statement for an HTTP body: not ours to send
+            end = chunk.find(b"\n")
+            if end < 0 or not chunk.startswith(b"INSERT INTO "):
+                raise ConversionError("unexpected Native block layout from clickhouse-connect")
+            view, header = view[end + 1:], False
+        target.write(view)
     if failures or context.insert_exception is not None:
         error = failures[0] if failures else context.insert_exception
         raise ConversionError(f"cannot encode {len(rows)} spans: {error}") from error
-    # The encoder starts with the statement for an HTTP body; the store gets that separately.
-    statement, newline, body = data.partition(b"\n")
-    if not newline or not statement.startswith(b"INSERT INTO "):
-        raise ConversionError("unexpected Native block layout from clickhouse-connect")
-    return body
 
 
 def convert_segment(path: str) -> Block:
@@ -105,7 +109,12 @@ def convert_segment(path: str) -> Block:
         return Block(None, 0, dropped, problems)
     target = block_path(Path(path))
     partial = target.with_suffix(".partial")
-    partial.write_bytes(native_block(rows))
+    try:
+        with open(partial, "wb") as out:
+            write_native(rows, out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     partial.replace(target)
     return Block(target, len(rows), dropped, problems)
 

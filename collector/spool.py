@@ -46,7 +46,7 @@ class Record:
     digest: bytes
     spans: int
     tenant: str | None
-    payload: bytes
+    payload: bytes | memoryview  # read back from a segment: a view into the file's bytes
 
     def encode(self) -> list[bytes]:
         """The frame as pieces for one ``writev`` (the payload is not copied)."""
@@ -57,12 +57,12 @@ class Record:
         return [_FRAME.pack(len(head) + len(self.payload), crc), head, self.payload]
 
 
-def decode_record(body: bytes) -> Record:
+def decode_record(body: bytes | memoryview) -> Record:
     digest, spans, tenant_len = _BODY.unpack_from(body)
     start = _BODY.size
     if tenant_len == _NO_TENANT:
         return Record(digest, spans, None, body[start:])
-    tenant = body[start:start + tenant_len].decode("utf-8")
+    tenant = bytes(body[start:start + tenant_len]).decode("utf-8")
     return Record(digest, spans, tenant, body[start + tenant_len:])
 
 
@@ -90,8 +90,11 @@ class Scan:
 
 
 def scan_segment(path: Path) -> Scan:
-    """Every intact record of a segment, and where (and why) reading stopped early."""
+    """Every intact record of a segment, and where (and why) reading stopped early. Records
+    are views into one read of the file: a segment is tens of megabytes, and copying each
+    record out of it cost more than reading it."""
     data = path.read_bytes()
+    view = memoryview(data)
     head = len(MAGIC) + _TOKEN_LEN.size
     if len(data) < head or not data.startswith(MAGIC):
         return Scan("", [], 0, "missing segment header")
@@ -108,7 +111,7 @@ def scan_segment(path: Path) -> Scan:
         start, end = offset + _FRAME.size, offset + _FRAME.size + length
         if end > len(data) or length < _BODY.size:
             return Scan(token, records, offset, f"torn record at byte {offset}")
-        body = data[start:end]
+        body = view[start:end]
         if zlib.crc32(body) != crc:
             return Scan(token, records, offset, f"checksum mismatch at byte {offset}")
         records.append(decode_record(body))
