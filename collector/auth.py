@@ -2,14 +2,23 @@
 
 The tenant of a token is stamped on every span it sends (resource attribute ``rewind.tenant``),
 overriding whatever the client put there, so the worker can scope reads by tenant.
+
+Tokens from a file are reloaded when the file changes (a rotated Kubernetes secret, an edit) or
+on SIGHUP, without a restart; a file that cannot be read or parsed leaves the tokens in force,
+so a typo never locks every sender out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+log = logging.getLogger("rewind.collector.auth")
 
 TENANT_ATTRIBUTE = "rewind.tenant"
 
@@ -57,6 +66,10 @@ class Authenticator:
     """Checks ``Authorization: Bearer <token>``; returns the token's tenant (or None)."""
 
     def __init__(self, tokens: dict[str, str | None]) -> None:
+        self.replace(tokens)
+
+    def replace(self, tokens: dict[str, str | None]) -> None:
+        """New tokens for every request from now on (one assignment: no request sees half)."""
         # Keyed by digest so the lookup does not compare secrets byte by byte.
         self._tenants = {_digest(token): tenant for token, tenant in tokens.items()}
 
@@ -81,3 +94,80 @@ def header(pairs: Iterable[tuple[str, str | bytes]], name: str = "authorization"
         if key.lower() == name:
             return value.decode("latin-1") if isinstance(value, bytes) else value
     return None
+
+
+class TokenSource:
+    """Where the tokens come from: a file (reloadable) and/or inline entries (fixed)."""
+
+    def __init__(self, file: str | Path | None = None, inline: str | None = None) -> None:
+        self.file = Path(file) if file else None
+        self.inline = inline
+        self._seen = self._stamp()
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        if self.file is None:
+            return None
+        try:
+            stat = os.stat(self.file)  # follows links: a swapped secret changes the target
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+    def load(self) -> dict[str, str | None]:
+        return load_tokens(self.file, self.inline)
+
+    def changed(self) -> bool:
+        stamp = self._stamp()
+        if stamp is None or stamp == self._seen:
+            return False
+        self._seen = stamp
+        return True
+
+
+class TokenReloader:
+    """Keeps an ``Authenticator`` in step with its ``TokenSource``: polls the file every
+    ``interval_s`` and reloads at once on ``reload()`` (SIGHUP)."""
+
+    def __init__(self, auth: Authenticator, source: TokenSource, interval_s: float = 2.0,
+                 on_reload: Callable[[bool], None] | None = None) -> None:
+        self.auth = auth
+        self.source = source
+        self.interval_s = interval_s
+        self.on_reload = on_reload
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rewind-token-reload",
+                                        daemon=True)
+
+    def start(self) -> None:
+        if self.source.file is not None:
+            self._thread.start()
+
+    def reload(self) -> bool:
+        """Loads the tokens again; True when they were replaced, False when the old ones stay
+        (the file is unreadable, malformed or empty: logged)."""
+        try:
+            tokens = self.source.load()
+            if not tokens:
+                raise ValueError("no token left")
+        except ValueError as error:
+            log.error("auth tokens not reloaded, the previous ones stay in force: %s", error)
+            self._report(False)
+            return False
+        self.auth.replace(tokens)
+        log.info("auth tokens reloaded from %s: %d token(s)", self.source.file, len(tokens))
+        self._report(True)
+        return True
+
+    def _report(self, ok: bool) -> None:
+        if self.on_reload is not None:
+            self.on_reload(ok)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self.source.changed():
+                self.reload()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from .auth import load_tokens
+from .auth import TokenSource
 from .config import ENV, BatchPolicy, ConfigError, IngestOptions, Limits, TlsFiles, parse_size
 from .spool import SpoolError
 from .store import ENV_URL, StoreError, resolve_url
@@ -39,7 +39,8 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
          help="Disk bound of the spool; beyond it requests get 503/UNAVAILABLE + Retry-After.")
 @_option("--auth-tokens-file", key="auth_tokens_file", default=None,
          type=click.Path(dir_okay=False, path_type=Path),
-         help="Bearer tokens, one per line: 'token' or 'token tenant'.")
+         help="Bearer tokens, one per line: 'token' or 'token tenant'. Reloaded when the "
+              "file changes or on SIGHUP.")
 @_option("--auth-tokens", key="auth_tokens", default=None,
          help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
 @_option("--allow-insecure-bind", key="allow_insecure_bind", is_flag=True, default=False,
@@ -101,7 +102,8 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
                               convert_ahead_bytes=parse_size(convert_ahead_bytes,
                                                           "--convert-ahead-bytes"),
                               convert_workers=convert_workers),
-            auth_tokens=load_tokens(auth_tokens_file, auth_tokens) or None,
+            auth_source=(TokenSource(auth_tokens_file, auth_tokens)
+                         if auth_tokens_file or auth_tokens else None),
             tls=TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None,
             allow_insecure_bind=allow_insecure_bind, migrate=migrate,
             shutdown_timeout_s=shutdown_timeout)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .auth import TokenSource
+
 MIB = 1024 * 1024
 
 ENV = {
@@ -113,6 +115,9 @@ class IngestOptions:
     limits: Limits = field(default_factory=Limits)
     batch: BatchPolicy = field(default_factory=BatchPolicy)
     auth_tokens: dict[str, str | None] | None = None
+    # Tokens read from a file (and inline entries), reloaded when the file changes.
+    auth_source: TokenSource | None = None
+    auth_reload_s: float = 2.0
     tls: TlsFiles | None = None
     allow_insecure_bind: bool = False
     migrate: bool = True

@@ -47,6 +47,10 @@ class Metrics:
                                  registry=r)
         self.spool_limit = Gauge("rewind_collector_spool_limit_bytes",
                                  "Spool size beyond which requests are pushed back.", registry=r)
+        self.auth_reloads = Counter("rewind_collector_auth_reloads",
+                                    "Reloads of the auth tokens file, by result (ok, error: "
+                                    "the previous tokens stayed in force).", ["result"],
+                                    registry=r)
         self.store_up = Gauge("rewind_collector_store_up",
                               "1 when the last store operation succeeded.", registry=r)
 

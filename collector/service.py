@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .auth import Authenticator
+from .auth import Authenticator, TokenReloader
 from .config import IngestOptions, check_bind, default_spool_dir
 from .metrics import Metrics
 from .pipeline import Pipeline
@@ -41,6 +41,7 @@ class IngestHandle:
     _grpc: Any
     _http: HttpServer
     _shutdown_timeout: float
+    reloader: TokenReloader | None = None
     _stopped: bool = False
 
     @property
@@ -58,6 +59,10 @@ class IngestHandle:
         """Writes everything acknowledged so far; True when nothing is left queued."""
         return self.pipeline.flush(timeout)
 
+    def reload_tokens(self) -> bool:
+        """Reads the auth tokens file again now (SIGHUP); False when the old tokens stay."""
+        return self.reloader.reload() if self.reloader is not None else False
+
     def stop(self, timeout: float | None = None) -> bool:
         """Stops taking requests (in-flight ones finish), writes what is queued, closes.
 
@@ -65,6 +70,8 @@ class IngestHandle:
         if self._stopped:
             return True
         self._stopped = True
+        if self.reloader is not None:
+            self.reloader.stop()
         self._grpc.stop(grace=5).wait()
         self._http.stop()
         return self.pipeline.stop(self._shutdown_timeout if timeout is None else timeout)
@@ -76,7 +83,8 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
     opening one, called again after failures). ``store_url`` picks the default spool dir when
     ``store`` is a function."""
     options = options or IngestOptions()
-    auth = Authenticator(options.auth_tokens) if options.auth_tokens else None
+    tokens = options.auth_source.load() if options.auth_source else options.auth_tokens
+    auth = Authenticator(tokens) if tokens else None
     mutual_tls = bool(options.tls and options.tls.client_ca)
     check_bind(options.host, bool(auth) or mutual_tls, options.allow_insecure_bind)
     url = store.url if isinstance(store, Store) else store_url
@@ -85,6 +93,11 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
     spool_dir = Path(options.spool_dir or default_spool_dir(url or ""))
     spool = Spool(spool_dir)
     metrics = Metrics()
+    reloader = None
+    if auth is not None and options.auth_source is not None:
+        reloader = TokenReloader(
+            auth, options.auth_source, options.auth_reload_s,
+            on_reload=lambda ok: metrics.auth_reloads.labels("ok" if ok else "error").inc())
     pipeline = Pipeline(spool, StoreLink(store, migrate=options.migrate, url=url), metrics,
                         options.limits, options.batch, options.spool_max_bytes,
                         options.retry_after_s)
@@ -104,8 +117,10 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
             http.stop()
         pipeline.stop(timeout=0)
         raise
+    if reloader is not None:
+        reloader.start()
     return IngestHandle(options.host, grpc_port, http.port, http.scheme, spool_dir, pipeline,
-                        metrics, grpc_server, http, options.shutdown_timeout_s)
+                        metrics, grpc_server, http, options.shutdown_timeout_s, reloader)
 
 
 def store_opener(url: str) -> Callable[[], Store]:
@@ -133,12 +148,23 @@ def run_collector(url: str, options: IngestOptions,
     gc.set_threshold(100_000, 50, 1000)
     options.spool_dir = options.spool_dir or default_spool_dir(url)
     handle = start_ingest(store_opener(url), options, store_url=url)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    wake = threading.Event()
+    asked: set[int] = set()
+
+    def on_signal(number: int, _frame: Any) -> None:  # only notes it: work is done below
+        asked.add(number)
+        wake.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, on_signal)
     announce(f"rewind collector ready: {handle.ready_fields()} store={redact_url(url)} "
              f"spool={handle.spool_dir}")
-    while not stop.wait(1.0):
-        pass
+    while not asked & {signal.SIGTERM, signal.SIGINT}:
+        wake.wait()
+        wake.clear()
+        if getattr(signal, "SIGHUP", None) in asked:
+            asked.discard(signal.SIGHUP)
+            handle.reload_tokens()
     log.info("shutting down: flushing %d queued spans", handle.pipeline.queued_spans())
     return handle.stop()

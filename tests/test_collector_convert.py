@@ -128,3 +128,29 @@ def test_a_killed_conversion_worker_loses_nothing_and_duplicates_nothing(store, 
         assert ingest.metrics.dropped.labels("unconvertible")._value.get() == 0
     finally:
         ingest.stop()
+
+
+@pytest.mark.filterwarnings("ignore:resource_tracker:UserWarning")
+def test_workers_that_cannot_start_leave_conversion_to_the_collector(store, tmp_path,
+                                                                      monkeypatch, caplog):
+    # Every new interpreter started from here on exits at once: conversion workers never run.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    batch = BatchPolicy(max_spans=100, timeout_s=0.05, convert_workers=1)
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
+                                               spool_dir=tmp_path / "spool"))
+    endpoint = f"127.0.0.1:{ingest.grpc_port}"
+    try:
+        for k in range(5):
+            spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
+            grpc_export(endpoint, otlp_request(spans))
+        assert ingest.flush(timeout=60)
+        counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
+                             f"FROM {TRACES}")[0]
+        assert counts == {"n": 500, "u": 500}
+        assert ingest.pipeline.converter.workers == 0
+        assert "conversion workers keep dying" in caplog.text
+    finally:
+        ingest.stop()

@@ -231,6 +231,41 @@ def test_refusing_store_url_spools_and_the_next_run_drains_it(tmp_path):
         store.close()
 
 
+def test_sighup_reloads_the_tokens_file_and_the_collector_keeps_serving(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("token-one\n")
+    process, ready, _ = start_collector(
+        {}, "--clickhouse", f"chdb://{tmp_path / 'store'}", "--grpc-port", "0",
+        "--http-port", "0", "--auth-tokens-file", str(tokens))
+    url = ready.group(3) + "/v1/traces"
+    body = otlp_request([raw_span(1)])
+
+    def status(token: str) -> int:
+        return httpx.post(url, content=body, headers={
+            "content-type": "application/x-protobuf", "authorization": f"Bearer {token}"}
+                          ).status_code
+
+    try:
+        assert status("token-one") == 200 and status("token-two") == 401
+        # Rewritten in place with the same size and time: only the signal can reveal it.
+        before = tokens.stat()
+        with open(tokens, "r+") as f:
+            f.write("token-two\n")
+        os.utime(tokens, ns=(before.st_atime_ns, before.st_mtime_ns))
+        time.sleep(2.5)  # past one poll of the file
+        assert status("token-two") == 401
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while status("token-two") != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status("token-two") == 200 and status("token-one") == 401
+        assert process.poll() is None  # SIGHUP is not a stop
+        metrics = httpx.get(ready.group(3) + "/metrics").text
+        assert 'rewind_collector_auth_reloads_total{result="ok"} 1.0' in metrics
+    finally:
+        assert stop(process) == 0
+
+
 def test_non_loopback_without_auth_is_refused(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "rewind.replay.cli", "collector", "--host", "0.0.0.0",

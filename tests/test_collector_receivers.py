@@ -9,6 +9,7 @@ import gzip
 import ipaddress
 import json
 import ssl
+import time
 import zlib
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client.parser import text_string_to_metric_families
 
+from rewind.collector.auth import TokenSource
 from rewind.collector.config import IngestOptions, Limits, TlsFiles
 from rewind.collector.migrate import migrate
 from rewind.collector.schema import TRACES
@@ -406,5 +408,54 @@ def test_mutual_tls_refuses_clients_without_a_certificate(store, tmp_path):
         assert httpx.get(handle.http_url + "/health", verify=context).status_code == 200
         assert handle.flush()
         assert count(store, "TraceId = '" + "0f" * 16 + "'") == 1
+    finally:
+        handle.stop()
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_rotated_tokens_file_takes_effect_and_a_broken_one_changes_nothing(store, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("old-token team-old\n")
+    handle = start_ingest(store, IngestOptions(
+        grpc_port=0, http_port=0, spool_dir=tmp_path / "spool",
+        auth_source=TokenSource(tokens), auth_reload_s=0.05))
+    url = handle.http_url + "/v1/traces"
+    body = otlp_request([raw_span(1)])
+
+    def status(token: str) -> int:
+        return httpx.post(url, content=body, headers={**PROTO, "authorization": f"Bearer {token}"}
+                          ).status_code
+
+    def reloads(result: str) -> float:
+        return metric(httpx.get(handle.http_url + "/metrics").text,
+                      "rewind_collector_auth_reloads_total", result=result)
+
+    try:
+        assert status("old-token") == 200 and status("new-token") == 401
+        # A secret rotated the way Kubernetes does it: a new file swapped in under the name.
+        swapped = tmp_path / "tokens.new"
+        swapped.write_text("new-token team-new\n")
+        swapped.replace(tokens)
+        assert wait_for(lambda: status("new-token") == 200)
+        assert status("old-token") == 401 and reloads("ok") == 1
+        spans = record_spans(HttpExporter(endpoint=url, headers={
+            "authorization": "Bearer new-token"}), "rotated", {"rewind.tenant": "spoofed"})
+        assert handle.flush()
+        assert_stored(store, spans, tenant="team-new")
+
+        tokens.write_text("new-token team-new\nthis line has three fields\n")
+        assert wait_for(lambda: reloads("error") == 1)
+        assert status("new-token") == 200  # the malformed file locked nobody out
+        tokens.write_text("# every token removed by mistake\n")
+        assert wait_for(lambda: reloads("error") == 2)
+        assert status("new-token") == 200
     finally:
         handle.stop()
