@@ -108,7 +108,8 @@ def convert_segment(path: str) -> Block:
     if not rows:
         return Block(None, 0, dropped, problems)
     target = block_path(Path(path))
-    partial = target.with_suffix(".partial")
+    # Named by process: a conversion that somehow runs twice never shares a half-written file.
+    partial = target.with_suffix(f".{os.getpid()}.partial")
     try:
         with open(partial, "wb") as out:
             write_native(rows, out)

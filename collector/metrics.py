@@ -31,6 +31,9 @@ class Metrics:
                                "the spool's dead/ directory).", ["reason"], registry=r)
         self.duplicates = Counter("rewind_collector_spans_duplicate",
                                   "Spans of retried requests already held.", registry=r)
+        self.conversions = Counter("rewind_collector_batch_conversions",
+                                   "Spool segments handed to conversion (once per batch "
+                                   "unless a conversion worker died).", registry=r)
         self.write_errors = Counter("rewind_collector_store_write_errors",
                                     "Failed insert attempts.", registry=r)
         self.batch_seconds = Histogram(

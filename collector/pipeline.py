@@ -217,15 +217,19 @@ class Pipeline:
                 if held and held + segment.size > self.batch.convert_ahead_bytes:
                     return
                 if segment.number not in self._blocks:
-                    self._blocks[segment.number] = self.converter.submit(segment.path)
+                    self._blocks[segment.number] = self._submit(segment)
                 held += segment.size
 
     def _block(self, segment: Segment) -> Block | None:
         """The segment's converted block; None when it cannot be converted at all (then the
-        segment is set aside, not retried forever)."""
+        segment is set aside, not retried forever). Its conversion stays registered until the
+        segment is written, so converting ahead never starts it a second time."""
         with self._blocks_lock:
-            future = self._blocks.pop(segment.number, None)
-        future = future or self.converter.submit(segment.path)
+            future = self._blocks.get(segment.number)
+            if future is None and self.converter.running:
+                future = self._blocks[segment.number] = self._submit(segment)
+        if future is None:  # no workers: convert here, in the writer thread
+            future = self.converter.inline(segment.path)
         try:
             try:
                 block = future.result()
@@ -235,15 +239,30 @@ class Pipeline:
                     self._blocks.clear()
                 self.converter.restart()
                 # The culprit may be this very segment: convert it here, once.
-                block = self.converter.inline(segment.path).result()
-        except ConversionError as error:  # an OSError (disk full) is retried by the loop
+                future = self.converter.inline(segment.path)
+                with self._blocks_lock:
+                    self._blocks[segment.number] = future
+                block = future.result()
+        except ConversionError as error:
+            self._forget_block(segment)
             self._set_aside(segment, error, "unconvertible")
             return None
+        except BaseException:  # a disk error, say: converted again when the loop retries
+            self._forget_block(segment)
+            raise
         for problem in block.problems:
             log.error("%s", problem)
         if block.dropped:
             self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
         return block
+
+    def _submit(self, segment: Segment) -> Future[Block]:
+        self.metrics.conversions.inc()
+        return self.converter.submit(segment.path)
+
+    def _forget_block(self, segment: Segment) -> None:
+        with self._blocks_lock:
+            self._blocks.pop(segment.number, None)
 
     def _write(self, segment: Segment) -> bool:
         """Inserts one segment, retrying; False when stopping gave up waiting for the store."""
@@ -263,6 +282,7 @@ class Pipeline:
                 if refusals >= self.batch.max_attempts_when_store_up:
                     block.discard()
                     self._set_aside(segment, failure, "store_refused")
+                    self._forget_block(segment)
                     return True
                 if time.monotonic() >= self._give_up_at or (
                         self._stop.is_set() and not failure.store_up):
@@ -275,6 +295,7 @@ class Pipeline:
         self._store_ok()
         block.discard()
         segment.written = True
+        self._forget_block(segment)
         self._retiring.put(segment)  # deleting a large file is slow: not on this thread
         return True
 

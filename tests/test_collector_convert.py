@@ -154,3 +154,27 @@ def test_workers_that_cannot_start_leave_conversion_to_the_collector(store, tmp_
         assert "conversion workers keep dying" in caplog.text
     finally:
         ingest.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_batch_is_converted_once_while_others_seal_during_inserts(store, tmp_path, caplog,
+                                                                        workers):
+    batch = BatchPolicy(max_spans=300, timeout_s=0.05, convert_workers=workers)
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
+                                               spool_dir=tmp_path / "spool"))
+    endpoint = f"127.0.0.1:{ingest.grpc_port}"
+    try:
+        for k in range(40):  # a batch seals every third request, while earlier ones insert
+            spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
+            grpc_export(endpoint, otlp_request(spans))
+        assert ingest.flush(timeout=60)
+        counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
+                             f"FROM {TRACES}")[0]
+        assert counts == {"n": 4000, "u": 4000}
+        sample = ingest.metrics.registry.get_sample_value
+        written = sample("rewind_collector_batch_spans_count")
+        assert written and written >= 4000 / 300
+        assert sample("rewind_collector_batch_conversions_total") == written
+        assert "writer loop failed" not in caplog.text
+    finally:
+        ingest.stop()
