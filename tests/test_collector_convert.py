@@ -31,6 +31,26 @@ def spool_record(body: bytes, tenant: str | None = None) -> Record:
     return Record(request_digest(request, tenant), spans, tenant, body)
 
 
+def ingest_with(store, tmp_path, batch: BatchPolicy):
+    return start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
+                                             spool_dir=tmp_path / "spool"))
+
+
+def send_requests(ingest, count: int, between=None) -> None:
+    """``count`` requests of 100 spans, each request its own trace."""
+    for k in range(count):
+        spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
+        grpc_export(f"127.0.0.1:{ingest.grpc_port}", otlp_request(spans))
+        if between is not None:
+            between(k)
+
+
+def assert_each_span_once(store, total: int) -> None:
+    counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
+                         f"FROM {TRACES}")[0]
+    assert counts == {"n": total, "u": total}
+
+
 def test_writer_column_types_are_the_tables(store):
     described = {row["name"]: row["type"] for row in store.query(f"DESCRIBE TABLE {TRACES}")}
     assert [(name, described[name]) for name in TRACE_COLUMNS] == list(TRACE_COLUMNS_TYPED)
@@ -104,27 +124,24 @@ def test_spans_land_with_and_without_conversion_workers(store, tmp_path, workers
 
 
 def test_a_killed_conversion_worker_loses_nothing_and_duplicates_nothing(store, tmp_path):
-    batch = BatchPolicy(max_spans=200, timeout_s=0.05, convert_workers=1)
-    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
-                                               spool_dir=tmp_path / "spool"))
-    endpoint = f"127.0.0.1:{ingest.grpc_port}"
+    ingest = ingest_with(store, tmp_path, BatchPolicy(max_spans=200, timeout_s=0.05,
+                                                      convert_workers=1))
+    killed = []
+
+    def kill_workers(k: int) -> None:
+        if k in (5, 12):  # kill whatever conversion worker is running now
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+
     try:
-        killed = 0
-        for k in range(20):
-            spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
-            grpc_export(endpoint, otlp_request(spans))
-            if k in (5, 12):  # kill whatever conversion worker is running now
-                for child in multiprocessing.active_children():
-                    os.kill(child.pid, signal.SIGKILL)
-                    killed += 1
-        assert killed >= 2
+        send_requests(ingest, 20, between=kill_workers)
+        assert len(killed) >= 2
         deadline = time.monotonic() + 60
         while ingest.pipeline.queued_spans() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ingest.flush()
-        counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
-                             f"FROM {TRACES}")[0]
-        assert counts == {"n": 2000, "u": 2000}
+        assert_each_span_once(store, 2000)
         assert ingest.metrics.dropped.labels("unconvertible")._value.get() == 0
     finally:
         ingest.stop()
@@ -138,18 +155,12 @@ def test_workers_that_cannot_start_leave_conversion_to_the_collector(store, tmp_
     site.mkdir()
     (site / "sitecustomize.py").write_text("import os\nos._exit(3)\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
-    batch = BatchPolicy(max_spans=100, timeout_s=0.05, convert_workers=1)
-    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
-                                               spool_dir=tmp_path / "spool"))
-    endpoint = f"127.0.0.1:{ingest.grpc_port}"
+    ingest = ingest_with(store, tmp_path, BatchPolicy(max_spans=100, timeout_s=0.05,
+                                                      convert_workers=1))
     try:
-        for k in range(5):
-            spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
-            grpc_export(endpoint, otlp_request(spans))
+        send_requests(ingest, 5)
         assert ingest.flush(timeout=60)
-        counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
-                             f"FROM {TRACES}")[0]
-        assert counts == {"n": 500, "u": 500}
+        assert_each_span_once(store, 500)
         assert ingest.pipeline.converter.workers == 0
         assert "conversion workers keep dying" in caplog.text
     finally:
@@ -159,18 +170,12 @@ def test_workers_that_cannot_start_leave_conversion_to_the_collector(store, tmp_
 @pytest.mark.parametrize("workers", [1, 2])
 def test_each_batch_is_converted_once_while_others_seal_during_inserts(store, tmp_path, caplog,
                                                                         workers):
-    batch = BatchPolicy(max_spans=300, timeout_s=0.05, convert_workers=workers)
-    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=batch,
-                                               spool_dir=tmp_path / "spool"))
-    endpoint = f"127.0.0.1:{ingest.grpc_port}"
+    ingest = ingest_with(store, tmp_path, BatchPolicy(max_spans=300, timeout_s=0.05,
+                                                      convert_workers=workers))
     try:
-        for k in range(40):  # a batch seals every third request, while earlier ones insert
-            spans = [raw_span(n, trace=(k + 1).to_bytes(16, "big")) for n in range(1, 101)]
-            grpc_export(endpoint, otlp_request(spans))
+        send_requests(ingest, 40)  # a batch seals every third request, while others insert
         assert ingest.flush(timeout=60)
-        counts = store.query(f"SELECT count() AS n, uniqExact(TraceId, SpanId) AS u "
-                             f"FROM {TRACES}")[0]
-        assert counts == {"n": 4000, "u": 4000}
+        assert_each_span_once(store, 4000)
         sample = ingest.metrics.registry.get_sample_value
         written = sample("rewind_collector_batch_spans_count")
         assert written and written >= 4000 / 300
