@@ -104,14 +104,15 @@ class TokenSource:
         self.inline = inline
         self._seen = self._stamp()
 
-    def _stamp(self) -> tuple[int, int, int] | None:
+    def _stamp(self) -> tuple[int, int, int, int] | None:
         if self.file is None:
             return None
         try:
             stat = os.stat(self.file)  # follows links: a swapped secret changes the target
         except OSError:
             return None
-        return stat.st_ino, stat.st_mtime_ns, stat.st_size
+        # ctime too: a permission fix (chmod/chown) of an unreadable file is a change.
+        return stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size
 
     def load(self) -> dict[str, str | None]:
         return load_tokens(self.file, self.inline)
@@ -135,25 +136,28 @@ class TokenReloader:
         self.interval_s = interval_s
         self.on_reload = on_reload
         self._stop = threading.Event()
+        self._reloading = threading.Lock()  # a SIGHUP and a poll: one after the other
         self._thread = threading.Thread(target=self._run, name="rewind-token-reload",
                                         daemon=True)
 
     def start(self) -> None:
-        if self.source.file is not None:
+        if self.source.file is not None and self.interval_s > 0:
             self._thread.start()
 
     def reload(self) -> bool:
         """Loads the tokens again; True when they were replaced, False when the old ones stay
         (the file is unreadable, malformed or empty: logged)."""
-        try:
-            tokens = self.source.load()
-            if not tokens:
-                raise ValueError("no token left")
-        except ValueError as error:
-            log.error("auth tokens not reloaded, the previous ones stay in force: %s", error)
-            self._report(False)
-            return False
-        self.auth.replace(tokens)
+        with self._reloading:
+            try:
+                tokens = self.source.load()
+                if not tokens:
+                    raise ValueError("no token left")
+            except ValueError as error:
+                log.error("auth tokens not reloaded, the previous ones stay in force: %s",
+                          error)
+                self._report(False)
+                return False
+            self.auth.replace(tokens)
         log.info("auth tokens reloaded from %s: %d token(s)", self.source.file, len(tokens))
         self._report(True)
         return True

@@ -43,6 +43,9 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
               "file changes or on SIGHUP.")
 @_option("--auth-tokens", key="auth_tokens", default=None,
          help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
+@_option("--auth-reload-seconds", key="auth_reload_seconds", type=float,
+         default=OPTIONS.auth_reload_s, show_default=True,
+         help="How often the tokens file is checked for changes (0: only on SIGHUP).")
 @_option("--allow-insecure-bind", key="allow_insecure_bind", is_flag=True, default=False,
          help="Allow a non-loopback --host without authentication.")
 @_option("--tls-cert", key="tls_cert", default=None, help="Server certificate (PEM).")
@@ -76,7 +79,8 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
          default="text", show_default=True)
 def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               spool_dir: Path | None, spool_max_bytes: str, auth_tokens_file: Path | None,
-              auth_tokens: str | None, allow_insecure_bind: bool, tls_cert: str | None,
+              auth_tokens: str | None, auth_reload_seconds: float,
+              allow_insecure_bind: bool, tls_cert: str | None,
               tls_key: str | None, tls_client_ca: str | None, max_message_bytes: str,
               max_spans_per_request: int, max_attribute_bytes: str, batch_max_spans: int,
               batch_max_bytes: str, batch_timeout_ms: int, convert_ahead_bytes: str,
@@ -104,6 +108,7 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
                               convert_workers=convert_workers),
             auth_source=(TokenSource(auth_tokens_file, auth_tokens)
                          if auth_tokens_file or auth_tokens else None),
+            auth_reload_s=auth_reload_seconds,
             tls=TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None,
             allow_insecure_bind=allow_insecure_bind, migrate=migrate,
             shutdown_timeout_s=shutdown_timeout)

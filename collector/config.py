@@ -25,6 +25,7 @@ ENV = {
     "spool_max_bytes": "REWIND_SPOOL_MAX_BYTES",
     "auth_tokens_file": "REWIND_AUTH_TOKENS_FILE",
     "auth_tokens": "REWIND_AUTH_TOKENS",
+    "auth_reload_seconds": "REWIND_AUTH_RELOAD_SECONDS",
     "allow_insecure_bind": "REWIND_ALLOW_INSECURE_BIND",
     "tls_cert": "REWIND_TLS_CERT",
     "tls_key": "REWIND_TLS_KEY",

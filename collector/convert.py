@@ -13,6 +13,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import tempfile
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -36,6 +37,7 @@ class ConversionError(Exception):
 
 
 BLOCK_SUFFIX = ".native"
+PARTIAL_SUFFIX = ".partial"
 
 
 @dataclass
@@ -78,6 +80,8 @@ def write_native(rows: list[list[Any]], target: BinaryIO) -> None:
     failures: list[Exception] = []
     header = True
     for chunk in NativeTransform.build_insert(context, failures.append):
+        if failures or context.insert_exception is not None:
+            break  # reported below with the encoder's own error
         view = memoryview(chunk)
         if header:  # the encoder starts with the statement for an HTTP body: not ours to send
             end = chunk.find(b"\n")
@@ -108,10 +112,12 @@ def convert_segment(path: str) -> Block:
     if not rows:
         return Block(None, 0, dropped, problems)
     target = block_path(Path(path))
-    # Named by process: a conversion that somehow runs twice never shares a half-written file.
-    partial = target.with_suffix(f".{os.getpid()}.partial")
+    # A name of its own: two conversions of one segment never share a half-written file.
+    fd, name = tempfile.mkstemp(prefix=target.stem + ".", suffix=PARTIAL_SUFFIX,
+                                dir=target.parent)
+    partial = Path(name)
     try:
-        with open(partial, "wb") as out:
+        with open(fd, "wb") as out:
             write_native(rows, out)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -139,10 +145,12 @@ def _ready() -> int:
 
 
 class Converter:
-    """Runs ``convert_segment`` in ``workers`` processes, or inline when ``workers`` is 0."""
+    """Runs ``convert_segment`` in ``workers`` processes (or, with none, the caller converts
+    with ``inline``). ``scratch`` is where conversions write their partial files."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, scratch: Path | None = None) -> None:
         self.workers = workers
+        self.scratch = scratch
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._broken = 0
@@ -161,20 +169,23 @@ class Converter:
     def running(self) -> bool:
         return self._pool is not None
 
-    def submit(self, path: Path) -> Future[Block]:
+    def submit(self, path: Path) -> Future[Block] | None:
+        """The conversion in a worker; None when there are no workers (now)."""
         with self._lock:
-            if self._pool is not None:
-                try:
-                    return self._pool.submit(convert_segment, str(path))
-                except BrokenProcessPool as error:  # reported where the result is awaited
-                    future: Future[Block] = Future()
-                    future.set_exception(error)
-                    return future
-        return self.inline(path)
+            if self._pool is None:
+                return None
+            try:
+                return self._pool.submit(convert_segment, str(path))
+            except BrokenProcessPool as error:  # reported where the result is awaited
+                future: Future[Block] = Future()
+                future.set_exception(error)
+                return future
 
     @staticmethod
-    def inline(path: Path) -> Future[Block]:
-        future: Future[Block] = Future()
+    def inline(path: Path, into: Future[Block] | None = None) -> Future[Block]:
+        """Converts here; the outcome goes to ``into`` (a placeholder others already wait on)
+        or a new future."""
+        future: Future[Block] = into if into is not None else Future()
         try:
             future.set_result(convert_segment(str(path)))
         except Exception as error:
@@ -186,6 +197,9 @@ class Converter:
         die again before finishing anything (they cannot even start, say) are given up for
         conversion in the writer thread."""
         self.close()
+        if self.scratch is not None:  # half-written files of the dead workers
+            for partial in self.scratch.glob(f"*{PARTIAL_SUFFIX}"):
+                partial.unlink(missing_ok=True)
         self._broken += 1
         if self._broken >= 2:
             log.error("conversion workers keep dying; converting in the collector process "

@@ -32,8 +32,8 @@ class Metrics:
         self.duplicates = Counter("rewind_collector_spans_duplicate",
                                   "Spans of retried requests already held.", registry=r)
         self.conversions = Counter("rewind_collector_batch_conversions",
-                                   "Spool segments handed to conversion (once per batch "
-                                   "unless a conversion worker died).", registry=r)
+                                   "Spool segments converted for insertion (once per batch, "
+                                   "again only after a conversion worker died).", registry=r)
         self.write_errors = Counter("rewind_collector_store_write_errors",
                                     "Failed insert attempts.", registry=r)
         self.batch_seconds = Histogram(

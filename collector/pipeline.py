@@ -79,7 +79,7 @@ class Pipeline:
         self._give_up_at = float("inf")
         self._stopping = False
         self._full = False
-        self.converter = Converter(batch.convert_workers)
+        self.converter = Converter(batch.convert_workers, spool.dir)
         self._blocks: dict[int, Future[Block]] = {}  # segment number -> its conversion
         self._blocks_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="rewind-writer", daemon=True)
@@ -217,7 +217,10 @@ class Pipeline:
                 if held and held + segment.size > self.batch.convert_ahead_bytes:
                     return
                 if segment.number not in self._blocks:
-                    self._blocks[segment.number] = self._submit(segment)
+                    future = self._submit(segment)
+                    if future is None:
+                        return  # the workers are being replaced
+                    self._blocks[segment.number] = future
                 held += segment.size
 
     def _block(self, segment: Segment) -> Block | None:
@@ -226,26 +229,30 @@ class Pipeline:
         segment is written, so converting ahead never starts it a second time."""
         with self._blocks_lock:
             future = self._blocks.get(segment.number)
-            if future is None and self.converter.running:
-                future = self._blocks[segment.number] = self._submit(segment)
+            if future is None:
+                future = self._submit(segment)
+                if future is not None:
+                    self._blocks[segment.number] = future
         if future is None:  # no workers: convert here, in the writer thread
+            self.metrics.conversions.inc()
             future = self.converter.inline(segment.path)
         try:
             try:
                 block = future.result()
                 self.converter.done()
             except BrokenProcessPool:  # a worker died: every conversion in flight is lost
+                # The culprit may be this very segment: convert it here, once. Registered
+                # first, so the new workers are not handed it meanwhile.
+                mine: Future[Block] = Future()
                 with self._blocks_lock:
                     self._blocks.clear()
+                    self._blocks[segment.number] = mine
                 self.converter.restart()
-                # The culprit may be this very segment: convert it here, once.
-                future = self.converter.inline(segment.path)
-                with self._blocks_lock:
-                    self._blocks[segment.number] = future
-                block = future.result()
+                self.metrics.conversions.inc()
+                block = self.converter.inline(segment.path, into=mine).result()
         except ConversionError as error:
+            self._set_aside(segment, error, "unconvertible")  # out of the queue, then forgotten
             self._forget_block(segment)
-            self._set_aside(segment, error, "unconvertible")
             return None
         except BaseException:  # a disk error, say: converted again when the loop retries
             self._forget_block(segment)
@@ -256,9 +263,12 @@ class Pipeline:
             self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
         return block
 
-    def _submit(self, segment: Segment) -> Future[Block]:
-        self.metrics.conversions.inc()
-        return self.converter.submit(segment.path)
+    def _submit(self, segment: Segment) -> Future[Block] | None:
+        """Hands the segment to a worker (None when there is none); call with the lock."""
+        future = self.converter.submit(segment.path)
+        if future is not None:
+            self.metrics.conversions.inc()
+        return future
 
     def _forget_block(self, segment: Segment) -> None:
         with self._blocks_lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,23 +148,19 @@ def run_collector(url: str, options: IngestOptions,
     gc.set_threshold(100_000, 50, 1000)
     options.spool_dir = options.spool_dir or default_spool_dir(url)
     handle = start_ingest(store_opener(url), options, store_url=url)
-    wake = threading.Event()
-    asked: set[int] = set()
-
-    def on_signal(number: int, _frame: Any) -> None:  # only notes it: work is done below
-        asked.add(number)
-        wake.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):
+    asked: list[int] = []  # the handler only notes the signal: no lock may be taken there
+    hangup = getattr(signal, "SIGHUP", None)
+    for sig in (signal.SIGTERM, signal.SIGINT, hangup):
         if sig is not None:
-            signal.signal(sig, on_signal)
+            signal.signal(sig, lambda number, _frame: asked.append(number))
     announce(f"rewind collector ready: {handle.ready_fields()} store={redact_url(url)} "
              f"spool={handle.spool_dir}")
-    while not asked & {signal.SIGTERM, signal.SIGINT}:
-        wake.wait()
-        wake.clear()
-        if getattr(signal, "SIGHUP", None) in asked:
-            asked.discard(signal.SIGHUP)
+    handled = 0
+    while signal.SIGTERM not in asked and signal.SIGINT not in asked:
+        time.sleep(0.2)
+        fresh = asked[handled:]
+        handled += len(fresh)
+        if hangup in fresh:
             handle.reload_tokens()
     log.info("shutting down: flushing %d queued spans", handle.pipeline.queued_spans())
     return handle.stop()

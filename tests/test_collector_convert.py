@@ -143,6 +143,9 @@ def test_a_killed_conversion_worker_loses_nothing_and_duplicates_nothing(store, 
         assert ingest.flush()
         assert_each_span_once(store, 2000)
         assert ingest.metrics.dropped.labels("unconvertible")._value.get() == 0
+        leftovers = [p.name for p in (tmp_path / "spool").iterdir()
+                     if p.suffix in (BLOCK_SUFFIX, ".partial")]
+        assert leftovers == []  # nothing converted twice or half-written stays behind
     finally:
         ingest.stop()
 

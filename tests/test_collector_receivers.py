@@ -421,6 +421,13 @@ def wait_for(condition, timeout: float = 10.0) -> bool:
     return False
 
 
+def swap(path: Path, text: str) -> None:
+    """Replaces a file the way a rotated Kubernetes secret changes: a new file under the name."""
+    fresh = path.with_suffix(".new")
+    fresh.write_text(text)
+    fresh.replace(path)
+
+
 def test_a_rotated_tokens_file_takes_effect_and_a_broken_one_changes_nothing(store, tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text("old-token team-old\n")
@@ -440,10 +447,7 @@ def test_a_rotated_tokens_file_takes_effect_and_a_broken_one_changes_nothing(sto
 
     try:
         assert status("old-token") == 200 and status("new-token") == 401
-        # A secret rotated the way Kubernetes does it: a new file swapped in under the name.
-        swapped = tmp_path / "tokens.new"
-        swapped.write_text("new-token team-new\n")
-        swapped.replace(tokens)
+        swap(tokens, "new-token team-new\n")
         assert wait_for(lambda: status("new-token") == 200)
         assert status("old-token") == 401 and reloads("ok") == 1
         spans = record_spans(HttpExporter(endpoint=url, headers={
@@ -451,10 +455,10 @@ def test_a_rotated_tokens_file_takes_effect_and_a_broken_one_changes_nothing(sto
         assert handle.flush()
         assert_stored(store, spans, tenant="team-new")
 
-        tokens.write_text("new-token team-new\nthis line has three fields\n")
+        swap(tokens, "new-token team-new\nthis line has three fields\n")
         assert wait_for(lambda: reloads("error") == 1)
         assert status("new-token") == 200  # the malformed file locked nobody out
-        tokens.write_text("# every token removed by mistake\n")
+        swap(tokens, "# every token removed by mistake\n")
         assert wait_for(lambda: reloads("error") == 2)
         assert status("new-token") == 200
     finally:
