@@ -62,6 +62,10 @@ CLUSTER_NODE = textwrap.dedent(
             inserts.append(client.command("SELECT formatQuery({q:String})",
                                           parameters={"q": statement}))
             continue
+        if statement.startswith("ALTER"):  # nor metadata changes: parse only
+            assert statement.count(" ON CLUSTER " + cluster) == 1, statement[:120]
+            client.command("SELECT formatQuery({q:String})", parameters={"q": statement})
+            continue
         assert statement.count(" ON CLUSTER " + cluster) == 1, statement[:120]
         client.command(statement.replace(" ON CLUSTER " + cluster, "", 1))
     columns = client.query(sys.argv[5]).named_results()

@@ -107,3 +107,20 @@ def test_migrate_names_a_missing_cluster(store):
 
     with pytest.raises(StoreError, match=r"on cluster nope: .*nope"):
         migrate(store, layout=Layout(cluster="nope"))
+
+
+def test_an_inserted_batch_is_one_compact_part(store):
+    # 12 MB of spans: past the engine's default size for a wide part (a file per column).
+    [row] = list(span_rows(make_request()))
+    rows = []
+    for n in range(1000):
+        copy = list(row)
+        copy[2] = f"{n:016x}"
+        copy[11] = {**row[11], "gen_ai.output.messages": f"{n} " + "x" * 12_000}
+        rows.append(copy)
+    TraceWriter(store).write(rows, "compact")
+    parts = store.query("SELECT part_type, data_uncompressed_bytes AS size FROM system.parts "
+                        "WHERE active AND table = {t:String} AND database = currentDatabase()",
+                        {"t": TRACES})
+    assert len(parts) == 1 and parts[0]["size"] > 10 << 20
+    assert parts[0]["part_type"] == "Compact"

@@ -188,3 +188,8 @@ WHERE SpanAttributes['gen_ai.operation.name'] = 'execute_tool';
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (2, 'rewind_model_prices, rewind_llm_costs, rewind_tool_calls');
+
+ALTER TABLE default.otel_traces_local ON CLUSTER rewind MODIFY SETTING min_bytes_for_wide_part = 67108864;
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (3, 'otel_traces: inserted batches as compact parts');

@@ -175,3 +175,8 @@ WHERE SpanAttributes['gen_ai.operation.name'] = 'execute_tool';
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (2, 'rewind_model_prices, rewind_llm_costs, rewind_tool_calls');
+
+ALTER TABLE otel_traces MODIFY SETTING min_bytes_for_wide_part = 67108864;
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (3, 'otel_traces: inserted batches as compact parts');
