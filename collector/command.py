@@ -77,6 +77,9 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
          help="Create or upgrade the tables when the store is first reached.")
 @_option("--log-format", key="log_format", type=click.Choice(["text", "json"]),
          default="text", show_default=True)
+@_option("--log-level", key="log_level",
+         type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+         default="info", show_default=True)
 def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               spool_dir: Path | None, spool_max_bytes: str, auth_tokens_file: Path | None,
               auth_tokens: str | None, auth_reload_seconds: float,
@@ -85,12 +88,12 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               max_spans_per_request: int, max_attribute_bytes: str, batch_max_spans: int,
               batch_max_bytes: str, batch_timeout_ms: int, convert_ahead_bytes: str,
               convert_workers: int, shutdown_timeout: float, migrate: bool,
-              log_format: str) -> None:
+              log_format: str, log_level: str) -> None:
     """OTLP/gRPC and OTLP/HTTP receivers writing into ClickHouse through a durable spool."""
     from . import logs
     from .service import run_collector
 
-    logs.configure(log_format, logging.getLogger().level or logging.INFO)
+    logs.configure(log_format, getattr(logging, log_level.upper()))
     try:
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError("--tls-cert and --tls-key go together")

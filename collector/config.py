@@ -41,6 +41,7 @@ ENV = {
     "shutdown_timeout": "REWIND_SHUTDOWN_TIMEOUT",
     "migrate": "REWIND_MIGRATE",
     "log_format": "REWIND_LOG_FORMAT",
+    "log_level": "REWIND_LOG_LEVEL",
 }
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)

@@ -234,7 +234,7 @@ def test_refusing_store_url_spools_and_the_next_run_drains_it(tmp_path):
 def test_sighup_reloads_the_tokens_file_and_the_collector_keeps_serving(tmp_path):
     tokens = tmp_path / "tokens"
     tokens.write_text("token-one\n")
-    process, ready, _ = start_collector(
+    process, ready, log = start_collector(
         {}, "--clickhouse", f"chdb://{tmp_path / 'store'}", "--grpc-port", "0",
         "--http-port", "0", "--auth-tokens-file", str(tokens), "--auth-reload-seconds", "0")
     url = ready.group(3) + "/v1/traces"
@@ -260,6 +260,7 @@ def test_sighup_reloads_the_tokens_file_and_the_collector_keeps_serving(tmp_path
         assert 'rewind_collector_auth_reloads_total{result="ok"} 1.0' in metrics
     finally:
         assert stop(process) == 0
+    assert any("auth tokens reloaded" in line for line in log), log  # info is the default
 
 
 def test_non_loopback_without_auth_is_refused(tmp_path):
