@@ -342,18 +342,14 @@ def main() -> None:
         direct: list[Measure] = []
         for round_no in range(args.rounds):
             # Every measurement gets a fresh store, so neither inherits the other's parts.
-            # Each side starts on a quiet disk: the other's dirty pages are written back first
-            # (untimed), so neither pays for the other's writes.
-            if round_no % 2:
+            sides = [
+                lambda n=round_no: collector.append(collector_round(args, tmp, requests_file, n)),
+                lambda n=round_no: direct.append(direct_round(tmp, rows, batch, n))]
+            for measure in sides[::-1] if round_no % 2 else sides:
+                # Each side starts on a quiet disk: the other's dirty pages are written back
+                # first (untimed), so neither pays for the other's writes.
                 os.sync()
-                direct.append(direct_round(tmp, rows, batch, round_no))
-                os.sync()
-                collector.append(collector_round(args, tmp, requests_file, round_no))
-            else:
-                os.sync()
-                collector.append(collector_round(args, tmp, requests_file, round_no))
-                os.sync()
-                direct.append(direct_round(tmp, rows, batch, round_no))
+                measure()
             c, d = collector[-1], direct[-1]
             print(f"  round {round_no + 1}: collector {c.rate:,.0f} spans/s, direct insert "
                   f"{d.rate:,.0f} spans/s, ratio {c.rate / d.rate:.2f}; CPU per span: "

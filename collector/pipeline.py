@@ -234,8 +234,7 @@ class Pipeline:
                 if future is not None:
                     self._blocks[segment.number] = future
         if future is None:  # no workers: convert here, in the writer thread
-            self.metrics.conversions.inc()
-            future = self.converter.inline(segment.path)
+            future = self._convert_here(segment)
         try:
             try:
                 block = future.result()
@@ -248,8 +247,7 @@ class Pipeline:
                     self._blocks.clear()
                     self._blocks[segment.number] = mine
                 self.converter.restart()
-                self.metrics.conversions.inc()
-                block = self.converter.inline(segment.path, into=mine).result()
+                block = self._convert_here(segment, into=mine).result()
         except ConversionError as error:
             self._set_aside(segment, error, "unconvertible")  # out of the queue, then forgotten
             self._forget_block(segment)
@@ -269,6 +267,11 @@ class Pipeline:
         if future is not None:
             self.metrics.conversions.inc()
         return future
+
+    def _convert_here(self, segment: Segment, into: Future[Block] | None = None,
+                      ) -> Future[Block]:
+        self.metrics.conversions.inc()
+        return self.converter.inline(segment.path, into)
 
     def _forget_block(self, segment: Segment) -> None:
         with self._blocks_lock:
