@@ -126,7 +126,7 @@ def main() -> int:
     from rewind.exporter.export_queue import BoundedSpanProcessor
     from rewind.exporter.pipeline import build_provider, export_stats
 
-    llm, llm_url = start([sys.executable, "-m", "rewind.replay.fakellm", "--port", "0"],
+    llm, llm_url = start([sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
                          "listening on")
     sink, sink_address = start([sys.executable, __file__, "--sink"], "listening on")
     try:

@@ -197,7 +197,7 @@ def count(store: Store) -> int:
 def start_collector(store_url: str, spool: Path) -> tuple[subprocess.Popen, str, str]:
     """The real ``rewind collector`` process; returns it with its gRPC and HTTP endpoints."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "rewind.replay.cli", "collector", "--clickhouse", store_url,
+        [sys.executable, "-m", "rewind.replay.cli.main", "collector", "--clickhouse", store_url,
          "--grpc-port", "0", "--http-port", "0", "--spool-dir", str(spool)],
         stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None

@@ -33,10 +33,10 @@ from rewind.collector.schema import TRACE_COLUMNS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.exporter import instrument, uninstrument
-from rewind.replay import player
-from rewind.replay.cassette import build_cassette
-from rewind.replay.fakellm import FakeLLMServer
-from rewind.replay.session import ReplaySession
+from rewind.replay.cassette.model import build_cassette
+from rewind.replay.play import player
+from rewind.replay.play.session import ReplaySession
+from rewind.replay.testing.fakellm import FakeLLMServer
 
 
 def requests(n: int) -> list[dict]:

@@ -9,7 +9,7 @@ time travel on recorded runs::
 
 The names below are imported on first use, so a replayed process that only needs the player
 does not load them. ``fork`` and ``bisect`` are both submodules and functions: import the
-functions from their modules (``from rewind.replay.bisect import bisect``) or use
+functions from their modules (``from rewind.replay.timetravel.bisect import bisect``) or use
 ``Timeline.fork`` / ``Timeline.bisect``.
 """
 
@@ -30,5 +30,5 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from importlib import import_module
 
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(import_module(f".timetravel.{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

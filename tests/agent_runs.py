@@ -17,11 +17,11 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from rewind.collector.migrate import migrate
 from rewind.collector.store import Store
+from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
-from rewind.replay.cassette import Cassette
-from rewind.replay.fakellm import FakeLLMServer, FakeScript
-from rewind.replay.source import StoreSource
-from rewind.replay.store_exporter import store_provider
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.source import StoreSource
+from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.weather_agent import (  # noqa: F401  (re-exported for the test modules)
     QUESTION,
     SYSTEM,

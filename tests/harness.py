@@ -66,7 +66,7 @@ class Served:
 def start_serve(store_dir: Path, timeout: float = 60) -> Served:
     store_url = f"chdb://{store_dir}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "rewind.replay.cli", "serve", "--clickhouse", store_url,
+        [sys.executable, "-m", "rewind.replay.cli.main", "serve", "--clickhouse", store_url,
          "--grpc-port", "0", "--api-port", "0", "--http-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -110,7 +110,7 @@ class Recording:
                **env: str) -> subprocess.CompletedProcess:
         """``rewind replay --trace-id … ARGS -- python script`` with extra environment."""
         return subprocess.run(
-            [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id",
+            [sys.executable, "-m", "rewind.replay.cli.main", "replay", "--trace-id",
              trace_id or self.trace_id, *args, "--", sys.executable, str(self.script)],
             env={**self.env, "TRACE_FILE": str(self.tmp / "replayed_trace_id"), **env},
             capture_output=True, text=True, timeout=120,
@@ -125,7 +125,7 @@ def record_script(tmp: Path, source: str, spans: int, **env: str) -> Recording:
     """Writes ``source`` as agent.py, starts ``rewind serve`` and the fake LLM, runs the script
     (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
     and waits until ``spans`` spans of the trace are stored. Stop ``.served`` when done."""
-    from rewind.replay.fakellm import FakeLLMServer
+    from rewind.replay.testing.fakellm import FakeLLMServer
 
     script = tmp / "agent.py"
     script.write_text(source)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rewind.replay.fakellm import FakeLLMServer
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.harness import Served, start_serve
 
 API_KEY = "sk-test-NEVER-EXPORTED-4c1d9e2f7a8b"
@@ -82,7 +82,7 @@ class Recording:
 
     def rewind(self, *args: str, **env: str) -> subprocess.CompletedProcess:
         """The ``rewind`` CLI, as a user runs it next to the recording."""
-        return subprocess.run([sys.executable, "-m", "rewind.replay.cli", *args],
+        return subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", *args],
                               env=self.env(**env), capture_output=True, text=True, timeout=120)
 
     @staticmethod

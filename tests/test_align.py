@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from rewind.replay.align import Pair, align
+from rewind.replay.timetravel.align import Pair, align
 
 
 def pairs(result: list[Pair]) -> list[tuple[int | None, int | None]]:

@@ -14,11 +14,12 @@ from starlette.testclient import TestClient
 from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
-from rewind.replay import api_archive, archive
-from rewind.replay.archive import ArchiveError, CredentialInTrace
-from rewind.replay.cli import main
-from rewind.replay.credentials import attribute_findings
-from rewind.replay.source import DEFAULT_API, StoreSource, worker_reachable
+from rewind.replay.cassette import archive
+from rewind.replay.cassette.archive import ArchiveError, CredentialInTrace
+from rewind.replay.cassette.credentials import attribute_findings
+from rewind.replay.cassette.source import DEFAULT_API, StoreSource, worker_reachable
+from rewind.replay.cli.main import main
+from rewind.replay.worker import archives as api_archive
 
 pytest_plugins = ["tests.recording"]
 

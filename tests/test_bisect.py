@@ -9,13 +9,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rewind.replay import archive
-from rewind.replay.bisect import CAUSES, bisect, bisect_runs
-from rewind.replay.cli import main
-from rewind.replay.diff import INSERTED, SAME, diff_runs
-from rewind.replay.fakellm import FakeScript
-from rewind.replay.runs import run_facts
-from rewind.replay.source import StoreSource
+from rewind.replay.cassette import archive
+from rewind.replay.cassette.source import StoreSource
+from rewind.replay.cli.main import main
+from rewind.replay.testing.fakellm import FakeScript
+from rewind.replay.timetravel.bisect import CAUSES, bisect, bisect_runs
+from rewind.replay.timetravel.diff import INSERTED, SAME, diff_runs
+from rewind.replay.timetravel.runs import run_facts
 from tests.agent_runs import ASKS_PARIS, BASE, lab_in
 
 BAD_RUNS = {

@@ -163,7 +163,7 @@ def test_a_segment_written_just_before_a_crash_is_not_written_twice(store, tmp_p
 # ---- the command ------------------------------------------------------------------------------
 
 def start_collector(env: dict[str, str], *args: str) -> tuple[subprocess.Popen, re.Match, list]:
-    process = subprocess.Popen([sys.executable, "-m", "rewind.replay.cli", "collector", *args],
+    process = subprocess.Popen([sys.executable, "-m", "rewind.replay.cli.main", "collector", *args],
                                env={**os.environ, **env}, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
@@ -265,7 +265,7 @@ def test_sighup_reloads_the_tokens_file_and_the_collector_keeps_serving(tmp_path
 
 def test_non_loopback_without_auth_is_refused(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "rewind.replay.cli", "collector", "--host", "0.0.0.0",
+        [sys.executable, "-m", "rewind.replay.cli.main", "collector", "--host", "0.0.0.0",
          "--clickhouse", f"chdb://{tmp_path / 'store'}"],
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 2

@@ -10,14 +10,14 @@ import sys
 
 from rewind.collector import reader
 from rewind.collector.store import Store
-from rewind.replay.timeline import Timeline
+from rewind.replay.timetravel.timeline import Timeline
 
 
 def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
     where = tmp_path / "demo-store"
     env = {**os.environ, "COLUMNS": "220"}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli", "demo", "--dir",
+    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "demo", "--dir",
                            str(where)], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr + done.stdout
     out = done.stdout

@@ -54,12 +54,12 @@ def own_services(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def cli_command(argv: list[str]) -> click.Command:
     """The ``rewind`` subcommand a deploy command line runs (skips while it is not registered)."""
-    from rewind.replay.cli import main
+    from rewind.replay.cli.main import main
 
     assert argv[0] == "rewind", f"not a rewind command line: {argv}"
     command = main.commands.get(argv[1])
     if command is None:
-        pytest.skip(f"`rewind {argv[1]}` is not registered in rewind.replay.cli yet")
+        pytest.skip(f"`rewind {argv[1]}` is not registered in rewind.replay.cli.main yet")
     return command
 
 
@@ -164,7 +164,7 @@ def _localised(service: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str,
         elif key == "REWIND_SPOOL_DIR":
             value = str(tmp / "spool")
         env[key] = str(value)
-    return [sys.executable, "-m", "rewind.replay.cli", *argv[1:]], env, ports
+    return [sys.executable, "-m", "rewind.replay.cli.main", *argv[1:]], env, ports
 
 
 def _health_url(service: dict[str, Any], ports: dict[str, str]) -> str:

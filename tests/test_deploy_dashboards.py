@@ -35,7 +35,7 @@ from rewind.collector.schema import (
 )
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter, batch_token
-from rewind.replay.fakellm import FakeLLMServer
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.test_deploy_grafana_macros import ALL, QueryContext, expand
 
 GRAFANA = Path(__file__).resolve().parent.parent / "deploy" / "grafana"
@@ -374,7 +374,7 @@ def test_choosing_a_service_or_a_model_filters_every_panel(dataset):
 
 
 def test_a_trace_link_opens_its_spans_and_its_replay_command(dataset):
-    from rewind.replay.cli import replay
+    from rewind.replay.cli.main import replay
 
     overview = queried(load_dashboards()["rewind-overview"])
     for title in ("Slowest traces", "Most expensive traces"):

@@ -21,7 +21,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from rewind import exporter
 from rewind.exporter import canonical
 from rewind.exporter.export_queue import BoundedSpanProcessor
-from rewind.replay.fakellm import FakeLLMServer
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests import test_exporter_wiretap as wiretap
 from tests.harness import start_serve
 
@@ -110,7 +110,7 @@ def test_record_command_makes_one_trace_and_prints_it(served, llm, tmp_path):
     app = tmp_path / "my_agent.py"
     app.write_text(RECORDED_APP)
     env = served.env(LLM_URL=llm.base_url, KEY=KEY)
-    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli", "record", "--",
+    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record", "--",
                            sys.executable, str(app)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
@@ -138,7 +138,7 @@ def test_record_command_makes_one_trace_and_prints_it(served, llm, tmp_path):
 
 
 def test_record_of_a_command_that_is_not_python_says_so(served):
-    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli", "record", "--",
+    done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record", "--",
                            "/bin/echo", "hello"],
                           env=served.env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "hello\n"

@@ -43,7 +43,7 @@ def closed_port() -> int:
 @pytest.fixture(scope="module")
 def llm_process():
     """The fake server in its own process, so this process's memory is the client's alone."""
-    child = subprocess.Popen([sys.executable, "-m", "rewind.replay.fakellm", "--port", "0"],
+    child = subprocess.Popen([sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
                              stdout=subprocess.PIPE, text=True)
     line = child.stdout.readline()
     assert "listening on" in line, line

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rewind import exporter
-from rewind.replay.fakellm import FakeLLMServer
+from rewind.replay.testing.fakellm import FakeLLMServer
 
 
 @dataclass

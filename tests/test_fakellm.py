@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from rewind.replay import fakellm
+from rewind.replay.testing import fakellm
 
 CLAUDE = "claude-haiku-4-5"
 WEATHER_TOOL = {"type": "function", "function": {
@@ -321,8 +321,10 @@ def test_stop_closes_the_listening_socket():
 
 
 def test_module_runs_in_the_foreground():
-    process = subprocess.Popen([sys.executable, "-m", "rewind.replay.fakellm", "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
+        stdout=subprocess.PIPE, text=True,
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline().strip()

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from rewind.exporter import attributes as A
-from rewind.replay import archive
-from rewind.replay.bisect import bisect
-from rewind.replay.fork import Checkpoint, ForkError
-from rewind.replay.source import ApiSource
-from rewind.replay.timeline import Timeline
+from rewind.replay.cassette import archive
+from rewind.replay.cassette.source import ApiSource
+from rewind.replay.timetravel.bisect import bisect
+from rewind.replay.timetravel.fork import Checkpoint, ForkError
+from rewind.replay.timetravel.timeline import Timeline
 from tests.agent_runs import QUESTION, Knobs, WeatherAgent, lab_in
 from tests.harness import start_serve
 
@@ -166,7 +166,7 @@ def test_cli_fork_resumes_a_command_recorded_through_the_collector(lab, tmp_path
                                                                                 "")]))
         sent = len(lab.llm.requests)
         done = subprocess.run(
-            [sys.executable, "-m", "rewind.replay.cli", "fork", lab.source.trace_id,
+            [sys.executable, "-m", "rewind.replay.cli.main", "fork", lab.source.trace_id,
              "--step", "3", "--user-message", EDITED, "--json", "--",
              sys.executable, str(script)],
             env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)

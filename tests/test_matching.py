@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from rewind.exporter import canonical
-from rewind.replay.cassette import Interaction
-from rewind.replay.matching import Divergence, Matcher, diff_fields
+from rewind.replay.cassette.model import Interaction
+from rewind.replay.play.matching import Divergence, Matcher, diff_fields
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
 

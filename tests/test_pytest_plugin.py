@@ -77,10 +77,11 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
 
 def test_importing_the_plugin_loads_nothing_heavy():
     """pytest imports it in every run of an environment where Rewind is installed."""
-    probe = ("import sys, rewind.replay.pytest_plugin; "
+    probe = ("import sys, rewind.replay.play.pytest_plugin; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in "
              "('rewind', 'chdb', 'clickhouse_connect', 'zstandard', 'httpx', 'openai')))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['rewind', 'rewind.replay', 'rewind.replay.pytest_plugin']"
+    assert done.stdout.strip() == str(
+        ["rewind", "rewind.replay", "rewind.replay.play", "rewind.replay.play.pytest_plugin"])

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from rewind.replay.fakellm import FakeLLMServer
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.harness import record_script
 
 AGENT = textwrap.dedent(

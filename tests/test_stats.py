@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rewind.replay.stats import (
+from rewind.replay.timetravel.stats import (
     ENV_PRICES,
     PriceError,
     Usage,

@@ -9,11 +9,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rewind.replay import archive
-from rewind.replay.cli import main
-from rewind.replay.source import ApiSource
-from rewind.replay.stats import load_prices, summarise, usage_from_store
-from rewind.replay.timeline import Timeline, TimelineError
+from rewind.replay.cassette import archive
+from rewind.replay.cassette.source import ApiSource
+from rewind.replay.cli.main import main
+from rewind.replay.timetravel.stats import load_prices, summarise, usage_from_store
+from rewind.replay.timetravel.timeline import Timeline, TimelineError
 from tests.agent_runs import QUESTION, SYSTEM, lab_in
 from tests.harness import start_serve
 

@@ -98,7 +98,7 @@ def test_changed_prompt_stops_replay_naming_step_and_field(recorded):
 
 def test_unknown_trace_gets_a_clear_error(recorded):
     done = subprocess.run(
-        [sys.executable, "-m", "rewind.replay.cli", "replay", "--trace-id", "ab" * 16,
+        [sys.executable, "-m", "rewind.replay.cli.main", "replay", "--trace-id", "ab" * 16,
          "--", sys.executable, "-c", "pass"],
         env=recorded.env, capture_output=True, text=True, timeout=60,
     )

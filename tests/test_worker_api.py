@@ -10,10 +10,10 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from rewind.collector.store_exporter import store_provider
 from rewind.exporter import instrument, uninstrument
-from rewind.replay.api import create_app
-from rewind.replay.fakellm import FakeLLMServer
-from rewind.replay.store_exporter import store_provider
+from rewind.replay.testing.fakellm import FakeLLMServer
+from rewind.replay.worker.app import create_app
 
 
 @pytest.fixture

@@ -1,0 +1,340 @@
+"""The portable trace file (``.rw``): one trace's spans, every column, ready to go into any
+store and come back out as a normal trace (listable, replayable, visible in Grafana).
+
+A file is one zstd frame (with checksum) holding a JSON object with ``format`` and
+``version`` fields; a reader refuses versions it does not know. Large attribute values
+(request and response bodies, SSE events, message content) are stored once under their sha256
+in ``blobs`` and referenced from the spans as ``{"blob": "<sha256>"}``; every blob's hash is
+checked on the way in. A trace that carries a credential is refused both ways.
+
+``pack``/``unpack`` are pure (bytes in, bytes out); the store functions at the end do the I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from rewind.collector import reader
+from rewind.collector.store import Store
+from rewind.collector.writer import TraceWriter
+from rewind.replay.cassette.credentials import Finding, span_findings
+from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.worker.cache import normalise_trace_id
+
+FORMAT = "rewind-trace"
+VERSION = 1
+SUFFIX = ".rw"
+MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
+BLOB_MIN_CHARS = 256
+MAX_DOCUMENT_BYTES = 1 << 30  # decompressed; a bigger file is refused rather than read
+
+# The span fields, as collector.reader returns them.
+SPAN_FIELDS = (
+    "StartNs", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind",
+    "ServiceName", "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes",
+    "Duration", "StatusCode", "StatusMessage", "EventTimesNs", "EventNames", "EventAttributes",
+    "LinkTraceIds", "LinkSpanIds", "LinkTraceStates", "LinkAttributes",
+)
+_TEXT_FIELDS = ("TraceState", "SpanName", "SpanKind", "ServiceName", "ScopeName",
+                "ScopeVersion", "StatusCode", "StatusMessage")
+_LIST_FIELDS = ("EventTimesNs", "EventNames", "EventAttributes", "LinkTraceIds",
+                "LinkSpanIds", "LinkTraceStates", "LinkAttributes")
+
+
+class ArchiveError(ValueError):
+    """A trace file that cannot be written or read; the message says which part and why."""
+
+
+class CredentialInTrace(ArchiveError):
+    """The trace carries a credential; it must not travel in a file."""
+
+    def __init__(self, trace_id: str, findings: Sequence[Finding], action: str) -> None:
+        lines = [f"refusing to {action} trace {trace_id}: it carries credentials"]
+        lines += [f"  {finding.describe()}" for finding in findings[:20]]
+        if len(findings) > 20:
+            lines.append(f"  … and {len(findings) - 20} more")
+        super().__init__("\n".join(lines))
+        self.findings = list(findings)
+
+
+@dataclass(frozen=True)
+class Archive:
+    trace_id: str
+    spans: list[dict[str, Any]]
+    digest: str  # sha256 of the decoded document: the same content gives the same digest
+
+
+# -- the document layer: a JSON object in a zstd frame ------------------------------------------
+
+def encode_document(document: Mapping[str, Any]) -> bytes:
+    text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return zstandard.ZstdCompressor(level=10, write_checksum=True).compress(text.encode("utf-8"))
+
+
+def decode_document(data: bytes) -> dict[str, Any]:
+    """The JSON object of a file, after the format and version are checked."""
+    try:
+        params = zstandard.get_frame_parameters(data)
+    except zstandard.ZstdError as error:
+        raise ArchiveError(f"not a Rewind trace file (not zstd-compressed): {error}") from error
+    if params.content_size > MAX_DOCUMENT_BYTES:
+        raise ArchiveError(f"trace file expands to {params.content_size:,} bytes, over the "
+                           f"{MAX_DOCUMENT_BYTES:,}-byte limit")
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as stream:
+            raw = stream.read(MAX_DOCUMENT_BYTES + 1)
+    except zstandard.ZstdError as error:
+        raise ArchiveError(f"trace file is damaged (decompression failed: {error})") from error
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise ArchiveError(f"trace file expands past the {MAX_DOCUMENT_BYTES:,}-byte limit")
+    try:
+        document = json.loads(raw)
+    except ValueError as error:
+        raise ArchiveError(f"trace file is damaged (its content is not JSON: {error})") from error
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        found = document.get("format") if isinstance(document, dict) else None
+        raise ArchiveError(f"not a Rewind trace file (format {found!r}, expected {FORMAT!r})")
+    if document.get("version") != VERSION:
+        raise ArchiveError(
+            f"trace file version {document.get('version')!r} is not supported: this Rewind "
+            f"reads version {VERSION} (a newer file needs a newer Rewind)"
+        )
+    return document
+
+
+# -- blobs ---------------------------------------------------------------------------------
+
+def blob_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stash(attributes: Mapping[str, Any], blobs: dict[str, str]) -> dict[str, Any]:
+    """Large values to ``blobs``. Used on a span's own attributes and its events' (older
+    instrumentations put message content in events)."""
+    out: dict[str, Any] = {}
+    for key, value in attributes.items():
+        value = str(value)
+        if len(value) >= BLOB_MIN_CHARS:
+            digest = blob_hash(value)
+            blobs[digest] = value
+            out[str(key)] = {"blob": digest}
+        else:
+            out[str(key)] = value
+    return out
+
+
+def _resolve(attributes: Any, blobs: Mapping[str, str], where: str) -> dict[str, str]:
+    if not isinstance(attributes, dict):
+        raise ArchiveError(f"{where} is not an attribute map")
+    out: dict[str, str] = {}
+    for key, value in attributes.items():
+        if isinstance(value, dict):
+            digest = value.get("blob")
+            if digest not in blobs:
+                raise ArchiveError(f"{where}[{key!r}] refers to blob {digest}, which the file "
+                                   "does not hold")
+            out[key] = blobs[digest]
+        elif isinstance(value, str):
+            out[key] = value
+        else:
+            raise ArchiveError(f"{where}[{key!r}] is neither text nor a blob reference")
+    return out
+
+
+def _blob_users(spans: Iterable[Mapping[str, Any]], digest: str) -> list[str]:
+    users = []
+    for span in spans:
+        maps = [("SpanAttributes", span.get("SpanAttributes") or {})]
+        maps += [(f"Events[{i}].Attributes", m or {})
+                 for i, m in enumerate(span.get("EventAttributes") or [])]
+        users += [f"span {span.get('SpanId')} {column}[{key!r}]" for column, attributes in maps
+                  if isinstance(attributes, dict)
+                  for key, value in attributes.items() if value == {"blob": digest}]
+    return users
+
+
+def check_blobs(blobs: Any, spans: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Every blob must hash to its name; the error names the spans that use a bad one."""
+    if not isinstance(blobs, dict):
+        raise ArchiveError("trace file is damaged: 'blobs' is not an object")
+    for digest, text in blobs.items():
+        if not isinstance(text, str) or blob_hash(text) != digest:
+            users = _blob_users(spans, digest) or ["no span"]
+            raise ArchiveError(
+                f"blob {digest} does not match its sha256 (used by {', '.join(users)}): the "
+                "file was altered or damaged"
+            )
+    return blobs
+
+
+# -- pack / unpack (pure) -------------------------------------------------------------------
+
+def _span_key(span: Mapping[str, Any]) -> tuple[int, str]:
+    return int(span.get("StartNs") or 0), str(span.get("SpanId"))
+
+
+def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
+    """The file for a trace's spans (reader dicts). Deterministic: same spans, same bytes."""
+    spans = sorted(spans, key=_span_key)
+    if normalise_trace_id(trace_id) != trace_id:
+        raise ArchiveError(f"trace id must be 32 lower-case hex characters, got {trace_id!r}")
+    if not spans:
+        raise ArchiveError(f"trace {trace_id} has no spans to export")
+    strangers = {str(s.get("TraceId")) for s in spans} - {trace_id}
+    if strangers:
+        raise ArchiveError(f"spans of other traces ({', '.join(sorted(strangers))}) given "
+                           f"for trace {trace_id}")
+    findings = [f for span in spans for f in span_findings(span)]
+    if findings:
+        raise CredentialInTrace(trace_id, findings, "export")
+    blobs: dict[str, str] = {}
+    packed = []
+    for span in spans:
+        missing = [name for name in SPAN_FIELDS if name not in span]
+        if missing:
+            raise ArchiveError(f"span {span.get('SpanId')} lacks {', '.join(missing)}")
+        entry = {name: span[name] for name in SPAN_FIELDS}
+        entry["SpanAttributes"] = _stash(span["SpanAttributes"] or {}, blobs)
+        entry["EventAttributes"] = [_stash(m or {}, blobs) for m in span["EventAttributes"]]
+        packed.append(entry)
+    return encode_document({
+        "format": FORMAT,
+        "version": VERSION,
+        "trace_id": trace_id,
+        "spans": packed,
+        "blobs": blobs,
+    })
+
+
+def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
+                  ) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise ArchiveError(f"span #{index} is not an object")
+    where = f"span {entry.get('SpanId', f'#{index}')}"
+    missing = [name for name in SPAN_FIELDS if name not in entry]
+    if missing:
+        raise ArchiveError(f"{where} lacks {', '.join(missing)}")
+    if entry["TraceId"] != trace_id:
+        raise ArchiveError(f"{where} belongs to trace {entry['TraceId']!r}, not {trace_id}")
+    span = {name: entry[name] for name in SPAN_FIELDS}
+    span["SpanAttributes"] = _resolve(entry["SpanAttributes"], blobs, f"{where} SpanAttributes")
+    span["EventAttributes"] = [
+        _resolve(m, blobs, f"{where} Events[{i}].Attributes")
+        for i, m in enumerate(entry["EventAttributes"] or [])
+    ]
+    for name in ("ResourceAttributes", "LinkAttributes"):
+        maps = [span[name]] if name == "ResourceAttributes" else span[name]
+        for value in maps or []:
+            _resolve(value, {}, f"{where} {name}")
+    if any(not isinstance(span[name], str) for name in ("SpanId", "ParentSpanId", *_TEXT_FIELDS)):
+        raise ArchiveError(f"{where}: an id, name or status field is not text")
+    for name in ("StartNs", "Duration"):
+        if not isinstance(span[name], int) or span[name] < 0:
+            raise ArchiveError(f"{where}: {name} is not a non-negative integer")
+    lists = [span[name] for name in _LIST_FIELDS]
+    if any(not isinstance(value, list) for value in lists):
+        raise ArchiveError(f"{where}: event and link fields must be lists")
+    if len({len(v) for v in lists[:3]}) > 1 or len({len(v) for v in lists[3:]}) > 1:
+        raise ArchiveError(f"{where}: event or link fields have different lengths")
+    return span
+
+
+def unpack(data: bytes) -> Archive:
+    """A file's trace; refused (with the reason) when damaged, altered or carrying a credential."""
+    document = decode_document(data)
+    trace_id = normalise_trace_id(str(document.get("trace_id", "")))
+    if trace_id is None:
+        raise ArchiveError(f"trace file has no valid trace id ({document.get('trace_id')!r})")
+    entries = document.get("spans")
+    if not isinstance(entries, list) or not entries:
+        raise ArchiveError(f"trace file for {trace_id} holds no spans")
+    blobs = check_blobs(document.get("blobs", {}), entries)
+    spans = [_checked_span(entry, i, trace_id, blobs) for i, entry in enumerate(entries)]
+    findings = [f for span in spans for f in span_findings(span)]
+    if findings:
+        raise CredentialInTrace(trace_id, findings, "import")
+    canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return Archive(trace_id, spans, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+
+
+def span_row(span: Mapping[str, Any]) -> list[Any]:
+    """A reader span dict back to an ``otel_traces`` row (``schema.TRACE_COLUMNS`` order)."""
+    return [
+        span["StartNs"], span["TraceId"], span["SpanId"], span["ParentSpanId"],
+        span["TraceState"], span["SpanName"], span["SpanKind"], span["ServiceName"],
+        span["ResourceAttributes"], span["ScopeName"], span["ScopeVersion"],
+        span["SpanAttributes"], span["Duration"], span["StatusCode"], span["StatusMessage"],
+        span["EventTimesNs"], span["EventNames"], span["EventAttributes"],
+        span["LinkTraceIds"], span["LinkSpanIds"], span["LinkTraceStates"],
+        span["LinkAttributes"],
+    ]
+
+
+def import_token(archive: Archive, span_ids: Iterable[str]) -> str:
+    """Insert deduplication token: the file's content and the spans this insert carries."""
+    return hashlib.sha256(f"{archive.digest}:{','.join(sorted(span_ids))}".encode()).hexdigest()
+
+
+# -- I/O --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImportResult:
+    trace_id: str
+    written: int
+    already_present: int
+
+
+def import_into(store: Store, data: bytes) -> ImportResult:
+    """Writes a file's spans that the store does not hold yet; importing twice adds nothing.
+
+    Everything is checked before the first row is written.
+    """
+    archive = unpack(data)
+    present = {s["SpanId"] for s in reader.get_trace(store, archive.trace_id)}
+    fresh = [s for s in archive.spans if s["SpanId"] not in present]
+    token = import_token(archive, (s["SpanId"] for s in fresh))
+    TraceWriter(store).write([span_row(s) for s in fresh], token)
+    return ImportResult(archive.trace_id, len(fresh), len(archive.spans) - len(fresh))
+
+
+def read_file(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise ArchiveError(f"cannot read trace file {path}: {error.strerror or error}") from error
+
+
+def write_file(path: str | Path, data: bytes) -> None:
+    """All or nothing: a failed write leaves no partial file behind."""
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, target)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        raise ArchiveError(f"cannot write trace file {path}: {error.strerror or error}"
+                           ) from error
+
+
+def read_archive(path: str | Path) -> Archive:
+    data = read_file(path)
+    try:
+        return unpack(data)
+    except ArchiveError as error:
+        raise ArchiveError(f"{path}: {error}") from error
+
+
+def read_cassette(path: str | Path) -> Cassette:
+    """The cassette of a ``.rw`` file, built the same way as from a stored trace."""
+    archive = read_archive(path)
+    return build_cassette(archive.trace_id, archive.spans)

@@ -1,0 +1,262 @@
+"""Stored spans -> a cassette: the ordered interactions of one trace. Pure: no I/O.
+
+A span that carries the exchange (``rewind.*`` attributes) gives a byte-exact interaction.
+Spans without it are listed as not replayable, with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rewind.collector import schema
+from rewind.exporter import attributes as A
+from rewind.exporter import canonical
+from rewind.replay.cassette.messages import conversation_of
+from rewind.replay.cassette.semantic import semantic_form, semantic_key
+from rewind.replay.cassette.synthesis import PATHS, provider_of, reply_of
+
+CASSETTE_VERSION = 1
+# Operations that are one call to a model; their spans become interactions. OpenLLMetry names
+# a legacy completion "completion" in ``llm.request.type``.
+LLM_OPERATIONS = frozenset(schema.LLM_OPERATIONS) | {"completion"}
+
+
+class CassetteError(ValueError):
+    """A span or cassette document that cannot be used; the message names which."""
+
+
+@dataclass
+class Interaction:
+    step: int
+    kind: str
+    span_id: str
+    name: str
+    match_key: str
+    method: str
+    url: str
+    request_headers: dict[str, str]
+    request_body: str
+    status: int = 200
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: str | None = None
+    response_events: list[tuple[int, str]] | None = None
+    request_body_encoding: str | None = None
+    response_body_encoding: str | None = None
+    # Interactions known only from semantic-convention content (see synthesis.py).
+    semantic_key: str = ""
+    semantic: dict[str, Any] | None = None
+    synthetic: dict[str, Any] | None = None
+    provider: str = ""
+    # Tool calls: the recorded error, as JSON {"type", "message"}.
+    tool_error: str | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return self.response_events is not None
+
+    def request_bytes(self) -> bytes:
+        return _decode(self.request_body, self.request_body_encoding)
+
+    def response_bytes(self) -> bytes:
+        """The body as the client read it; for a stream, the events joined back together."""
+        if self.response_events is not None:
+            return "".join(event + "\n\n" for _, event in self.response_events).encode()
+        return _decode(self.response_body or "", self.response_body_encoding)
+
+    def canonical_request(self) -> dict[str, Any]:
+        """What a divergence is diffed against: the request, or its semantic form."""
+        if self.semantic is not None:
+            return self.semantic
+        if self.kind == A.KIND_TOOL:
+            return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
+        return canonical.canonical_request(
+            self.method, self.url, self.request_headers, self.request_bytes()
+        )
+
+    @property
+    def tool_name(self) -> str:
+        return self.name.removeprefix("execute_tool ")
+
+
+@dataclass
+class Skipped:
+    span_id: str
+    name: str
+    reason: str
+
+
+@dataclass
+class Cassette:
+    trace_id: str
+    interactions: list[Interaction]
+    skipped: list[Skipped] = field(default_factory=list)
+    version: int = CASSETTE_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cassette:
+        version = data.get("version")
+        if version != CASSETTE_VERSION:
+            raise CassetteError(
+                f"cassette version {version!r} is not supported (expected {CASSETTE_VERSION})"
+            )
+        try:
+            interactions = [
+                Interaction(
+                    **{
+                        **item,
+                        "response_events": [tuple(e) for e in item["response_events"]]
+                        if item.get("response_events") is not None
+                        else None,
+                    }
+                )
+                for item in data["interactions"]
+            ]
+            skipped = [Skipped(**item) for item in data.get("skipped", [])]
+            return cls(str(data["trace_id"]), interactions, skipped)
+        except (KeyError, TypeError) as error:
+            raise CassetteError(f"malformed cassette document: {error}") from error
+
+
+def _decode(text: str, encoding: str | None) -> bytes:
+    return base64.b64decode(text) if encoding == "base64" else text.encode("utf-8")
+
+
+def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
+    try:
+        return json.loads(attrs.get(name) or "null")
+    except ValueError as error:
+        message = f"span {span_id}: attribute {name} is not valid JSON: {error}"
+        raise CassetteError(message) from error
+
+
+def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    span_id = span["SpanId"]
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        return _tool_interaction(span)
+    events = _json_field(attrs, A.RESPONSE_EVENTS, span_id)
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=attrs.get(A.KIND, A.KIND_LLM),
+        span_id=span_id,
+        name=span["SpanName"],
+        match_key=attrs.get(A.MATCH_KEY, ""),
+        method=attrs.get(A.REQUEST_METHOD, "POST"),
+        url=attrs[A.REQUEST_URL],
+        request_headers=_json_field(attrs, A.REQUEST_HEADERS, span_id) or {},
+        request_body=attrs.get(A.REQUEST_BODY, ""),
+        status=int(attrs.get(A.RESPONSE_STATUS) or 0),
+        response_headers=_json_field(attrs, A.RESPONSE_HEADERS, span_id) or {},
+        response_body=attrs.get(A.RESPONSE_BODY),
+        response_events=[(int(o), str(e)) for o, e in events] if events is not None else None,
+        request_body_encoding=attrs.get(A.REQUEST_BODY_ENCODING),
+        response_body_encoding=attrs.get(A.RESPONSE_BODY_ENCODING),
+        provider=attrs.get(A.PROVIDER, ""),
+    )
+
+
+def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    name = attrs.get(A.TOOL_NAME) or span["SpanName"].removeprefix("execute_tool ")
+    arguments = attrs.get(A.TOOL_ARGUMENTS, "{}")
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=A.KIND_TOOL,
+        span_id=span["SpanId"],
+        name=f"execute_tool {name}",
+        match_key=canonical.tool_key(name, arguments),
+        method="",
+        url="",
+        request_headers={},
+        request_body=arguments,
+        response_body=attrs.get(A.TOOL_RESULT),
+        tool_error=attrs.get(A.TOOL_ERROR),
+    )
+
+
+def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    conversation = conversation_of(span)
+    if conversation is None:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       "no recorded exchange and no message content on the span "
+                       "(was content capture off?)")
+    provider = provider_of(attrs)
+    if provider not in PATHS:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       f"no recorded exchange, and responses of provider {provider!r} cannot "
+                       "be rebuilt from message content")
+    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type") or "chat"
+    form = semantic_form(operation, attrs.get(A.REQUEST_MODEL, ""), conversation.input)
+    return Interaction(
+        step=step,
+        kind=A.KIND_LLM,
+        span_id=span["SpanId"],
+        name=span["SpanName"],
+        match_key="",
+        method="POST",
+        url=PATHS[provider],
+        request_headers={},
+        request_body="",
+        semantic_key=semantic_key(form),
+        semantic=form,
+        synthetic=reply_of(attrs, conversation, span["SpanId"]),
+        provider=provider,
+    )
+
+
+def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        if A.TOOL_RESULT not in attrs and A.TOOL_ERROR not in attrs:
+            return "tool result was not recorded"
+        return None
+    if A.RESPONSE_STATUS not in attrs:
+        return "the call never got a response (transport error)"
+    if A.RESPONSE_BODY not in attrs and A.RESPONSE_EVENTS not in attrs:
+        return "response body was not recorded"
+    return None
+
+
+def has_exchange(span: Mapping[str, Any]) -> bool:
+    attrs = span["SpanAttributes"]
+    return A.STEP in attrs and (A.REQUEST_URL in attrs or attrs.get(A.KIND) == A.KIND_TOOL)
+
+
+def is_llm_span(span: Mapping[str, Any]) -> bool:
+    attrs = span["SpanAttributes"]
+    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type")
+    return operation in LLM_OPERATIONS
+
+
+def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassette:
+    """Interactions in step order; spans that cannot be replayed are listed with the reason.
+
+    Spans with a recorded exchange keep their ``rewind.step``; spans from other
+    instrumentations are numbered after them in start-time order.
+    """
+    interactions: list[Interaction] = []
+    skipped: list[Skipped] = []
+    foreign: list[Mapping[str, Any]] = []
+    for span in spans:
+        if has_exchange(span):
+            reason = _why_not_replayable(span["SpanAttributes"])
+            if reason is None:
+                interactions.append(interaction_from_span(span))
+            else:
+                skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
+        elif is_llm_span(span):
+            foreign.append(span)
+    next_step = max((i.step for i in interactions), default=-1) + 1
+    for offset, span in enumerate(sorted(foreign, key=lambda s: (s.get("StartNs", 0),
+                                                                  s["SpanId"]))):
+        made = _synthesized(span, next_step + offset)
+        (interactions if isinstance(made, Interaction) else skipped).append(made)
+    interactions.sort(key=lambda i: (i.step, i.span_id))
+    return Cassette(trace_id, interactions, skipped)

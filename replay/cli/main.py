@@ -1,0 +1,302 @@
+"""``rewind`` command line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from rewind.collector.command import collector
+from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
+from rewind.replay.cassette.model import CassetteError
+from rewind.replay.cassette.source import ENV_API, SourceError, open_source
+from rewind.replay.cli.time_travel import register as register_time_travel
+from rewind.replay.play import player
+
+err = Console(stderr=True, soft_wrap=True)
+out = Console()
+
+clickhouse_option = click.option(
+    "--clickhouse",
+    envvar=ENV_URL,
+    default=None,
+    help="Store URL: chdb:///abs/path (embedded) or http(s)://user:pass@host:8123/db. "
+    "Default: an embedded store in ./.rewind/store.",
+)
+api_option = click.option(
+    "--api",
+    envvar=ENV_API,
+    default=None,
+    help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
+    " when none answers, the store is opened directly.",
+)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    sys.exit(2)
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log more.")
+def main(verbose: bool) -> None:
+    """Rewind: record LLM-agent runs as OpenTelemetry spans and replay any trace offline."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@main.command()
+@clickhouse_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--grpc-port", default=4317, show_default=True, help="OTLP/gRPC port (0: any).")
+@click.option("--api-port", default=8787, show_default=True, help="Worker API port (0: any).")
+@click.option("--http-port", default=4318, show_default=True, help="OTLP/HTTP port (0: any).")
+@click.option("--spool-dir", default=None, help="Ingest spool (default: next to the store).")
+def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
+          spool_dir: str | None) -> None:
+    """Collector and replay worker together, on the embedded store by default."""
+    from rewind.replay.worker.server import ServeOptions
+    from rewind.replay.worker.server import serve as run
+
+    try:
+        run(
+            ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir),
+            announce=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
+        return
+    except (StoreError, OSError) as error:
+        _fail(str(error))
+
+
+@main.command()
+@clickhouse_option
+@click.option("--host", envvar="REWIND_WORKER_HOST", default="127.0.0.1", show_default=True,
+              help="Address to listen on.")
+@click.option("--port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+              help="API port (0: any).")
+@click.option("--tokens-file", envvar="REWIND_API_TOKENS_FILE", default=None,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Bearer tokens, one per line ('token [tenant]'); required off loopback.")
+@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+              help="Serve on a non-loopback address without tokens.")
+def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
+           allow_insecure_bind: bool) -> None:
+    """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP)."""
+    from rewind.replay.worker.server import WorkerOptions
+    from rewind.replay.worker.server import worker as run
+
+    try:
+        run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind),
+            announce=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return
+    except (StoreError, OSError, ValueError) as error:
+        _fail(str(error))
+
+
+@main.command()
+@clickhouse_option
+@click.option("--cluster", envvar="REWIND_CLICKHOUSE_CLUSTER", default="",
+              help="Create replicated local tables ON CLUSTER with Distributed tables over "
+                   "them (the cluster name from remote_servers).")
+@click.option("--database", envvar="REWIND_CLICKHOUSE_DATABASE", default="",
+              help="Database of the cluster tables (default: the connection's).")
+def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
+    """Create or upgrade the tables (idempotent)."""
+    from rewind.collector.migrate import migrate as apply
+    from rewind.collector.schema import Layout
+
+    try:
+        store = Store(clickhouse)
+        applied = apply(store, layout=Layout(cluster=cluster, database=database))
+    except StoreError as error:
+        _fail(str(error))
+        return
+    where = redact_url(store.url)
+    if applied:
+        out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
+    else:
+        out.print(f"{where} is up to date")
+
+
+def _ms(ns: Any) -> str:
+    return f"{int(ns) / 1e6:,.0f} ms"
+
+
+@main.command()
+@api_option
+@clickhouse_option
+@click.option("--service", default=None, help="Only traces of this service.")
+@click.option("--errors", is_flag=True, help="Only traces with an error span.")
+@click.option("--limit", default=20, show_default=True)
+def traces(api: str | None, clickhouse: str | None, service: str | None, errors: bool,
+           limit: int) -> None:
+    """List recent traces."""
+    try:
+        rows = open_source(api, clickhouse).list_traces(
+            service=service, errors_only=errors, limit=limit
+        )
+    except (SourceError, StoreError) as error:
+        _fail(str(error))
+        return
+    table = Table(title=f"{len(rows)} traces")
+    for column in ("trace id", "start", "service", "root span", "spans", "LLM calls",
+                   "duration", "errors"):
+        table.add_column(column)
+    for row in rows:
+        start = row["Start"]
+        if isinstance(start, dt.datetime):
+            start = start.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(row["TraceId"], str(start)[:19], row["Service"], row["RootSpan"],
+                      str(row["Spans"]), str(row["LlmCalls"]), _ms(row["DurationNs"]),
+                      str(row["Errors"]))
+    out.print(table)
+
+
+@main.command("export")
+@click.argument("trace_id")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The .rw file to write.")
+@api_option
+@clickhouse_option
+def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | None) -> None:
+    """Write a trace to a portable .rw file: every span, compressed, blobs hash-checked.
+    A trace that carries a credential is refused."""
+    from rewind.replay.cassette.archive import ArchiveError, write_file
+
+    try:
+        data = open_source(api, clickhouse).export_archive(trace_id)
+        write_file(output, data)
+    except (SourceError, StoreError, ArchiveError) as error:
+        _fail(str(error))
+        return
+    err.print(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)", highlight=False)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@api_option
+@clickhouse_option
+def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
+    """Load a .rw file into the store (through the worker when one runs); prints the trace id.
+    Importing the same file again adds nothing."""
+    from rewind.replay.cassette.archive import ArchiveError, read_file
+
+    try:
+        trace_id = open_source(api, clickhouse).import_archive(read_file(file))
+    except (SourceError, StoreError, ArchiveError) as error:
+        _fail(str(error))
+        return
+    click.echo(trace_id)
+
+
+REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
+
+    rewind-replay --trace-id 4bf92f3577b34da6a3ce929d0e0e4736 -- python agent.py
+    rewind-replay --cassette incident.rw -- python agent.py
+
+No LLM call reaches the network. In strict mode (default) the first request that departs from
+the recording stops the run with the step and the differing fields; in lenient mode it and
+everything after it go live.
+"""
+
+
+@click.command(help=REPLAY_HELP, context_settings={"ignore_unknown_options": True})
+@click.option("--trace-id", default=None, help="The stored trace to replay.")
+@click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
+              help="A .rw file (from rewind export) to replay instead of a stored trace.")
+@click.option("--strict/--lenient", default=True, help="Stop at the first divergence (default)"
+              " or go live from there.")
+@click.option("--speed", type=float, default=None,
+              help="Re-emit streamed events with recorded timing divided by this factor "
+                   "(default: no delays).")
+@api_option
+@clickhouse_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
+           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+    from rewind.replay.cassette.archive import ArchiveError, read_cassette
+    from rewind.replay.play.runner import run_command
+
+    if (trace_id is None) == (cassette_file is None):
+        _fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
+    try:
+        cassette = (read_cassette(cassette_file) if cassette_file
+                    else open_source(api, clickhouse).cassette(str(trace_id)))
+    except (SourceError, StoreError, CassetteError, ArchiveError) as error:
+        _fail(str(error))
+        return
+    for skipped in cassette.skipped:
+        err.print(f"[yellow]warning:[/yellow] span {skipped.span_id} ({skipped.name}) is not "
+                  f"replayable: {skipped.reason}", highlight=False)
+    if not cassette.interactions:
+        _fail(f"trace {cassette.trace_id} has no replayable interactions")
+    mode = player.STRICT if strict else player.LENIENT
+    outcome = run_command(cassette, list(command), mode=mode, speed=speed)
+    report = outcome.report
+    if report.get("installed") is False:
+        err.print("[yellow]warning:[/yellow] the replay was not installed in the command "
+                  "(not a Python process, or rewind is not importable there)")
+    summary = (f"rewind: replayed {report['replayed']}/{report['recorded']} recorded steps of "
+               f"trace {cassette.trace_id} ({mode}), {report['live']} live calls")
+    divergence = report.get("divergence")
+    if divergence:
+        summary += f"; first divergence at step {divergence['step']}: {divergence['reason']}"
+    err.print(summary, highlight=False)
+    sys.exit(outcome.exit_code)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.option("--endpoint", default=None, help="OTLP endpoint for the spans. Default: "
+              "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317).")
+@click.option("--name", default=None, help="Name of the run's root span and default service "
+              "name. Default: the script or module run.")
+@click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
+              help="What to capture (REWIND_CAPTURE; default full).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def record(endpoint: str | None, name: str | None, capture: str | None,
+           command: tuple[str, ...]) -> None:
+    """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
+
+        rewind record -- python my_agent.py
+    """
+    from rewind.replay.play.recorder import collector_reachable, endpoint_for, run_recorded
+
+    target = endpoint_for(endpoint)
+    if not collector_reachable(target):
+        err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind serve`"
+                  " or spans will be dropped", highlight=False)
+    outcome = run_recorded(list(command), endpoint, name, capture)
+    if not outcome.installed:
+        err.print("[yellow]warning:[/yellow] recording was not installed in the command (not a "
+                  "Python process, or rewind is not importable there)")
+    totals = outcome.export_totals()
+    for trace_id in outcome.trace_ids:
+        err.print(f"rewind: recorded trace {trace_id}", highlight=False)
+    if totals.get("dropped_spans") or totals.get("failed_spans"):
+        err.print(f"[yellow]warning:[/yellow] {totals.get('exported_spans', 0)} spans exported, "
+                  f"{totals.get('failed_spans', 0)} failed, {totals.get('dropped_spans', 0)} "
+                  f"dropped (collector at {outcome.endpoint})", highlight=False)
+    sys.exit(outcome.exit_code)
+
+
+main.add_command(replay)
+main.add_command(collector)
+register_time_travel(main, api_option, clickhouse_option)
+
+
+def replay_main() -> None:
+    """``rewind-replay``: the same as ``rewind replay``."""
+    replay(prog_name="rewind-replay")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Rich renderings of timelines, diffs, bisections, run groups and stats, shared by the CLI and
+``rewind demo``. Only presentation: everything shown is computed elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from rewind.replay.play.matching import _short
+from rewind.replay.timetravel.bisect import CAUSE_TITLES, Bisection, RunsBisection
+from rewind.replay.timetravel.diff import (
+    ANSWER,
+    CHANGED,
+    INSERTED,
+    REMOVED,
+    SAME,
+    TraceDiff,
+    preview,
+)
+from rewind.replay.timetravel.stats import Stats
+from rewind.replay.timetravel.timeline import Timeline
+
+STATUS_STYLE = {SAME: "green", CHANGED: "yellow", ANSWER: "magenta", REMOVED: "red",
+                INSERTED: "cyan"}
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.0f} ms"
+
+
+def _usd(cost: float | None) -> str:
+    if cost is None:
+        return "?"
+    return f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.6f}"
+
+
+def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
+                   title: str | None = None) -> Table:
+    totals = run.totals()
+    table = Table(title=title or f"trace {run.trace_id}: {totals['steps']} steps, "
+                  f"{totals['input_tokens'] + totals['output_tokens']:,} tokens, "
+                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms")
+    for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
+                            ("model", "left"), ("tokens in/out", "right"),
+                            ("latency", "right"), ("cost", "right"), ("status", "left"),
+                            ("preview", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for event in run.events:
+        if event.type not in kinds:
+            continue
+        llm = event.type == "llm"
+        table.add_row(
+            "" if event.step is None else str(event.step), event.type, event.name,
+            event.model if llm else "",
+            f"{event.input_tokens:,}/{event.output_tokens:,}" if llm else "",
+            _ms(event.duration_ns), _usd(run.cost_of(event)) if llm else "",
+            Text(event.status, style="green" if event.status == "ok" else "red"),
+            event.preview)
+    return table
+
+
+def lineage_line(run: Timeline) -> str | None:
+    lineage = run.lineage
+    if lineage is None:
+        return None
+    return (f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
+            f"with {lineage['edits']}")
+
+
+def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
+    counts = diff.counts()
+    table = Table(title=f"{diff.left_trace} (left) vs {diff.right_trace} (right): "
+                  + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
+    for column in ("left step", "left", "", "right step", "right", "differences"):
+        table.add_column(column)
+    for step in diff.steps:
+        left, right = step.left, step.right
+        changes = [f"request {d.path}: {_short(d.expected, 30)} -> {_short(d.actual, 30)}"
+                   for d in step.request[:max_fields]]
+        changes += [f"answer {d.path}: {_short(d.expected, 30)} -> {_short(d.actual, 30)}"
+                    for d in step.response[:max_fields]]
+        hidden = len(step.request) + len(step.response) - len(changes)
+        if hidden > 0:
+            changes.append(f"… {hidden} more")
+        if step.status in (REMOVED, INSERTED):
+            changes.append(preview(left or right, 50))
+        table.add_row("" if left is None else str(left.step), left.name if left else "",
+                      Text(step.status, style=STATUS_STYLE[step.status]),
+                      "" if right is None else str(right.step), right.name if right else "",
+                      "\n".join(changes))
+    return table
+
+
+def bisection_view(result: Bisection) -> Group:
+    if result.identical:
+        return Group(Text(result.describe(), style="green"))
+    lines: list[Any] = []
+    head = Text()
+    head.append("first divergence: ", style="bold")
+    head.append(" / ".join(f"{side} step {step} ({name})" for side, step, name in (
+        ("good", result.good_step, result.good_name), ("bad", result.bad_step, result.bad_name))
+        if step is not None))
+    lines.append(head)
+    cause = Text()
+    cause.append("likely cause: ", style="bold")
+    cause.append(CAUSE_TITLES[result.cause or ""], style="bold red")
+    cause.append(f" — {result.detail}")
+    lines.append(cause)
+    lines.append(Text(f"checked in order: {' > '.join(result.checked)}", style="dim"))
+    matched = Text(f"steps matched before it: {result.matched}")
+    lines.append(matched)
+    for good, bad, name in result.before:
+        lines.append(Text(f"  = good step {good} / bad step {bad}: {name}", style="green"))
+    fields = Table(show_header=True, box=None)
+    for column in ("", "field", "good", "bad"):
+        fields.add_column(column)
+    for title, diffs in (("request", result.request), ("answer", result.response)):
+        for diff in diffs[:10]:
+            fields.add_row(title, diff.path, _short(diff.expected, 50), _short(diff.actual, 50))
+    if fields.row_count:
+        lines.append(fields)
+    return Group(*lines)
+
+
+def runs_table(report: RunsBisection) -> Group:
+    table = Table(title=f"runs grouped by {report.by}")
+    for column in ("value", "runs", "failures", "failure rate", "first", "usual answer"):
+        table.add_column(column)
+    for group in report.groups:
+        table.add_row(group.value, str(group.runs), str(group.failures),
+                      f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
+                      f"{_short(group.answer, 50)} ({group.answer_share:.0%})")
+    changes = [Text(f"changed: {c}", style="bold red") for c in report.changes] or [
+        Text("no change in failure rate or usual answer between groups", style="green")]
+    return Group(table, *changes)
+
+
+def stats_table(stats: Stats) -> Table:
+    table = Table(title="LLM usage by " + " and ".join(stats.by))
+    for column in (*stats.by, "calls", "tokens in", "tokens out", "errors", "cost"):
+        table.add_column(column, justify="left" if column in stats.by else "right")
+    for line in [*stats.lines, stats.total]:
+        cost = _usd(line.cost) + (f" (+{line.unpriced_calls} unpriced)"
+                                  if line.unpriced_calls else "")
+        key = list(line.key) + [""] * (len(stats.by) - len(line.key))
+        table.add_row(*key, f"{line.calls:,}", f"{line.input_tokens:,}",
+                      f"{line.output_tokens:,}", str(line.errors), cost,
+                      style="bold" if line is stats.total else None)
+    return table

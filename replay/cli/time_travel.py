@@ -1,0 +1,308 @@
+"""The time-travel commands of ``rewind``: inspect, diff, bisect, fork, stats, demo.
+
+``cli.py`` registers them with :func:`register`, handing over its shared options, so this
+module does not import the CLI (which imports it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+
+from rewind.collector.store import StoreError
+from rewind.replay.cassette.archive import ArchiveError
+from rewind.replay.cassette.model import CassetteError
+from rewind.replay.cassette.source import (
+    ApiSource,
+    SourceError,
+    StoreSource,
+    TraceSource,
+    open_source,
+)
+from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
+from rewind.replay.timetravel.diff import diff_runs
+from rewind.replay.timetravel.fork import ForkError
+from rewind.replay.timetravel.stats import (
+    GROUPINGS,
+    PriceError,
+    Usage,
+    load_prices,
+    parse_when,
+    summarise,
+)
+from rewind.replay.timetravel.timeline import Timeline, TimelineError, load_all
+
+out = Console()
+err = Console(stderr=True, soft_wrap=True)
+PROBLEMS = (SourceError, StoreError, ArchiveError, CassetteError, TimelineError, ForkError,
+            PriceError, ValueError)
+Decorator = Callable[[Any], Any]
+T = TypeVar("T")
+
+
+def fail(message: str) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    sys.exit(2)
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def attempt(work: Callable[[], T]) -> T:
+    """``work()``, or the CLI's error line and exit status 2 when it fails for a known reason."""
+    try:
+        return work()
+    except PROBLEMS as error:
+        fail(str(error))
+
+
+def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        out.print(view(result))
+
+
+def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
+    return {"index": event.index, "step": event.step, "type": event.type, "name": event.name,
+            "model": event.model, "input_tokens": event.input_tokens,
+            "output_tokens": event.output_tokens,
+            "duration_ms": round(event.duration_ns / 1e6, 3), "cost_usd": run.cost_of(event),
+            "status": event.status, "preview": event.preview}
+
+
+def register(group: click.Group, api_option: Decorator, clickhouse_option: Decorator) -> None:
+    """Add the commands to ``group`` with the CLI's ``--api`` and ``--clickhouse`` options."""
+
+    def sourced(command: Any) -> Any:
+        return api_option(clickhouse_option(command))
+
+    @group.command()
+    @click.argument("ref")
+    @click.option("--all", "show_all", is_flag=True, help="Every span (agents, others), not "
+                  "only model and tool steps.")
+    @click.option("--messages-at", type=int, default=None, metavar="STEP",
+                  help="Print the conversation as it stood once STEP was done.")
+    @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
+                  "that first sent each.")
+    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
+    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+    @sourced
+    def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
+                prices: str | None, as_json: bool, api: str | None,
+                clickhouse: str | None) -> None:
+        """Walk a recorded run: steps, type, model, tokens, latency, cost, status, preview.
+        REF is a trace id or a .rw file."""
+        from rewind.replay.cli.render import lineage_line, timeline_table
+
+        run = attempt(lambda: load_all([ref], api, clickhouse)[0])
+        run.prices = attempt(lambda: load_prices(prices))
+        if messages_at is not None:
+            print_json(attempt(lambda: run.messages_at(messages_at)))
+            return
+        if user_messages:
+            found = run.user_messages()
+            if as_json:
+                print_json([{"step": s, "text": t} for s, t in found])
+            for step, text in [] if as_json else found:
+                out.print(f"step {step}: {text}", highlight=False)
+            return
+        kinds = ("llm", "tool", "agent", "span") if show_all else ("llm", "tool")
+        if as_json:
+            print_json({"trace_id": run.trace_id, "totals": run.totals(),
+                        "lineage": run.lineage, "skipped": [s.__dict__ for s in
+                                                            run.cassette.skipped],
+                        "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
+            return
+        out.print(timeline_table(run, kinds))
+        line = lineage_line(run)
+        if line:
+            out.print(line, highlight=False)
+        for skipped in run.cassette.skipped:
+            err.print(f"[yellow]not replayable:[/yellow] {skipped.name} ({skipped.span_id}): "
+                      f"{skipped.reason}", highlight=False)
+
+    @group.command("diff")
+    @click.argument("left")
+    @click.argument("right")
+    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+    @sourced
+    def diff_command(left: str, right: str, as_json: bool, api: str | None,
+                     clickhouse: str | None) -> None:
+        """Two runs side by side, steps aligned so an inserted retry does not shift the rest;
+        request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
+        from rewind.replay.cli.render import diff_table
+
+        a, b = attempt(lambda: load_all([left, right], api, clickhouse))
+        show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
+
+    @group.command("bisect")
+    @click.argument("runs", nargs=-1)
+    @click.option("--between", nargs=2, default=None, metavar="A B",
+                  help="Many runs: a time range (24h now, or ISO times) or two service "
+                       "versions, grouped with --by.")
+    @click.option("--by", type=click.Choice(GROUP_BY), default="service.version",
+                  show_default=True, help="What to group runs by (with --between).")
+    @click.option("--service", default=None, help="Only runs of this service (with --between).")
+    @click.option("--limit", default=1000, show_default=True, help="At most this many runs.")
+    @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+    @sourced
+    def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: str,
+                       service: str | None, limit: int, as_json: bool, api: str | None,
+                       clickhouse: str | None) -> None:
+        """The first step where BAD departed from GOOD, and its likely cause.
+
+            rewind bisect GOOD BAD
+            rewind bisect --between 7d now --by model
+            rewind bisect --between 1.4.0 1.5.0
+        """
+        from rewind.replay.cli.render import bisection_view, runs_table
+
+        if between is not None:
+            if runs:
+                fail("give either GOOD BAD or --between, not both")
+            facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
+                                               limit))
+            show(attempt(lambda: bisect_runs(facts, by)), as_json, runs_table)
+            return
+        if len(runs) != 2:
+            fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
+        good, bad = attempt(lambda: load_all(list(runs), api, clickhouse))
+        show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
+
+    @group.command(context_settings={"ignore_unknown_options": True})
+    @click.argument("trace")
+    @click.option("--step", type=int, required=True, help="The step to fork at.")
+    @click.option("--user-message", default=None, help="Replace the last user message of the "
+                  "step's request.")
+    @click.option("--tool-result", default=None, help="JSON result for the tool step.")
+    @click.option("--model", default=None, help="Model for this step and after.")
+    @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+                  help="Sampling param for this step and after (VALUE read as JSON).")
+    @click.option("--endpoint", default=None, help="OTLP endpoint for the new run's spans "
+                  "(default: OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve).")
+    @click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
+    @sourced
+    @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+    def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
+             model: str | None, params: tuple[str, ...], endpoint: str | None, as_json: bool,
+             api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+        """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
+        at --step, and everything from there live; the new run is recorded with its lineage.
+
+            rewind fork 4bf9… --step 3 --user-message "Only look it up." -- python agent.py
+        """
+        from rewind.replay.play.recorder import collector_reachable, endpoint_for
+
+        edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
+                                 "params": dict(_param(p) for p in params)}
+        if tool_result is not None:
+            edits["edit_tool_result"] = _json_value(tool_result)
+        target = endpoint_for(endpoint)
+        if not collector_reachable(target):
+            err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind "
+                      "serve` or the new run's spans will be dropped", highlight=False)
+        run = attempt(lambda: load_all([trace], api, clickhouse)[0])
+        checkpoint = attempt(lambda: run.fork(step, **edits))
+        outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
+        if as_json:
+            print_json(outcome.to_dict())
+        summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
+                   f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
+        if outcome.divergence:
+            summary += f"; stopped: {outcome.divergence['reason']}"
+        err.print(summary, highlight=False)
+        for warning in outcome.warnings:
+            err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        sys.exit(3 if outcome.divergence else outcome.exit_code or 0)
+
+    @group.command()
+    @click.option("--since", default="24h", show_default=True, help="Start: 24h, 7d, or ISO.")
+    @click.option("--until", default=None, help="End (default: now).")
+    @click.option("--service", default=None, help="Only this service.")
+    @click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
+                  show_default=True, help="Group by model, service, or both.")
+    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
+    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+    @sourced
+    def stats(since: str, until: str | None, service: str | None, by: str, prices: str | None,
+              as_json: bool, api: str | None, clickhouse: str | None) -> None:
+        """Tokens and cost per model and service over a period."""
+        from rewind.replay.cli.render import stats_table
+
+        report = attempt(lambda: summarise(
+            _usage(open_source(api, clickhouse), parse_when(since), parse_when(until), service),
+            load_prices(prices), by))
+        show(report, as_json, stats_table)
+        if report.unpriced and not as_json:
+            err.print(f"[yellow]no price for:[/yellow] {', '.join(report.unpriced)} (add them "
+                      "with --prices or REWIND_PRICES)", highlight=False)
+
+    @group.command()
+    @click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
+                  help="Keep the demo's store here (default: a temporary directory).")
+    def demo(directory: str | None) -> None:
+        """The whole product offline in under a minute: record a good and a drifted run
+        against a built-in fake LLM, inspect, replay, bisect, fork."""
+        from rewind.replay.cli.demo import main as run_demo
+
+        try:
+            sys.exit(run_demo(directory, out))
+        except (StoreError, OSError) as error:
+            fail(str(error))
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--param")
+    return key.strip(), _json_value(value)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _usage(source: TraceSource, since: datetime | None, until: datetime | None,
+           service: str | None) -> list[Usage]:
+    if isinstance(source, StoreSource):
+        from rewind.replay.timetravel.stats import usage_from_store
+
+        return usage_from_store(source.store, since, until, service)
+    assert isinstance(source, ApiSource)
+    rows = source.get_json("/v1/usage", since=_iso(since), until=_iso(until), service=service)
+    return [Usage(**row) for row in rows["usage"]]
+
+
+def _run_facts(source: TraceSource, between: tuple[str, str], service: str | None,
+               limit: int) -> list[RunFacts]:
+    from rewind.replay.timetravel.runs import facts_from_row, run_rows
+
+    try:
+        since, until = parse_when(between[0]), parse_when(between[1])
+        versions: list[str] = []
+    except ValueError:
+        since = until = None
+        versions = list(between)
+    if isinstance(source, StoreSource):
+        rows = run_rows(source.store, since, until, service, versions, limit)
+    else:
+        assert isinstance(source, ApiSource)
+        rows = source.get_json("/v1/runs", since=_iso(since), until=_iso(until),
+                               service=service, versions=",".join(versions),
+                               limit=limit)["runs"]
+    return [facts_from_row(row) for row in rows]

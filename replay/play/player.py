@@ -1,0 +1,134 @@
+"""In-process replay: recorded responses served at the httpx / httpx2 transport.
+
+Installed into a child process by ``rewind-replay`` (through ``bootstrap/sitecustomize.py``) or
+directly with :func:`install`. Requests to LLM endpoints are answered from the cassette; nothing
+reaches the network for them. The first request the recording does not answer is a divergence:
+strict mode stops the run there, lenient mode lets it and everything after it go live.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rewind.exporter import tools, transport
+from rewind.exporter.transport import Flavor
+from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.play.matching import Divergence
+from rewind.replay.play.session import LENIENT, STRICT, Answer, ReplaySession, recorded_answer
+
+__all__ = ["LENIENT", "STRICT", "ReplayDivergence", "ReplaySession", "install", "uninstall"]
+
+ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
+ENV_REPORT = "REWIND_REPLAY_REPORT"
+ENV_MODE = "REWIND_REPLAY_MODE"
+ENV_SPEED = "REWIND_REPLAY_SPEED"
+ENV_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
+
+
+class ReplayDivergence(BaseException):
+    """Raised into the application in strict mode.
+
+    A ``BaseException`` so that SDK retry loops and ``except Exception`` in user code do not
+    swallow it and carry on with an unrecorded state.
+    """
+
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(divergence.describe())
+        self.divergence = divergence
+
+
+def _checked(session: ReplaySession, found: Interaction | Divergence | None) -> Interaction | None:
+    if isinstance(found, Divergence) and session.mode == STRICT:
+        print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
+        raise ReplayDivergence(found)
+    return found if isinstance(found, Interaction) else None
+
+
+class TransportResponder:
+    """Adapts a session to the transport hooks (sync and async twins)."""
+
+    def __init__(self, session: ReplaySession) -> None:
+        self.session = session
+
+    def _answer(self, request: Any) -> tuple[Answer | None, bytes]:
+        body = bytes(request.content)
+        found = self.session.decide(
+            request.method, str(request.url), dict(request.headers.multi_items()), body
+        )
+        found = _checked(self.session, found)
+        return (recorded_answer(found, body) if found else None), body
+
+    def __call__(self, flavor: Flavor, request: Any) -> Any:
+        answer, _ = self._answer(request)
+        if answer is None:
+            return None
+        content = answer.iter_sync(self.session.speed) if answer.events is not None else answer.body
+        return flavor.module.Response(answer.status, headers=answer.headers, content=content,
+                                      request=request)
+
+    async def respond_async(self, flavor: Flavor, request: Any) -> Any:
+        answer, _ = self._answer(request)
+        if answer is None:
+            return None
+        content = (answer.iter_async(self.session.speed) if answer.events is not None
+                   else answer.body)
+        return flavor.module.Response(answer.status, headers=answer.headers, content=content,
+                                      request=request)
+
+
+class ToolResponder:
+    """Answers ``@tool`` functions with their recorded results."""
+
+    def __init__(self, session: ReplaySession) -> None:
+        self.session = session
+
+    def __call__(self, name: str, arguments: dict[str, Any]) -> tools.ToolAnswer | None:
+        found = _checked(self.session, self.session.decide_tool(name, arguments))
+        if found is None:
+            return None
+        if found.tool_error:
+            error = json.loads(found.tool_error)
+            return tools.ToolAnswer(error=error if isinstance(error, dict) else
+                                    {"type": "Error", "message": str(error)})
+        return tools.ToolAnswer(result=json.loads(found.response_body or "null"))
+
+
+def install(session: ReplaySession) -> ReplaySession:
+    """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette."""
+    responder = TransportResponder(session)
+    transport.install()
+    transport.hooks.responder = responder
+    transport.hooks.async_responder = responder.respond_async
+    tools.hooks.responder = ToolResponder(session)
+    return session
+
+
+def uninstall() -> None:
+    transport.hooks.responder = None
+    transport.hooks.async_responder = None
+    tools.hooks.responder = None
+    if transport.hooks.observer is None:
+        transport.uninstall()
+
+
+def install_from_env() -> ReplaySession | None:
+    """Child-process entry: read the cassette and settings ``rewind-replay`` left in the env."""
+    path = os.environ.get(ENV_CASSETTE)
+    if not path:
+        return None
+    cassette = Cassette.from_dict(json.loads(Path(path).read_text("utf-8")))
+    speed = os.environ.get(ENV_SPEED)
+    session = ReplaySession(
+        cassette,
+        mode=os.environ.get(ENV_MODE, STRICT),
+        speed=float(speed) if speed else None,
+        report_path=os.environ.get(ENV_REPORT),
+    )
+    install(session)
+    atexit.register(session.write_report)
+    return session

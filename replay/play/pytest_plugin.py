@@ -1,0 +1,151 @@
+"""pytest plugin: a recorded incident becomes a regression test that runs offline.
+
+    @pytest.mark.rewind(cassette="incidents/checkout.rw")      # relative to this test file
+    def test_checkout_agent():
+        assert run_agent() == "refund issued"
+
+    @pytest.mark.rewind(trace_id="4bf92f3577b34da6a3ce929d0e0e4736", mode="lenient")
+    def test_against_the_store(rewind_replay):                 # the ReplaySession, if wanted
+        run_agent()
+        assert rewind_replay.matcher.replayed == rewind_replay.matcher.total
+
+Inside a marked test every LLM call is answered from the recording; in strict mode (default) the
+first request that departs from it fails the test with the divergence report (step, field,
+recorded and current values). pytest loads this module in every run of an environment where
+Rewind is installed, so importing it only defines hooks: the replay machinery is imported for
+marked tests alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from rewind.replay.cassette.model import Cassette
+    from rewind.replay.play.session import ReplaySession
+
+MARKER = "rewind"
+FIXTURE = "rewind_replay"
+MARKER_ARGS = frozenset({"cassette", "trace_id", "mode"})
+_SOURCE = pytest.StashKey[Any]()
+_CASSETTES = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rewind", "replay LLM calls from Rewind recordings")
+    group.addoption("--rewind-api", default=None, metavar="URL",
+                    help="Worker to read @pytest.mark.rewind(trace_id=...) traces from "
+                         "(default: $REWIND_URL, else http://127.0.0.1:8787).")
+    group.addoption("--rewind-clickhouse", default=None, metavar="URL",
+                    help="Store to read traces from when no worker answers "
+                         "(default: $REWIND_CLICKHOUSE_URL).")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "rewind(cassette=None, trace_id=None, mode='strict'): answer every LLM call of the "
+        "test from a recording, a .rw file (relative to the test file) or a stored trace id",
+    )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    store = getattr(config.stash.get(_SOURCE, None), "store", None)
+    if store is not None:
+        store.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A marked test gets the replay whether or not it asks for the fixture."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if names is not None and FIXTURE not in names and item.get_closest_marker(MARKER):
+            names.append(FIXTURE)
+
+
+def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
+    settings = dict(marker.kwargs)
+    if marker.args:
+        settings.setdefault("cassette", marker.args[0])
+    unknown = set(settings) - MARKER_ARGS
+    if unknown:
+        raise ValueError(f"@pytest.mark.rewind got unknown arguments {sorted(unknown)}; "
+                         f"it takes {sorted(MARKER_ARGS)}")
+    if (settings.get("cassette") is None) == (settings.get("trace_id") is None):
+        raise ValueError("@pytest.mark.rewind needs exactly one of cassette='file.rw' or "
+                         "trace_id='...'")
+    return settings
+
+
+def _load(config: pytest.Config, test_dir: Path, settings: dict[str, Any]) -> Cassette:
+    from rewind.replay.cassette.archive import read_cassette
+    from rewind.replay.cassette.source import open_source
+
+    cache = config.stash.setdefault(_CASSETTES, {})
+    if settings.get("cassette") is not None:
+        path = Path(settings["cassette"])
+        key = str(path if path.is_absolute() else (test_dir / path).resolve())
+        if key not in cache:
+            cache[key] = read_cassette(key)
+        return cache[key]
+    key = str(settings["trace_id"]).strip().lower()
+    if key not in cache:
+        if _SOURCE not in config.stash:
+            config.stash[_SOURCE] = open_source(config.getoption("rewind_api"),
+                                                config.getoption("rewind_clickhouse"))
+        cache[key] = config.stash[_SOURCE].cassette(key)
+    return cache[key]
+
+
+@pytest.fixture
+def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
+    """The replay session of a ``@pytest.mark.rewind`` test, installed for its duration."""
+    marker = request.node.get_closest_marker(MARKER)
+    if marker is None:
+        pytest.fail(f"the {FIXTURE} fixture needs @pytest.mark.rewind(cassette=... or "
+                    "trace_id=...) on the test", pytrace=False)
+    from rewind.replay.play import player
+    from rewind.replay.play.session import STRICT, ReplaySession
+
+    try:
+        settings = _marker_settings(marker)
+        cassette = _load(request.config, Path(request.node.path).parent, settings)
+        session = ReplaySession(cassette, mode=settings.get("mode") or STRICT)
+    except (ValueError, RuntimeError, OSError) as error:
+        problem = f"rewind: {error}"
+    else:
+        problem = ""
+    if problem:  # failed outside the handler, so the report is the message, not a chain
+        pytest.fail(problem, pytrace=False)
+    player.install(session)
+    try:
+        yield session
+    finally:
+        player.uninstall()
+
+
+def _report(session: ReplaySession) -> str:
+    done = session.summary()
+    return (f"rewind: replayed {done['replayed']}/{done['recorded']} recorded steps of trace "
+            f"{done['trace_id']} ({done['mode']}), {done['live']} live calls")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    """A strict divergence fails the test with its report, even if the code under test
+    caught the error or turned it into another one."""
+    session = getattr(item, "funcargs", {}).get(FIXTURE)
+    if session is None:
+        return (yield)
+    try:
+        return (yield)
+    finally:
+        from rewind.replay.play.session import STRICT
+
+        if session.divergence is not None and session.mode == STRICT:
+            pytest.fail(f"{session.divergence.describe()}\n{_report(session)}", pytrace=False)
+        item.add_report_section("call", "rewind", _report(session))

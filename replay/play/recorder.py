@@ -1,0 +1,137 @@
+"""``rewind record -- CMD``: runs a command with the exporter injected, as
+``opentelemetry-instrument`` does, and reports the traces it recorded.
+
+The child finds ``sitecustomize`` from ``bootstrap/`` on its ``PYTHONPATH``; ``REWIND_RECORD=1``
+makes it call :func:`rewind.exporter.autorecord.start_from_env`, which instruments the process,
+opens one root span and, at exit, appends a JSON line (trace ids, export figures) to the report
+file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by default the local ``rewind serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from rewind.exporter import autorecord
+from rewind.exporter.config import ENV_CAPTURE
+from rewind.replay.play import bootstrap
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
+_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+@dataclass
+class RecordOutcome:
+    exit_code: int
+    endpoint: str
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.processes)
+
+    @property
+    def trace_ids(self) -> list[str]:
+        """Every trace recorded, each process's root trace first."""
+        ordered: dict[str, None] = {}
+        for process in self.processes:
+            ordered.setdefault(process["root_trace_id"], None)
+            for trace_id in process.get("trace_ids", []):
+                ordered.setdefault(trace_id, None)
+        return list(ordered)
+
+    def export_totals(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for process in self.processes:
+            for key, value in (process.get("export") or {}).items():
+                totals[key] = totals.get(key, 0) + int(value)
+        return totals
+
+
+def run_name(command: list[str]) -> str:
+    """What the run is called: the script or module a Python command runs, else the program."""
+    program = os.path.basename(command[0])
+    rest = command[1:]
+    if program.startswith("python"):
+        if len(rest) >= 2 and rest[0] == "-m":
+            return rest[1]
+        scripts = [a for a in rest if not a.startswith("-")]
+        if scripts:
+            return Path(scripts[0]).stem
+    return program
+
+
+def endpoint_for(endpoint: str | None, base: dict[str, str] | None = None) -> str:
+    """The flag, else the standard variables, else the local ``rewind serve``."""
+    base = dict(os.environ) if base is None else base
+    if endpoint:
+        return endpoint
+    for name in _ENDPOINT_VARS:
+        if base.get(name):
+            return base[name]
+    return DEFAULT_ENDPOINT
+
+
+def collector_reachable(endpoint: str, timeout: float = 0.5) -> bool:
+    parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    default_port = 443 if parts.scheme == "https" else 4317
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or default_port),
+                                      timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def record_environment(
+    base: dict[str, str], report_path: str, endpoint: str, name: str, capture: str | None
+) -> dict[str, str]:
+    env = dict(base)
+    boot = str(Path(bootstrap.__file__).parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
+    env[autorecord.ENV_RECORD] = "1"
+    env[autorecord.ENV_REPORT] = report_path
+    env[autorecord.ENV_NAME] = name
+    if not any(env.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, base):
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+        env.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
+    env.setdefault("OTEL_SERVICE_NAME", name)
+    if capture:
+        env[ENV_CAPTURE] = capture
+    return env
+
+
+def read_report(path: str) -> list[dict[str, Any]]:
+    try:
+        lines = Path(path).read_text("utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    processes = []
+    for line in lines:
+        try:
+            processes.append(json.loads(line))
+        except ValueError:
+            continue  # a process killed while writing its line
+    return processes
+
+
+def run_recorded(
+    command: list[str], endpoint: str | None = None, name: str | None = None,
+    capture: str | None = None,
+) -> RecordOutcome:
+    if not command:
+        raise ValueError("no command to record (give it after --)")
+    base = dict(os.environ)
+    chosen = endpoint_for(endpoint, base)
+    with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:
+        report_path = os.path.join(tmp, "report.jsonl")
+        env = record_environment(base, report_path, chosen, name or run_name(command), capture)
+        child = subprocess.run(command, env=env, check=False)
+        return RecordOutcome(child.returncode, chosen, read_report(report_path))

@@ -1,0 +1,192 @@
+"""A replay session: one cassette being played back, whatever carries the requests.
+
+Used in-process (``player.py``, at the httpx/httpx2 transport) and over HTTP (``endpoints.py``,
+for agents in any language). It decides, for each request, which recorded interaction answers
+it, and keeps the tally the run's report is made of.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from rewind.exporter import canonical, providers
+from rewind.exporter.sse import event_data
+from rewind.replay.cassette.messages import from_parts_attributes
+from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.cassette.semantic import request_semantic_form
+from rewind.replay.cassette.synthesis import provider_of, render, reply_of
+from rewind.replay.play.matching import Divergence, Matcher
+
+STRICT = "strict"
+LENIENT = "lenient"
+
+Events = list[tuple[int, str]]
+
+
+@dataclass
+class Answer:
+    """What to send back for one request: a body, or SSE events with their offsets (ms)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    events: Events | None = None
+
+    def timed_events(self, speed: float | None) -> Iterator[tuple[float, bytes]]:
+        """(delay in seconds, raw event bytes); delays are zero unless a speed is given."""
+        previous = 0
+        for offset, event in self.events or []:
+            delay = (offset - previous) / 1000 / speed if speed else 0.0
+            previous = offset
+            yield max(delay, 0.0), (event + "\n\n").encode("utf-8")
+
+    def iter_sync(self, speed: float | None) -> Iterator[bytes]:
+        import time
+
+        for delay, chunk in self.timed_events(speed):
+            if delay:
+                time.sleep(delay)
+            yield chunk
+
+    async def iter_async(self, speed: float | None) -> AsyncIterator[bytes]:
+        import asyncio
+
+        for delay, chunk in self.timed_events(speed):
+            if delay:
+                await asyncio.sleep(delay)
+            yield chunk
+
+
+def response_attributes(found: Interaction) -> dict[str, Any] | None:
+    """A recorded LLM response read with the exporter's decoders (model, output, usage)."""
+    parts = urlsplit(found.url)
+    endpoint = providers.detect(parts.hostname or "", parts.path)
+    if endpoint is None:
+        return None
+    if found.response_events is not None:
+        payloads = [canonical.parse_body(event_data(e)) for _, e in found.response_events]
+        return endpoint.stream([p for p in payloads if isinstance(p, dict)])
+    return endpoint.response(canonical.parse_body(found.response_bytes()))
+
+
+def _reshaped(found: Interaction) -> dict[str, Any] | None:
+    """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
+    for a plain request or the reverse): ``stream`` picks the shape, not the match."""
+    parts = urlsplit(found.url)
+    endpoint = providers.detect(parts.hostname or "", parts.path)
+    if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
+        return None
+    attrs = response_attributes(found) or {}
+    conversation = from_parts_attributes({**attrs, "gen_ai.input.messages": "[]"})
+    if conversation is None:
+        return None
+    return reply_of(attrs, conversation, found.span_id)
+
+
+def _rendered(provider: str, reply: dict[str, Any], asked: dict[str, Any]) -> Answer:
+    usage = bool((asked.get("stream_options") or {}).get("include_usage"))
+    headers, rendered = render(provider, reply, bool(asked.get("stream")), usage)
+    if isinstance(rendered, list):
+        return Answer(200, headers, events=[(0, event) for event in rendered])
+    return Answer(200, headers, body=rendered)
+
+
+def recorded_answer(found: Interaction, request_body: bytes) -> Answer:
+    """The recorded response, in the shape the request asks for (stream or not)."""
+    asked = canonical.parse_body(request_body)
+    asked = asked if isinstance(asked, dict) else {}
+    if found.synthetic is not None:
+        return _rendered(found.provider, found.synthetic, asked)
+    if bool(asked.get("stream")) != found.streamed and found.kind == "llm":
+        reply = _reshaped(found)
+        if reply is not None:
+            return _rendered(provider_of({"gen_ai.provider.name": found.provider}), reply,
+                             asked)
+    headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
+    if found.response_events is not None:
+        return Answer(found.status or 200, headers, events=list(found.response_events))
+    return Answer(found.status or 200, headers, body=found.response_bytes())
+
+
+@dataclass
+class ReplaySession:
+    cassette: Cassette
+    mode: str = STRICT
+    speed: float | None = None  # None: no delays; 1.0: recorded timing; 2.0: twice as fast
+    report_path: str | None = None
+    matcher: Matcher = field(init=False)
+    divergence: Divergence | None = None
+    live_requests: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in (STRICT, LENIENT):
+            raise ValueError(f"replay mode must be {STRICT!r} or {LENIENT!r}, not {self.mode!r}")
+        self.matcher = Matcher(self.cassette.interactions)
+
+    @property
+    def live(self) -> bool:
+        """True once a lenient run has diverged: everything from then on goes live."""
+        return self.mode == LENIENT and self.divergence is not None
+
+    def _diverged(self, found: Divergence) -> Divergence:
+        with self._lock:
+            if self.divergence is None:
+                self.divergence = found
+            if self.mode == LENIENT:
+                self.live_requests += 1
+        self.write_report()
+        return found
+
+    def decide(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes
+    ) -> Interaction | Divergence | None:
+        """The recorded interaction for an HTTP request; a Divergence; or None when the
+        request is not an LLM call, or the run has gone live."""
+        parts = urlsplit(url)
+        if providers.detect(parts.hostname or "", parts.path) is None:
+            return None
+        if self.live:
+            with self._lock:
+                self.live_requests += 1
+            return None
+        canon = canonical.canonical_request(method, url, headers, body)
+        semantic = (
+            request_semantic_form(parts.hostname or "", parts.path, body)
+            if self.matcher.has_semantic
+            else None
+        )
+        found = self.matcher.match(canon, semantic)
+        return found if isinstance(found, Interaction) else self._diverged(found)
+
+    def decide_tool(self, name: str, arguments: Any) -> Interaction | Divergence | None:
+        """The recorded result of a tool call, a Divergence, or None to run it live."""
+        if self.live:
+            return None
+        args = canonical.parse_body(arguments) if isinstance(arguments, (str, bytes)) else arguments
+        found = self.matcher.match(
+            {"tool": name, "arguments": args}, key=canonical.tool_key(name, args)
+        )
+        return found if isinstance(found, Interaction) else self._diverged(found)
+
+    # -- reporting --------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.cassette.trace_id,
+            "mode": self.mode,
+            "recorded": self.matcher.total,
+            "requests": self.matcher.requests,
+            "replayed": self.matcher.replayed,
+            "live": self.live_requests,
+            "divergence": self.divergence.to_dict() if self.divergence else None,
+        }
+
+    def write_report(self) -> None:
+        if self.report_path:
+            Path(self.report_path).write_text(json.dumps(self.summary(), default=str))

@@ -1,0 +1,496 @@
+"""A deterministic local LLM server speaking the real OpenAI and Anthropic wire protocols.
+
+Tests, benchmarks and the offline demo point the real ``openai`` / ``anthropic`` SDKs at it by
+base URL, so recording and replay are exercised against genuine SDK parsing without a network or
+an API key. It echoes (``"echo: <last user text>"``), answers tool results with
+``"tool said: <result>"`` and turns ``call <tool> {json}`` markers in the last user message into
+tool calls when that tool is offered. A :class:`FakeScript` changes the served model version or
+the replies at runtime, to simulate a model roll-out ("drift") between two runs.
+
+Run it alone with ``python -m rewind.replay.testing.fakellm --port 8000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from rewind.replay.cassette import wire
+
+JSON = dict[str, Any]
+DEFAULT_MODEL_SUFFIX = "-2024-08-06"
+FIXED_CREATED = 1_735_689_600  # 2025-01-01T00:00:00Z: every response claims this time
+EMBEDDING_DIMENSIONS = 8
+_MARKER = re.compile(r"\bcall\s+([A-Za-z_][\w.\-]*)\s*(?=\{)")
+
+
+@dataclass
+class FakeScript:
+    """How the fake model behaves; swap it on a running server to make the model "drift".
+
+    ``model_version`` (if set) is the ``model`` every response claims; otherwise the requested
+    model plus ``model_suffix`` (``gpt-4o`` -> ``gpt-4o-2024-08-06``). ``drift`` maps a substring
+    of the user text to the reply given instead of the echo; a drift reply may itself hold
+    ``call <tool> {json}`` markers. ``created`` is the fixed timestamp in every response.
+    """
+
+    model_suffix: str = DEFAULT_MODEL_SUFFIX
+    model_version: str | None = None
+    drift: dict[str, str] = field(default_factory=dict)
+    created: int = FIXED_CREATED
+
+    def served_model(self, requested: str) -> str:
+        """The model name echoed back, as the APIs answer an alias with a dated version."""
+        if self.model_version:
+            return self.model_version
+        if requested.endswith(self.model_suffix):
+            return requested
+        return requested + self.model_suffix
+
+    def drifted(self, text: str) -> str | None:
+        """The scripted reply for ``text``, if any drift rule matches it."""
+        for needle, reply in self.drift.items():
+            if needle in text:
+                return reply
+        return None
+
+
+@dataclass
+class Turn:
+    """What the fake model needs from a request, whichever protocol it came in."""
+
+    text: str  # the last user message's text, or the trailing tool results' text
+    from_tool: bool
+    input_words: int
+    tools: frozenset[str]
+
+
+class FakeState:
+    """Shared by the app and its server: the script and the counters tests assert on."""
+
+    def __init__(self, script: FakeScript) -> None:
+        self.script = script
+        self.requests: list[tuple[str, str, Any]] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+
+    def record(self, method: str, path: str, body: Any) -> None:
+        with self._lock:
+            self.requests.append((method, path, body))
+
+    def connected(self) -> None:
+        with self._lock:
+            self.connections += 1
+
+
+# --- reading requests --------------------------------------------------------------------------
+
+
+def text_of(content: Any) -> str:
+    """The text in a message's content: a string, or a list of text / tool-result parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        if isinstance(content.get("text"), str):
+            return content["text"]
+        for key in ("content", "output"):  # Anthropic tool_result, Responses call output
+            if key in content:
+                return text_of(content[key])
+        return ""
+    if isinstance(content, list):
+        return " ".join(t for t in (text_of(part) for part in content) if t)
+    return ""
+
+
+def _tool_names(tools: Any) -> frozenset[str]:
+    """Names of the offered tools in any of the three tool formats."""
+    names = set()
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):
+            name = tool.get("name") or (tool.get("function") or {}).get("name")
+            if isinstance(name, str):
+                names.add(name)
+    return frozenset(names)
+
+
+def _offered(body: JSON) -> frozenset[str]:
+    return frozenset() if body.get("tool_choice") == "none" else _tool_names(body.get("tools"))
+
+
+def _words(texts: Iterable[str]) -> int:
+    return sum(wire.count_words(t) for t in texts)
+
+
+def _last_user_text(messages: list[Any]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role", "user") == "user":
+            return text_of(message.get("content"))
+    return ""
+
+
+def chat_turn(body: JSON) -> Turn:
+    """OpenAI Chat Completions: trailing ``tool`` messages are the tool results."""
+    messages = [m for m in body["messages"] if isinstance(m, dict)]
+    results = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, text_of(message.get("content")))
+    text = "; ".join(results) if results else _last_user_text(messages)
+    words = _words(text_of(m.get("content")) for m in messages)
+    return Turn(text, bool(results), words, _offered(body))
+
+
+def responses_turn(body: JSON) -> Turn:
+    """OpenAI Responses: ``input`` is a string or items; trailing call outputs are results."""
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    results = []
+    for item in reversed(items):
+        if item.get("type") != "function_call_output":
+            break
+        results.insert(0, text_of(item.get("output")))
+    messages = [i for i in items if "role" in i]
+    text = "; ".join(results) if results else _last_user_text(messages)
+    texts = [text_of(body.get("instructions")), *(text_of(i) for i in items)]
+    return Turn(text, bool(results), _words(texts), _offered(body))
+
+
+def anthropic_turn(body: JSON) -> Turn:
+    """Anthropic Messages: tool results are ``tool_result`` blocks in the last user message."""
+    messages = [m for m in body["messages"] if isinstance(m, dict)]
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    results = [text_of(b) for b in content if isinstance(b, dict)
+               and b.get("type") == "tool_result"] if isinstance(content, list) else []
+    text = "; ".join(results) if results else _last_user_text(messages)
+    texts = [text_of(body.get("system")), *(text_of(m.get("content")) for m in messages)]
+    return Turn(text, bool(results), _words(texts), _offered(body))
+
+
+def parse_markers(text: str, offered: frozenset[str]) -> list[tuple[str, JSON]]:
+    """``call <tool> {json}`` markers naming an offered tool, in order."""
+    decoder = json.JSONDecoder()
+    found: list[tuple[str, JSON]] = []
+    position = 0
+    while match := _MARKER.search(text, position):
+        position = match.end()
+        try:
+            arguments, position = decoder.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        if isinstance(arguments, dict) and match.group(1) in offered:
+            found.append((match.group(1), arguments))
+    return found
+
+
+def request_seed(kind: str, body: Any) -> str:
+    """A digest of the request: the same request always gets the same ids."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{kind}\n{canonical}".encode()).hexdigest()
+
+
+def decide(turn: Turn, script: FakeScript, body: JSON, kind: str, call_prefix: str) -> wire.Reply:
+    """The fake model itself: drift rule, else tool-call markers, else the echo."""
+    seed = request_seed(kind, body)
+    scripted = script.drifted(turn.text)
+    source = scripted if scripted is not None else ("" if turn.from_tool else turn.text)
+    calls = tuple(
+        wire.ToolCall(wire.make_id(seed, call_prefix, index, name), name, arguments)
+        for index, (name, arguments) in enumerate(parse_markers(source, turn.tools))
+    )
+    if calls:
+        text = ""
+        output_words = _words(f"{c.name} {c.arguments_json}" for c in calls)
+    else:
+        text = scripted if scripted is not None else (
+            ("tool said: " if turn.from_tool else "echo: ") + turn.text)
+        output_words = wire.count_words(text)
+    model = script.served_model(str(body.get("model") or "fakellm"))
+    return wire.Reply(seed, model, text, calls, turn.input_words, output_words, script.created)
+
+
+# --- the ASGI app ------------------------------------------------------------------------------
+
+
+def _sse(events: list[str], headers: dict[str, str]) -> StreamingResponse:
+    async def send() -> AsyncIterator[bytes]:
+        for event in events:
+            yield event.encode()
+            await asyncio.sleep(0)  # let each event go out as its own write
+
+    return StreamingResponse(send(), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", **headers})
+
+
+def _is_anthropic(path: str) -> bool:
+    return path.rstrip("/").endswith("/messages")
+
+
+def _error(path: str, status: int, message: str, kind: str = "invalid_request_error") -> Response:
+    """An error in the shape of the provider the path belongs to."""
+    if _is_anthropic(path):
+        return JSONResponse(wire.anthropic_error(message, kind), status_code=status)
+    return JSONResponse(wire.openai_error(message, kind), status_code=status)
+
+
+class _Endpoints:
+    """The route handlers, bound to one :class:`FakeState`."""
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+
+    async def _read(self, request: Request, needs_messages: bool) -> JSON | Response:
+        """The JSON body, recorded; or the 400 the real API gives for a bad one."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        path = request.url.path
+        self.state.record(request.method, path, body)
+        if not isinstance(body, dict):
+            return _error(path, 400, "We could not parse the JSON body of your request.")
+        if needs_messages and not isinstance(body.get("messages"), list):
+            return _error(path, 400, "messages: Field required and must be a list.")
+        return body
+
+    async def chat(self, request: Request) -> Response:
+        body = await self._read(request, needs_messages=True)
+        if isinstance(body, Response):
+            return body
+        reply = decide(chat_turn(body), self.state.script, body, "chat", "call_")
+        headers = {"x-request-id": reply.ident("req_")}
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return _sse(wire.chat_completion_stream(reply, usage), headers)
+        return JSONResponse(wire.chat_completion(reply), headers=headers)
+
+    async def responses(self, request: Request) -> Response:
+        body = await self._read(request, needs_messages=False)
+        if isinstance(body, Response):
+            return body
+        reply = decide(responses_turn(body), self.state.script, body, "responses", "call_")
+        headers = {"x-request-id": reply.ident("req_")}
+        if body.get("stream"):
+            return _sse(wire.response_stream(reply, body), headers)
+        return JSONResponse(wire.response_object(reply, body), headers=headers)
+
+    async def embeddings(self, request: Request) -> Response:
+        body = await self._read(request, needs_messages=False)
+        if isinstance(body, Response):
+            return body
+        given = body.get("input")
+        if isinstance(given, str) or (isinstance(given, list) and given
+                                      and all(isinstance(t, int) for t in given)):
+            given = [given]
+        if not isinstance(given, list) or not given:
+            return _error(request.url.path, 400, "input: must be a non-empty string or array.")
+        inputs = [t if isinstance(t, str) else json.dumps(t) for t in given]
+        dimensions = body.get("dimensions") or EMBEDDING_DIMENSIONS
+        if not isinstance(dimensions, int) or dimensions < 1:
+            return _error(request.url.path, 400, "dimensions: must be a positive integer.")
+        model = str(body.get("model") or "text-embedding-3-small")
+        encoding = str(body.get("encoding_format") or "float")
+        return JSONResponse(wire.embeddings(model, inputs, dimensions, encoding))
+
+    async def messages(self, request: Request) -> Response:
+        body = await self._read(request, needs_messages=True)
+        if isinstance(body, Response):
+            return body
+        reply = decide(anthropic_turn(body), self.state.script, body, "messages", "toolu_")
+        headers = {"request-id": reply.ident("req_")}
+        if body.get("stream"):
+            return _sse(wire.anthropic_stream(reply), headers)
+        return JSONResponse(wire.anthropic_message(reply), headers=headers)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Unknown paths and methods, in the provider's error shape rather than plain text."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    kind = "not_found_error" if status == 404 else "invalid_request_error"
+    path = request.url.path
+    return _error(path, status, f"{request.method} {path}: {exc}", kind)
+
+
+def create_app(script: FakeScript | None = None) -> Starlette:
+    """The ASGI app; its :class:`FakeState` (script, request log) is ``app.state.fakellm``."""
+    state = FakeState(script or FakeScript())
+    endpoints = _Endpoints(state)
+    handlers: list[tuple[str, Callable[[Request], Any]]] = [
+        ("/chat/completions", endpoints.chat),
+        ("/responses", endpoints.responses),
+        ("/embeddings", endpoints.embeddings),
+        ("/messages", endpoints.messages),
+    ]
+    routes = [Route(prefix + path, handler, methods=["POST"])
+              for prefix in ("/v1", "") for path, handler in handlers]
+    from rewind.replay.testing.gemini import gemini_routes  # Gemini's generateContent protocol
+
+    routes += gemini_routes(state)
+    app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
+    app.state.fakellm = state
+    return app
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+def _counting_protocol(state: FakeState) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, counting each accepted TCP connection in ``state``."""
+
+    class CountingH11Protocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            state.connected()
+            super().connection_made(transport)
+
+    return CountingH11Protocol
+
+
+class FakeLLMServer:
+    """The app served by uvicorn on a background thread, on a free port unless one is given.
+
+    ``requests`` lists ``(method, path, json_body)`` received (``None`` for a body that is not
+    JSON). ``connections`` counts TCP connections accepted: uvicorn's protocol is wrapped so
+    every ``connection_made`` is counted, which keep-alive reuse does not inflate.
+    """
+
+    def __init__(self, script: FakeScript | None = None, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.app = create_app(script)
+        self._state: FakeState = self.app.state.fakellm
+        self.host = host
+        self._wanted_port = port
+        self.port: int | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def script(self) -> FakeScript:
+        return self._state.script
+
+    @script.setter
+    def script(self, script: FakeScript) -> None:
+        self._state.script = script
+
+    @property
+    def requests(self) -> list[tuple[str, str, Any]]:
+        return self._state.requests
+
+    @property
+    def connections(self) -> int:
+        return self._state.connections
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("FakeLLMServer is not started")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 10.0) -> FakeLLMServer:
+        """Bind, serve on a daemon thread and return once the server accepts connections."""
+        if self._thread is not None:
+            raise RuntimeError("FakeLLMServer is already running")
+        # An explicit IPPROTO_TCP makes asyncio set TCP_NODELAY on accepted connections;
+        # without it every keep-alive response stalls ~40 ms on Nagle + delayed ACK.
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self._wanted_port))
+        except OSError:
+            sock.close()
+            raise
+        config = uvicorn.Config(self.app, http=_counting_protocol(self._state), ws="none",
+                                lifespan="off", log_config=None, log_level="warning",
+                                access_log=False, timeout_graceful_shutdown=2)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                                  name="fakellm", daemon=True)
+        self._server, self._thread, self._socket = server, thread, sock
+        self.port = sock.getsockname()[1]
+        thread.start()
+        deadline = time.monotonic() + timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("fakellm failed to start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Shut down and close the listening socket: new connections are refused after this."""
+        server, thread, sock = self._server, self._thread, self._socket
+        self._server = self._thread = self._socket = None
+        if server is not None and thread is not None:
+            server.should_exit = True
+            thread.join(timeout=10)
+            if thread.is_alive():
+                server.force_exit = True
+                thread.join(timeout=5)
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve in the foreground until SIGINT/SIGTERM, for the demo and manual pokes."""
+    parser = argparse.ArgumentParser(prog="python -m rewind.replay.testing.fakellm",
+                                     description="Deterministic fake OpenAI/Anthropic server.")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0: any free)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--model-suffix", default=DEFAULT_MODEL_SUFFIX,
+                        help="appended to the requested model in responses")
+    args = parser.parse_args(argv)
+    server = FakeLLMServer(FakeScript(model_suffix=args.model_suffix), args.host, args.port)
+    try:
+        server.start()
+    except (OSError, RuntimeError) as exc:
+        print(f"fakellm: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    print(f"fakellm listening on {server.base_url}", flush=True)
+    try:
+        while not stopping.wait(0.2):
+            thread = server._thread
+            if thread is None or not thread.is_alive():
+                return 1
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

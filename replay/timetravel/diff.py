@@ -1,0 +1,320 @@
+"""Two runs side by side: their steps aligned (``align.py``) and each aligned pair compared
+field by field, request and answer. Pure: cassettes in, a :class:`TraceDiff` out.
+
+A step is seen through a :class:`StepView`: its *signature* (what kind of step it is, used to
+align), its *key* (the exact request: the match key) and, computed only when needed, neutral
+views of the request (model, system prompt, messages, tools, sampling params) and of the answer
+(model, output, finish reasons; a tool's result or error) read with the exporter's own decoders,
+so OpenAI, Anthropic and Gemini traces compare the same way and volatile ids do not count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from rewind.exporter import attributes as A
+from rewind.exporter import canonical, providers
+from rewind.replay.cassette.messages import normal_form
+from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.play.matching import FieldDiff, diff_fields
+from rewind.replay.play.session import response_attributes
+from rewind.replay.timetravel.align import Pair, align
+
+SAME = "same"  # same request, same answer
+CHANGED = "changed"  # the request differs
+ANSWER = "answer"  # same request, different answer
+REMOVED = "removed"  # only in the left (good) run
+INSERTED = "inserted"  # only in the right (bad) run
+
+SAMPLING = {
+    A.TEMPERATURE, A.TOP_P, A.TOP_K, A.MAX_TOKENS, A.SEED, A.FREQUENCY_PENALTY,
+    A.PRESENCE_PENALTY, A.CHOICE_COUNT, A.STOP_SEQUENCES, A.OUTPUT_TYPE,
+}
+
+
+def _loads(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _endpoint(interaction: Interaction) -> providers.Endpoint | None:
+    parts = urlsplit(interaction.url)
+    return providers.detect(parts.hostname or "", parts.path)
+
+
+def split_system(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(system prompt text, the other messages) of a conversation in ``normal_form``."""
+    if messages and messages[0].get("role") == "system":
+        text = "\n".join(p.get("content", "") for p in messages[0]["parts"]
+                         if p.get("type") == "text")
+        return text, messages[1:]
+    return "", messages
+
+
+class StepView:
+    """One interaction as diff and bisect see it; the costly views are built on first use."""
+
+    __slots__ = ("_answer", "_canonical", "_request", "_stable", "align_key", "interaction", "key",
+                 "kind", "signature")
+
+    def __init__(self, interaction: Interaction) -> None:
+        self.interaction = interaction
+        self.kind = interaction.kind
+        self.key = interaction.match_key or interaction.semantic_key
+        # A failed attempt is not the same step as the retry that succeeded.
+        self.align_key = (self.key, interaction.status >= 400 or bool(interaction.tool_error))
+        if interaction.kind == A.KIND_TOOL:
+            self.signature = f"tool {interaction.tool_name}"
+        elif interaction.semantic is not None:
+            self.signature = f"llm {interaction.semantic.get('operation', 'chat')}"
+        else:
+            endpoint = _endpoint(interaction)
+            self.signature = f"llm {endpoint.operation if endpoint else interaction.name}"
+        self._request: dict[str, Any] | None = None
+        self._answer: dict[str, Any] | None = None
+        self._canonical: dict[str, Any] | None = None
+        self._stable: Any = _UNREAD
+
+    @property
+    def step(self) -> int:
+        return self.interaction.step
+
+    @property
+    def name(self) -> str:
+        return self.interaction.name
+
+    @property
+    def canonical(self) -> dict[str, Any]:
+        """The request as matching sees it (volatile fields gone): field diffs are taken here."""
+        if self._canonical is None:
+            self._canonical = self.interaction.canonical_request()
+        return self._canonical
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """Neutral request: model, system, messages, tools, params (a tool: its arguments)."""
+        if self._request is None:
+            self._request = _request_view(self.interaction)
+        return self._request
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """Neutral answer: status, model, output, finish reasons (a tool: result or error)."""
+        if self._answer is None:
+            self._answer = _answer_view(self.interaction)
+        return self._answer
+
+    def stable_body(self) -> Any:
+        """The plain JSON answer without per-response ids, times and usage (None: streamed or
+        not JSON): equal stable bodies mean equal answers, at a fraction of a decode."""
+        if self._stable is _UNREAD:
+            i = self.interaction
+            self._stable = None
+            if i.kind != A.KIND_TOOL and i.response_events is None and i.response_body:
+                with contextlib.suppress(ValueError):
+                    self._stable = _without_volatile(json.loads(i.response_body))
+        return self._stable
+
+    def same_answer(self, other: StepView) -> bool:
+        a, b = self.interaction, other.interaction
+        if a.status != b.status:
+            return False
+        if (a.response_body == b.response_body and a.response_events == b.response_events
+                and a.tool_error == b.tool_error and a.synthetic == b.synthetic):
+            return True
+        stable = self.stable_body()
+        if stable is not None and stable == other.stable_body():
+            return True
+        return self.answer == other.answer
+
+
+_UNREAD = object()
+# Fields every response has its own value of, though the answer is the same.
+VOLATILE_ANSWER_FIELDS = frozenset({
+    "id", "created", "created_at", "system_fingerprint", "usage", "service_tier",
+    "responseId", "usageMetadata", "createTime",
+})
+
+
+def _without_volatile(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_volatile(v) for k, v in node.items()
+                if k not in VOLATILE_ANSWER_FIELDS}
+    if isinstance(node, list):
+        return [_without_volatile(v) for v in node]
+    return node
+
+
+def _request_view(interaction: Interaction) -> dict[str, Any]:
+    if interaction.kind == A.KIND_TOOL:
+        return {"tool": interaction.tool_name,
+                "arguments": canonical.parse_body(interaction.request_body)}
+    if interaction.semantic is not None:
+        system, rest = split_system(interaction.semantic.get("messages") or [])
+        return {"model": interaction.semantic.get("model", ""), "system": system,
+                "messages": rest, "tools": [], "params": {}}
+    endpoint = _endpoint(interaction)
+    body = canonical.parse_body(interaction.request_bytes())
+    attrs = endpoint.request(body if isinstance(body, dict) else None) if endpoint else {}
+    inputs = _loads(attrs.get(A.INPUT_MESSAGES)) or []
+    instructions = _loads(attrs.get(A.SYSTEM_INSTRUCTIONS))
+    if isinstance(instructions, list) and instructions:
+        inputs = [{"role": "system", "parts": instructions}, *inputs]
+    system, rest = split_system(normal_form(inputs if isinstance(inputs, list) else []))
+    return {
+        "model": str(attrs.get(A.REQUEST_MODEL, "")),
+        "system": system,
+        "messages": rest,
+        "tools": _loads(attrs.get(A.TOOL_DEFINITIONS)) or [],
+        "params": {k.removeprefix("gen_ai.request."): v for k, v in attrs.items()
+                   if k in SAMPLING},
+    }
+
+
+def _answer_view(interaction: Interaction) -> dict[str, Any]:
+    if interaction.kind == A.KIND_TOOL:
+        if interaction.tool_error:
+            return {"error": _loads(interaction.tool_error)}
+        return {"result": _loads(interaction.response_body)}
+    reply = interaction.synthetic
+    if reply is not None:
+        calls = [{"type": "tool_call", "name": c.get("name"), "arguments": c.get("arguments")}
+                 for c in reply.get("tool_calls") or []]
+        text = [{"type": "text", "content": reply["text"]}] if reply.get("text") else []
+        return {"status": 200, "model": reply.get("model", ""),
+                "output": [{"role": "assistant", "parts": text + calls}],
+                "finish_reasons": [reply.get("finish_reason", "")]}
+    if interaction.status >= 400:
+        return {"status": interaction.status,
+                "body": canonical.parse_body(interaction.response_bytes())}
+    try:
+        attrs = response_attributes(interaction) or {}
+    except Exception:  # an answer the decoders cannot read is compared as bytes
+        return {"status": interaction.status, "body": interaction.response_bytes().decode(
+            "utf-8", "replace")}
+    output = _loads(attrs.get(A.OUTPUT_MESSAGES)) or []
+    return {
+        "status": interaction.status,
+        "model": str(attrs.get(A.RESPONSE_MODEL, "")),
+        "output": normal_form(output if isinstance(output, list) else []),
+        "finish_reasons": list(attrs.get(A.FINISH_REASONS) or []),
+    }
+
+
+def views(cassette: Cassette) -> list[StepView]:
+    return [StepView(i) for i in cassette.interactions]
+
+
+def align_views(left: Sequence[StepView], right: Sequence[StepView]) -> list[Pair]:
+    return align([v.signature for v in left], [v.signature for v in right],
+                 [v.align_key for v in left], [v.align_key for v in right])
+
+
+def pair_status(left: StepView | None, right: StepView | None) -> str:
+    if right is None:
+        return REMOVED
+    if left is None:
+        return INSERTED
+    if left.key != right.key:
+        return CHANGED
+    return SAME if left.same_answer(right) else ANSWER
+
+
+def preview(view: StepView | None, limit: int = 60) -> str:
+    """A one-line gist of what the step said or returned."""
+    if view is None:
+        return ""
+    answer = view.answer
+    if "output" in answer:
+        parts = [p for m in answer["output"] for p in m.get("parts", [])]
+        text = " ".join(
+            p.get("content", "") if p.get("type") == "text"
+            else f"{p.get('name')}({canonical.dumps(p.get('arguments'))})"
+            for p in parts)
+    else:
+        value = answer.get("result", answer.get("error", answer.get("body")))
+        text = value if isinstance(value, str) else canonical.dumps(value)
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class StepDiff:
+    status: str
+    left: StepView | None
+    right: StepView | None
+    request: list[FieldDiff] = field(default_factory=list)
+    response: list[FieldDiff] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(view: StepView | None) -> dict[str, Any] | None:
+            if view is None:
+                return None
+            return {"step": view.step, "name": view.name, "kind": view.kind,
+                    "preview": preview(view)}
+
+        return {
+            "status": self.status,
+            "left": side(self.left),
+            "right": side(self.right),
+            "request": [_field(d) for d in self.request],
+            "response": [_field(d) for d in self.response],
+        }
+
+
+def _field(diff: FieldDiff) -> dict[str, Any]:
+    return {"path": diff.path, "left": diff.expected, "right": diff.actual}
+
+
+@dataclass
+class TraceDiff:
+    left_trace: str
+    right_trace: str
+    steps: list[StepDiff]
+
+    @property
+    def identical(self) -> bool:
+        return all(s.status == SAME for s in self.steps)
+
+    @property
+    def first_difference(self) -> int | None:
+        """Index (in ``steps``) of the first aligned entry that is not the same."""
+        return next((n for n, s in enumerate(self.steps) if s.status != SAME), None)
+
+    def counts(self) -> dict[str, int]:
+        totals = {SAME: 0, CHANGED: 0, ANSWER: 0, REMOVED: 0, INSERTED: 0}
+        for step in self.steps:
+            totals[step.status] += 1
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"left": self.left_trace, "right": self.right_trace,
+                "identical": self.identical, "first_difference": self.first_difference,
+                "counts": self.counts(), "steps": [s.to_dict() for s in self.steps]}
+
+
+def compare(left: StepView | None, right: StepView | None) -> StepDiff:
+    status = pair_status(left, right)
+    if status in (SAME, REMOVED, INSERTED) or left is None or right is None:
+        return StepDiff(status, left, right)
+    request = diff_fields(left.canonical, right.canonical) if status == CHANGED else []
+    response = [] if left.same_answer(right) else diff_fields(left.answer, right.answer)
+    return StepDiff(status, left, right, request, response)
+
+
+def diff_runs(left: Cassette, right: Cassette) -> TraceDiff:
+    """Every aligned step of two runs with its request and answer differences."""
+    lv, rv = views(left), views(right)
+    steps = [compare(None if p.left is None else lv[p.left],
+                     None if p.right is None else rv[p.right])
+             for p in align_views(lv, rv)]
+    return TraceDiff(left.trace_id, right.trace_id, steps)
