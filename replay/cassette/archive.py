@@ -27,8 +27,8 @@ from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cassette.credentials import Finding, span_findings
+from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
-from rewind.replay.worker.cache import normalise_trace_id
 
 FORMAT = "rewind-trace"
 VERSION = 1
@@ -185,8 +185,12 @@ def _span_key(span: Mapping[str, Any]) -> tuple[int, str]:
 def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
     """The file for a trace's spans (reader dicts). Deterministic: same spans, same bytes."""
     spans = sorted(spans, key=_span_key)
-    if normalise_trace_id(trace_id) != trace_id:
+    if not isinstance(trace_id, str) or trace_id != trace_id.strip().lower():
         raise ArchiveError(f"trace id must be 32 lower-case hex characters, got {trace_id!r}")
+    try:
+        parse_trace_id(trace_id)
+    except TraceIdError as error:
+        raise ArchiveError(str(error)) from None
     if not spans:
         raise ArchiveError(f"trace {trace_id} has no spans to export")
     strangers = {str(s.get("TraceId")) for s in spans} - {trace_id}
@@ -251,9 +255,11 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
 def unpack(data: bytes) -> Archive:
     """A file's trace; refused (with the reason) when damaged, altered or carrying a credential."""
     document = decode_document(data)
-    trace_id = normalise_trace_id(str(document.get("trace_id", "")))
-    if trace_id is None:
-        raise ArchiveError(f"trace file has no valid trace id ({document.get('trace_id')!r})")
+    try:
+        trace_id = parse_trace_id(document.get("trace_id", ""))
+    except TraceIdError:
+        raise ArchiveError(
+            f"trace file has no valid trace id ({document.get('trace_id')!r})") from None
     entries = document.get("spans")
     if not isinstance(entries, list) or not entries:
         raise ArchiveError(f"trace file for {trace_id} holds no spans")

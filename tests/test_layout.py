@@ -1,0 +1,153 @@
+"""The folder layout is the architecture: imports only point down the layer order.
+
+exporter <- collector <- replay, and inside replay:
+cassette <- testing <- play <- timetravel <- worker <- cli (each may import those before it).
+Every import counts, lazy ones inside functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPONENTS = {"exporter": 0, "collector": 1, "replay": 2}
+REPLAY_LAYERS = {"cassette": 0, "testing": 1, "play": 2, "timetravel": 3, "worker": 4, "cli": 5}
+# Pure logic: no store, no network, no process; imports nothing from the collector.
+PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
+        "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
+        "replay/timetravel/align.py", "replay/timetravel/diff.py",
+        "replay/timetravel/bisect.py", "replay/timetravel/edits.py"}
+MAX_LINES = 400
+MAX_MODULES_PER_PACKAGE = 12
+
+
+def _modules() -> list[Path]:
+    return sorted(p for part in COMPONENTS for p in (ROOT / part).rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["rewind", *parts])
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every module named by an import statement anywhere in the file (absolute form)."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    package = _name(path) if path.name == "__init__.py" else _name(path).rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.append((node.lineno, module))
+            # `from pkg import module` names a module too
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant)
+              and str(node.args[0].value).startswith("rewind.")):
+            found.append((node.lineno, str(node.args[0].value)))
+    return found
+
+
+def _rank(module: str) -> tuple[int, int] | None:
+    """(component, layer) of one of our modules; the replay package root is the top facade."""
+    parts = module.split(".")
+    if parts[0] != "rewind" or len(parts) < 2 or parts[1] not in COMPONENTS:
+        return None
+    component = COMPONENTS[parts[1]]
+    if parts[1] != "replay":
+        return component, 0
+    if len(parts) == 2:
+        return component, len(REPLAY_LAYERS)
+    return component, REPLAY_LAYERS.get(parts[2], len(REPLAY_LAYERS))
+
+
+def _violations() -> list[str]:
+    found = []
+    for path in _modules():
+        me = _name(path)
+        mine = _rank(me)
+        rel = str(path.relative_to(ROOT))
+        for line, target in _imports(path):
+            theirs = _rank(target)
+            if theirs is None or mine is None or target == me or me.startswith(target + "."):
+                continue
+            if theirs > mine:
+                found.append(f"{rel}:{line} imports {target} (above it in the layer order)")
+            if rel in PURE and theirs[0] > COMPONENTS["exporter"] and theirs[0] < mine[0]:
+                found.append(f"{rel}:{line} is pure logic but imports {target}")
+    return list(dict.fromkeys(_first_per_line(found)))
+
+
+def _first_per_line(found: list[str]) -> list[str]:
+    """``from a.b import c`` is checked as a.b and as a.b.c: report the line once."""
+    seen: set[str] = set()
+    kept = []
+    for item in found:
+        where = item.split(" ", 1)[0]
+        if where not in seen:
+            seen.add(where)
+            kept.append(item)
+    return kept
+
+
+def test_imports_only_point_down_the_layers():
+    assert _violations() == []
+
+
+def test_the_check_sees_lazy_and_relative_imports(tmp_path):
+    """The checker itself: a lazy upward import inside a function is found."""
+    probe = ROOT / "replay" / "cassette" / "_layout_probe.py"
+    probe.write_text(
+        "def f():\n    from rewind.replay.cli import main\n    from ..worker import app\n")
+    try:
+        bad = [v for v in _violations() if "_layout_probe" in v]
+    finally:
+        probe.unlink()
+    assert len(bad) == 2, bad
+
+
+def test_no_module_over_the_size_limit():
+    long = {str(p.relative_to(ROOT)): n for p in _modules()
+            if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_replay_sub_packages_stay_small():
+    packages = {p.parent for p in (ROOT / "replay").rglob("*.py")}
+    big = {str(d.relative_to(ROOT)): n for d in packages
+           if (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"]))
+           > MAX_MODULES_PER_PACKAGE}
+    assert big == {}
+
+
+def test_every_package_is_installed():
+    """A folder with ``__init__.py`` missing from pyproject.toml would be left out of a wheel."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    on_disk = {_name(p) for p in _modules() if p.name == "__init__.py"}
+    assert on_disk == listed
+
+
+@pytest.mark.parametrize("public", [
+    "rewind.replay:Timeline", "rewind.exporter:instrument", "rewind.exporter:tool",
+    "rewind.exporter:agent",
+])
+def test_public_names_stay(public):
+    from importlib import import_module
+
+    module, _, name = public.partition(":")
+    assert callable(getattr(import_module(module), name))
