@@ -1,9 +1,21 @@
+"""Fixtures the whole suite shares. Helpers that are not fixtures live in ``tests/support/``
+(its docstring lists them); test modules import from there, never from one another."""
+
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
+pytest.register_assert_rewrite("tests.support")
+
+from rewind import exporter  # noqa: E402  (after the rewrite hook, like every support import)
+from rewind.collector.migrate import migrate  # noqa: E402
+from rewind.collector.store import Store  # noqa: E402
+from rewind.replay.testing.fakellm import FakeLLMServer  # noqa: E402
+from tests.support.harness import ParcelRecording, record_parcel  # noqa: E402
+from tests.support.wiretap import Spans, WireTap  # noqa: E402
 
 
 @pytest.fixture
@@ -13,3 +25,47 @@ def store(tmp_path):
     migrate(opened)
     yield opened
     opened.close()
+
+
+# -- the exporter tests: a fake LLM, the wire tap in front of it, the spans recorded ------------
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def tap(fake_llm: FakeLLMServer) -> Iterator[WireTap]:
+    relay = WireTap((fake_llm.host, fake_llm.port or 0))
+    yield relay
+    relay.close()
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    recorded = Spans()
+    exporter.instrument(tracer_provider=recorded.provider)
+    yield recorded
+    exporter.uninstrument()
+
+
+# -- the support-desk recording, shared read-only by the trace-file and pytest-plugin tests -----
+
+
+@pytest.fixture(scope="session")
+def parcel_recording(tmp_path_factory) -> Iterator[ParcelRecording]:
+    rec = record_parcel(tmp_path_factory.mktemp("parcel"))
+    yield rec
+    rec.served.stop()
+
+
+@pytest.fixture(scope="session")
+def parcel_file(parcel_recording: ParcelRecording) -> Path:
+    """The recording exported with ``rewind export`` through the running worker."""
+    path = parcel_recording.tmp / "incident.rw"
+    done = parcel_recording.rewind("export", parcel_recording.trace_id, "-o", str(path))
+    assert done.returncode == 0, done.stderr
+    assert f"wrote trace {parcel_recording.trace_id} to {path}" in done.stderr
+    return path

@@ -20,7 +20,13 @@ from rewind.collector.schema import TRACE_COLUMNS, TRACE_COLUMNS_TYPED, TRACES
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool
 from rewind.collector.writer import StoreLink
-from tests.collector_client import assert_stored, grpc_export, otlp_request, raw_span, record_spans
+from tests.support.collector_client import (
+    assert_stored,
+    grpc_export,
+    otlp_request,
+    raw_span,
+    record_spans,
+)
 
 FAST = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2)
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -30,8 +29,15 @@ from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool
 from rewind.collector.store import Store
 from rewind.collector.writer import StoreLink
-from tests.collector_client import assert_stored, grpc_export, otlp_request, raw_span, record_spans
-from tests.harness import start_serve
+from tests.support.collector_client import (
+    assert_stored,
+    grpc_export,
+    otlp_request,
+    raw_span,
+    record_spans,
+)
+from tests.support.harness import start_serve
+from tests.support.ports import free_port as closed_port
 
 READY = re.compile(r"rewind collector ready: otlp-grpc=(\S+):(\d+) otlp-http=(\S+) ")
 FAST_RETRY = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2)
@@ -40,12 +46,6 @@ FAST_RETRY = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2)
 def count(store: Store, where: str = "1") -> dict:
     return store.query(f"SELECT count() AS n, uniqExact(SpanId, TraceId) AS unique FROM {TRACES}"
                        f" WHERE {where}")[0]
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Outage:

@@ -34,7 +34,13 @@ from rewind.collector.migrate import migrate
 from rewind.collector.schema import TRACES
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
-from tests.collector_client import assert_stored, grpc_export, otlp_request, raw_span, record_spans
+from tests.support.collector_client import (
+    assert_stored,
+    grpc_export,
+    otlp_request,
+    raw_span,
+    record_spans,
+)
 
 LIMITS = Limits(max_message_bytes=1 << 20, max_spans_per_request=50, max_attribute_bytes=64 << 10)
 TOKENS = {"tok-a": "tenant-a", "tok-b": None}

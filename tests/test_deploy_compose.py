@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,11 +21,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import click
 import httpx
 import jsonschema
-import pytest
 import yaml
+
+from tests.support.deploy_commands import check_command_line, cli_command
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # A request each service only answers with a token: (method, path).
@@ -50,33 +50,6 @@ def compose_errors(document: dict[str, Any]) -> list[str]:
 def own_services(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {name: s for name, s in document["services"].items()
             if str(s.get("image", "")).startswith(OWN_IMAGE)}
-
-
-def cli_command(argv: list[str]) -> click.Command:
-    """The ``rewind`` subcommand a deploy command line runs (skips while it is not registered)."""
-    from rewind.replay.cli.main import main
-
-    assert argv[0] == "rewind", f"not a rewind command line: {argv}"
-    command = main.commands.get(argv[1])
-    if command is None:
-        pytest.skip(f"`rewind {argv[1]}` is not registered in rewind.replay.cli.main yet")
-    return command
-
-
-def check_command_line(argv: list[str], env_names: list[str], where: str) -> None:
-    """Parses as the CLI would (unknown flags and bad values fail); every environment name is
-    one of the command's own variables."""
-    command = cli_command(argv)
-    try:
-        command.make_context(f"rewind {argv[1]}", list(argv[2:]))
-    except click.ClickException as error:
-        raise AssertionError(f"{where}: {' '.join(argv)}: {error.format_message()}") from error
-    known = set()
-    for param in command.params:
-        names = param.envvar if isinstance(param.envvar, (list, tuple)) else [param.envvar]
-        known.update(n for n in names if n)
-    unknown = sorted(set(env_names) - known)
-    assert not unknown, f"{where}: `rewind {argv[1]}` reads no {unknown}"
 
 
 def test_compose_file_is_valid_by_the_compose_spec_schema():
@@ -138,12 +111,6 @@ def test_compose_commands_are_the_cli_commands():
         check_command_line(service["command"], list(service.get("environment", {})), name)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _localised(service: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str, str], dict]:
     """The compose command and environment with this machine's values: the embedded store,
     loopback, free ports, token files. Names and flags stay as compose has them."""
@@ -154,7 +121,7 @@ def _localised(service: dict[str, Any], tmp: Path) -> tuple[list[str], dict[str,
         elif arg == "--host":
             argv[i + 1] = "127.0.0.1"
         elif arg.endswith("-port") or arg == "--port":
-            ports[argv[i + 1]] = str(_free_port())
+            ports[argv[i + 1]] = str(free_port())
             argv[i + 1] = ports[argv[i + 1]]
     env = {}
     for key, value in service.get("environment", {}).items():

@@ -36,7 +36,7 @@ from rewind.collector.schema import (
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter, batch_token
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.test_deploy_grafana_macros import ALL, QueryContext, expand
+from tests.support.grafana_macros import ALL, QueryContext, expand
 
 GRAFANA = Path(__file__).resolve().parent.parent / "deploy" / "grafana"
 DATASOURCE_UID = "rewind-clickhouse"

@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.test_deploy_compose import check_command_line
+from tests.support.deploy_commands import check_command_line
 
 K8S = Path(__file__).resolve().parent.parent / "deploy" / "k8s"
 OLDEST = "1.30.0"

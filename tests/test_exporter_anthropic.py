@@ -9,12 +9,8 @@ import json
 import anthropic
 
 from rewind.exporter import agent, tool
-from tests import test_exporter_wiretap as wiretap
-from tests.test_exporter_wiretap import joined_events, wire_for
-
-fake_llm = wiretap.fake_llm  # fixture
-spans = wiretap.spans  # fixture
-tap = wiretap.tap  # fixture
+from tests.support import wiretap
+from tests.support.wiretap import joined_events, wire_for
 
 KEY = "sk-ant-api03-SECRET-9f8e7d6c5b4a"
 TOOLS = [{"name": "get_weather", "description": "Weather for a city",

@@ -22,8 +22,8 @@ from rewind import exporter
 from rewind.exporter import canonical
 from rewind.exporter.export_queue import BoundedSpanProcessor
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests import test_exporter_wiretap as wiretap
-from tests.harness import start_serve
+from tests.support import wiretap
+from tests.support.harness import start_serve
 
 KEY = "sk-e2e-SECRET-a1b2c3d4e5f6a7b8"
 BIN = Path(sys.executable).parent

@@ -13,9 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rewind import exporter
 from rewind.exporter import agent, tool
 from rewind.exporter.pipeline import build_provider
-from tests import test_exporter_wiretap as wiretap
+from tests.support import wiretap
 
-fake_llm = wiretap.fake_llm  # fixture
 genai = pytest.importorskip("google.genai")
 
 KEY = "sk-enrich-SECRET-77aa88bb99cc"

@@ -8,12 +8,7 @@ import json
 
 import pytest
 
-from tests import test_exporter_wiretap as wiretap
-from tests.test_exporter_wiretap import wire_for
-
-fake_llm = wiretap.fake_llm  # fixture
-spans = wiretap.spans  # fixture
-tap = wiretap.tap  # fixture
+from tests.support.wiretap import wire_for
 
 genai = pytest.importorskip("google.genai")
 types = pytest.importorskip("google.genai.types")

@@ -14,12 +14,8 @@ import openai
 import pytest
 
 from rewind.exporter import agent, canonical, tool, transport
-from tests import test_exporter_wiretap as wiretap
-from tests.test_exporter_wiretap import joined_events, wire_for
-
-fake_llm = wiretap.fake_llm  # fixture
-spans = wiretap.spans  # fixture
-tap = wiretap.tap  # fixture
+from tests.support import wiretap
+from tests.support.wiretap import joined_events, wire_for
 
 KEY = "sk-proj-openai-SECRET-0a1b2c3d4e5f"
 WEATHER_TOOL = [{"type": "function", "function": {

@@ -8,7 +8,6 @@ import asyncio
 import base64
 import json
 import re
-import socket
 import subprocess
 import sys
 import tracemalloc
@@ -25,19 +24,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rewind import exporter
 from rewind.exporter import agent, tool
 from rewind.exporter.export_queue import BoundedSpanProcessor
-from tests import test_exporter_wiretap as wiretap
-
-fake_llm = wiretap.fake_llm  # fixture
-spans = wiretap.spans  # fixture
+from tests.support import wiretap
+from tests.support.ports import free_port as closed_port
 
 KEY = "sk-live-SAFETY-5e6f7a8b9c0d1e2f"
 SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

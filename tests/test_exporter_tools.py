@@ -15,10 +15,6 @@ import openai
 import pytest
 
 from rewind.exporter import RecordedToolError, ToolAnswer, agent, tool, tools
-from tests import test_exporter_wiretap as wiretap
-
-fake_llm = wiretap.fake_llm  # fixture
-spans = wiretap.spans  # fixture
 
 
 @dataclasses.dataclass

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.harness import record_script
+from tests.support.harness import record_script
 
 AGENT = textwrap.dedent(
     """

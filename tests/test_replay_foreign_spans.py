@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.harness import record_script
+from tests.support.harness import record_script
 
 pytest.importorskip("opentelemetry.instrumentation.genai.openai")
 

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.harness import record_script
+from tests.support.harness import record_script
 
 AGENT = textwrap.dedent(
     """

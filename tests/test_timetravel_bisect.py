@@ -16,7 +16,7 @@ from rewind.replay.testing.fakellm import FakeScript
 from rewind.replay.timetravel.bisect import CAUSES, bisect, bisect_runs
 from rewind.replay.timetravel.diff import INSERTED, SAME, diff_runs
 from rewind.replay.timetravel.runs import run_facts
-from tests.agent_runs import ASKS_PARIS, BASE, lab_in
+from tests.support.harness import ASKS_PARIS, BASE, lab_in
 
 BAD_RUNS = {
     # name: (script, knobs)

@@ -19,8 +19,8 @@ from rewind.replay.cassette.source import ApiSource
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.fork import Checkpoint, ForkError
 from rewind.replay.timetravel.timeline import Timeline
-from tests.agent_runs import QUESTION, Knobs, WeatherAgent, lab_in
-from tests.harness import start_serve
+from tests.support.harness import lab_in, start_serve
+from tests.support.weather_agent import QUESTION, Knobs, WeatherAgent
 
 FOLLOW_UP = "And tomorrow?"
 EDITED = "And the day after?"
@@ -148,7 +148,7 @@ def test_forks_that_cannot_be_made(lab):
 
 AGENT_SCRIPT = textwrap.dedent("""
     import os
-    from tests.weather_agent import Clients, Knobs, WeatherAgent
+    from tests.support.weather_agent import Clients, Knobs, WeatherAgent
     print(WeatherAgent(Clients(os.environ["LLM_URL"]), Knobs(turns=("And tomorrow?",))).run())
 """)
 

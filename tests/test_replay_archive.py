@@ -21,8 +21,6 @@ from rewind.replay.cassette.source import DEFAULT_API, StoreSource, worker_reach
 from rewind.replay.cli.main import main
 from rewind.replay.worker import archives as api_archive
 
-pytest_plugins = ["tests.recording"]
-
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SYSTEM = "You are a careful assistant. " * 20  # long enough to be a blob, shared by both spans
 
@@ -259,7 +257,7 @@ def test_worker_routes_export_import_and_refuse_a_trace_carrying_a_key(store):
 
 
 # -- the user's trip: record, export, import elsewhere, replay -----------------------------------
-# parcel_recording / parcel_file (tests/recording.py): one run of a real openai agent recorded
+# parcel_recording / parcel_file (conftest.py): one run of a real openai agent recorded
 # through `rewind serve`, exported with `rewind export` through the worker.
 
 def test_exported_file_holds_every_span_and_no_key(parcel_recording, parcel_file):

@@ -1,5 +1,6 @@
 """What the collector tests send with: real OpenTelemetry SDK spans through the real OTLP
-exporters, raw OTLP bytes over a real gRPC channel, and the rows the store should then hold."""
+exporters, raw OTLP bytes over a real gRPC channel, a hand-built request holding every
+attribute type, and the rows the store should then hold."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
@@ -123,3 +125,36 @@ def grpc_export(endpoint: str, body: bytes, metadata: Sequence[tuple[str, str]] 
         call = channel.unary_unary(EXPORT)
         reply = call(body, metadata=tuple(metadata), compression=compression, timeout=30)
     return ExportTraceServiceResponse.FromString(reply)
+
+
+def kv(key, **value):
+    return KeyValue(key=key, value=AnyValue(**value))
+
+
+def make_request():
+    """One OTLP request: a client span with every attribute type, an event, a link, an error."""
+    span = Span(
+        trace_id=bytes.fromhex("0af7651916cd43dd8448eb211c80319c"),
+        span_id=bytes.fromhex("b7ad6b7169203331"),
+        parent_span_id=b"",
+        name="chat gpt-4o",
+        kind=Span.SPAN_KIND_CLIENT,
+        start_time_unix_nano=1_700_000_000_000_000_000,
+        end_time_unix_nano=1_700_000_000_250_000_000,
+        attributes=[
+            kv("s", string_value="x"),
+            kv("i", int_value=42),
+            kv("d", double_value=0.5),
+            kv("b", bool_value=True),
+            kv("arr", array_value=ArrayValue(values=[AnyValue(string_value="stop")])),
+            kv("map", kvlist_value=KeyValueList(values=[kv("k", int_value=1)])),
+        ],
+        status=SpanStatus(code=SpanStatus.STATUS_CODE_ERROR, message="boom"),
+        events=[Span.Event(time_unix_nano=1_700_000_000_100_000_000, name="e",
+                           attributes=[kv("a", string_value="1")])],
+        links=[Span.Link(trace_id=bytes.fromhex("11" * 16), span_id=bytes.fromhex("22" * 8))],
+    )
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+        resource={"attributes": [kv("service.name", string_value="svc")]},
+        scope_spans=[ScopeSpans(scope={"name": "rewind.exporter", "version": "1"}, spans=[span])],
+    )])

@@ -14,8 +14,8 @@ from rewind.replay.cassette.source import ApiSource
 from rewind.replay.cli.main import main
 from rewind.replay.timetravel.stats import load_prices, summarise, usage_from_store
 from rewind.replay.timetravel.timeline import Timeline, TimelineError
-from tests.agent_runs import QUESTION, SYSTEM, lab_in
-from tests.harness import start_serve
+from tests.support.harness import lab_in, start_serve
+from tests.support.weather_agent import QUESTION, SYSTEM
 
 FOLLOW_UP = "And tomorrow?"
 

@@ -10,7 +10,7 @@ from rewind.collector.rows import span_rows
 from rewind.collector.schema import LLM_CALLS, MIGRATIONS, TRACE_LOOKUP, TRACES
 from rewind.collector.store import Store, StoreError
 from rewind.collector.writer import TraceWriter, batch_token
-from tests.test_rows import make_request
+from tests.support.collector_client import make_request
 
 OFFICIAL_COLUMNS = [
     ("Timestamp", "DateTime64(9)"),

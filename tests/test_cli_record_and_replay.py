@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from rewind.collector.store import Store
-from tests.harness import record_script
+from tests.support.harness import record_script
 
 API_KEY = "sk-live-DO-NOT-STORE-7f3a2b9c0d1e"
 

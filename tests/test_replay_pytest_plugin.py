@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-pytest_plugins = ["pytester", "tests.recording"]
+pytest_plugins = ["pytester"]
 
 
 def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(

@@ -1,0 +1,17 @@
+"""What the tests share, kept apart from the tests themselves.
+
+Nothing in this package is collected (no ``test_*`` module lives here), and no test module
+imports another test module: what two test modules need goes here, fixtures go in
+``tests/conftest.py``. pytest rewrites the asserts of this package too (``conftest.py``
+registers it), so a helper's failed check reads like a test's.
+
+- ``harness``: the one recording harness: ``rewind serve`` on free ports, an agent script
+  recorded through it against the fake LLM, the shared support-desk recording, and the weather
+  agent recorded in process for the time-travel tests.
+- ``ports``: the one free loopback port helper.
+- ``weather_agent``: the agent the time-travel tests record (also run as a child process).
+- ``collector_client``: what the collector tests send (SDK spans, raw OTLP) and expect stored.
+- ``wiretap``: a byte-level witness between an SDK and the fake LLM, for the exporter tests.
+- ``grafana_macros``: Grafana's and the ClickHouse plugin's query expansion, for the dashboards.
+- ``deploy_commands``: deploy files' command lines checked against the CLI's own definitions.
+"""
