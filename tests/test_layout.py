@@ -37,10 +37,10 @@ def _name(path: Path) -> str:
     return ".".join(["rewind", *parts])
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
+def _imports(path: Path, where: Path) -> list[tuple[int, str]]:
     """Every module named by an import statement anywhere in the file (absolute form)."""
     tree = ast.parse(path.read_text("utf-8"), str(path))
-    package = _name(path) if path.name == "__init__.py" else _name(path).rpartition(".")[0]
+    package = _name(where) if where.name == "__init__.py" else _name(where).rpartition(".")[0]
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -75,21 +75,25 @@ def _rank(module: str) -> tuple[int, int] | None:
     return component, REPLAY_LAYERS.get(parts[2], len(REPLAY_LAYERS))
 
 
-def _violations() -> list[str]:
+def _violations_in(path: Path, where: Path) -> list[str]:
+    """Findings for the file at ``path`` as if it stood at ``where`` in the tree."""
     found = []
-    for path in _modules():
-        me = _name(path)
-        mine = _rank(me)
-        rel = str(path.relative_to(ROOT))
-        for line, target in _imports(path):
-            theirs = _rank(target)
-            if theirs is None or mine is None or target == me or me.startswith(target + "."):
-                continue
-            if theirs > mine:
-                found.append(f"{rel}:{line} imports {target} (above it in the layer order)")
-            if rel in PURE and theirs[0] > COMPONENTS["exporter"] and theirs[0] < mine[0]:
-                found.append(f"{rel}:{line} is pure logic but imports {target}")
-    return list(dict.fromkeys(_first_per_line(found)))
+    me = _name(where)
+    mine = _rank(me)
+    rel = str(where.relative_to(ROOT))
+    for line, target in _imports(path, where):
+        theirs = _rank(target)
+        if theirs is None or mine is None or target == me or me.startswith(target + "."):
+            continue
+        if theirs > mine:
+            found.append(f"{rel}:{line} imports {target} (above it in the layer order)")
+        if rel in PURE and theirs[0] > COMPONENTS["exporter"] and theirs[0] < mine[0]:
+            found.append(f"{rel}:{line} is pure logic but imports {target}")
+    return _first_per_line(found)
+
+
+def _violations() -> list[str]:
+    return [v for path in _modules() for v in _violations_in(path, path)]
 
 
 def _first_per_line(found: list[str]) -> list[str]:
@@ -109,15 +113,15 @@ def test_imports_only_point_down_the_layers():
 
 
 def test_the_check_sees_lazy_and_relative_imports(tmp_path):
-    """The checker itself: a lazy upward import inside a function is found."""
-    probe = ROOT / "replay" / "cassette" / "_layout_probe.py"
+    """The checker itself: lazy and relative upward imports inside a function are found."""
+    probe = tmp_path / "probe.py"
     probe.write_text(
         "def f():\n    from rewind.replay.cli import main\n    from ..worker import app\n")
-    try:
-        bad = [v for v in _violations() if "_layout_probe" in v]
-    finally:
-        probe.unlink()
-    assert len(bad) == 2, bad
+    bad = _violations_in(probe, ROOT / "replay" / "cassette" / "probe.py")
+    assert bad == [
+        "replay/cassette/probe.py:2 imports rewind.replay.cli (above it in the layer order)",
+        "replay/cassette/probe.py:3 imports rewind.replay.worker (above it in the layer order)",
+    ]
 
 
 def test_no_module_over_the_size_limit():
