@@ -6,56 +6,47 @@ and exports through these routes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
-from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.replay.cassette import archive
-from rewind.replay.worker.cache import normalise_trace_id
+from rewind.replay.worker.cache import trace_spans
+from rewind.replay.worker.routing import route
 
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 
 
-def _error(status: int, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
-
-
 def routes(store: Store) -> list[Route]:
     def export(request: Request) -> Response:
-        raw = request.path_params["trace_id"]
-        trace_id = normalise_trace_id(raw)
-        if trace_id is None:
-            return _error(400, f"trace id must be 32 hex characters, got {raw!r}")
-        spans = reader.get_trace(store, trace_id)
-        if not spans:
-            return _error(404, f"trace {trace_id} not found in the store")
+        trace_id = request.path_params["trace_id"]
         try:
-            data = archive.pack(trace_id, spans)
+            data = archive.pack(trace_id, trace_spans(store, trace_id))
         except archive.ArchiveError as error:
-            return _error(422, str(error))
+            # the stored trace cannot leave (a credential in it, say): not a bad request
+            raise HTTPException(422, str(error)) from error
         disposition = f'attachment; filename="{trace_id}{archive.SUFFIX}"'
         return Response(data, media_type=archive.MEDIA_TYPE,
                         headers={"content-disposition": disposition})
 
-    async def import_file(request: Request) -> Response:
+    async def import_file(request: Request) -> Any:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
-            return _error(413, f"trace file of {int(declared):,} bytes is over the "
-                               f"{MAX_UPLOAD_BYTES:,}-byte limit")
+            raise HTTPException(413, f"trace file of {int(declared):,} bytes is over the "
+                                     f"{MAX_UPLOAD_BYTES:,}-byte limit")
         data = await request.body()
         if not data:
-            return _error(400, "empty body: send the bytes of a .rw trace file")
-        try:
-            done = await run_in_threadpool(archive.import_into, store, data)
-        except archive.ArchiveError as error:
-            return _error(400, str(error))
-        return JSONResponse({"trace_id": done.trace_id, "written": done.written,
-                             "already_present": done.already_present})
+            raise ValueError("empty body: send the bytes of a .rw trace file")
+        done = await run_in_threadpool(archive.import_into, store, data)
+        return {"trace_id": done.trace_id, "written": done.written,
+                "already_present": done.already_present}
 
     return [
-        Route("/v1/import", import_file, methods=["POST"]),
-        Route("/v1/traces/{trace_id}/export", export),
+        route("/v1/import", import_file, methods=["POST"]),
+        route("/v1/traces/{trace_id}/export", export),
     ]

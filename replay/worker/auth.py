@@ -3,10 +3,10 @@ middleware."""
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rewind.collector.auth import Authenticator, AuthError
+from rewind.replay.worker.routing import error_response
 
 OPEN_PATHS = frozenset({"/health", "/openapi.json"})
 
@@ -26,8 +26,7 @@ class BearerAuth:
         try:
             self.authenticator.check(header or None)
         except AuthError as error:
-            response = JSONResponse({"error": str(error)}, status_code=401,
-                                    headers={"www-authenticate": "Bearer"})
+            response = error_response(401, str(error), {"www-authenticate": "Bearer"})
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -17,11 +17,12 @@ class TraceNotFound(LookupError):
         self.trace_id = trace_id
 
 
-def normalise_trace_id(raw: str) -> str | None:
-    value = raw.strip().lower()
-    if len(value) != 32 or any(c not in "0123456789abcdef" for c in value):
-        return None
-    return value
+def trace_spans(store: Store, trace_id: str) -> list[dict[str, Any]]:
+    """Every stored span of ``trace_id`` (already parsed), or :class:`TraceNotFound`."""
+    spans = reader.get_trace(store, trace_id)
+    if not spans:
+        raise TraceNotFound(trace_id)
+    return spans
 
 
 class CassetteCache:
@@ -47,10 +48,7 @@ class CassetteCache:
             if entry is not None and entry[0] == version:
                 self._entries.move_to_end(trace_id)
                 return entry[1]
-        spans = reader.get_trace(self.store, trace_id)
-        if not spans:
-            raise TraceNotFound(trace_id)
-        cassette = build_cassette(trace_id, spans)
+        cassette = build_cassette(trace_id, trace_spans(self.store, trace_id))
         with self._lock:
             self.builds += 1
             self._entries[trace_id] = (version, cassette)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-_TRACE_ID = {"name": "trace_id", "in": "path", "required": True,
-             "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+# What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
+_TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}
+_TRACE_ID = {"name": "trace_id", "in": "path", "required": True, "schema": _TRACE_ID_SCHEMA}
 _SESSION_ID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _ERROR = {"description": "error", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}}}}}
 
 
-def _query(name: str, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": required, "schema": {"type": "string"}}
+def _query(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+
+
+def _trace_query(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": True, "schema": _TRACE_ID_SCHEMA}
 
 
 def _op(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "200",
@@ -49,7 +54,7 @@ def openapi_document() -> dict[str, Any]:
                 "Start an independent replay session for a trace", ok="201",
                 requestBody={"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["trace_id"],
-                    "properties": {"trace_id": {"type": "string"},
+                    "properties": {"trace_id": _TRACE_ID_SCHEMA,
                                    "speed": {"type": "number"}}}}}})},
             "/v1/replay/sessions/{session_id}": {
                 "get": _op("Progress and first divergence of a session", [_SESSION_ID]),
@@ -64,9 +69,9 @@ def openapi_document() -> dict[str, Any]:
                     "application/octet-stream": {"schema": {"type": "string",
                                                             "format": "binary"}}}})},
             "/v1/diff": {"get": _op("Two runs side by side, steps aligned", [
-                _query("left", required=True), _query("right", required=True)])},
+                _trace_query("left"), _trace_query("right")])},
             "/v1/bisect": {"get": _op("First diverging step and its likely cause", [
-                _query("good", required=True), _query("bad", required=True)])},
+                _trace_query("good"), _trace_query("bad")])},
             "/v1/usage": {"get": _op("Calls, tokens and cost per model and service", [
                 _query("since"), _query("until"), _query("service")])},
             "/v1/runs": {"get": _op("Per-run facts for bisect over many runs", [

@@ -17,18 +17,25 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.matching import Divergence
 from rewind.replay.play.session import STRICT, ReplaySession, recorded_answer
+from rewind.replay.worker.routing import json_response, route
 
 CassetteLoader = Callable[[str], Cassette]
 
 
-class Sessions:
+class SessionRegistry:
+    """The worker's replay sessions by id, each a :class:`ReplaySession` with its own cursor
+    over a cassette; past ``limit`` the oldest is forgotten."""
+
     def __init__(self, load: CassetteLoader, limit: int = 1000) -> None:
         self._load = load
         self._sessions: dict[str, ReplaySession] = {}
@@ -57,6 +64,11 @@ class Sessions:
             return self._sessions.pop(session_id, None) is not None
 
 
+
+def _unknown(session_id: str) -> HTTPException:
+    return HTTPException(404, f"unknown replay session {session_id}")
+
+
 def _provider_error(path: str, status: int, message: str) -> Response:
     """An error body in the shape the caller's SDK parses, marked not to be retried."""
     if path.rstrip("/").endswith("/messages"):
@@ -65,10 +77,11 @@ def _provider_error(path: str, status: int, message: str) -> Response:
     else:
         body = {"error": {"message": message, "type": "rewind_replay_divergence",
                           "param": None, "code": "replay_divergence"}}
-    return JSONResponse(body, status_code=status, headers={"x-should-retry": "false"})
+    return json_response(body, status, {"x-should-retry": "false"})
 
 
-async def _answer(session: ReplaySession, request: Request, path: str) -> Response:
+async def _answer(session: ReplaySession, request: Request) -> Response:
+    path = request.path_params["path"]
     body = await request.body()
     url = f"http://replay/{path.lstrip('/')}"
     found = session.decide(request.method, url, dict(request.headers), body)
@@ -83,54 +96,49 @@ async def _answer(session: ReplaySession, request: Request, path: str) -> Respon
     return Response(answer.body, status_code=answer.status, headers=answer.headers)
 
 
-def replay_routes(sessions: Sessions, on_error: Callable[[Exception], Response]) -> list[Route]:
+def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_trace(request: Request) -> Response:
-        try:
-            session = sessions.default(request.path_params["trace_id"])
-        except Exception as error:
-            return on_error(error)
-        return await _answer(session, request, request.path_params["path"])
+        session = await run_in_threadpool(sessions.default, request.path_params["trace_id"])
+        return await _answer(session, request)
 
-    async def by_session(request: Request) -> Response:
+    def known(request: Request) -> ReplaySession:
         session = sessions.get(request.path_params["session_id"])
         if session is None:
-            return JSONResponse({"error": "unknown replay session "
-                                 f"{request.path_params['session_id']}"}, status_code=404)
-        return await _answer(session, request, request.path_params["path"])
+            raise _unknown(request.path_params["session_id"])
+        return session
+
+    async def by_session(request: Request) -> Response:
+        return await _answer(known(request), request)
 
     async def create(request: Request) -> Response:
         try:
             payload = json.loads(await request.body() or b"{}")
-            trace_id = str(payload["trace_id"])
+            raw_id = payload["trace_id"]
             speed = float(payload["speed"]) if payload.get("speed") else None
         except (ValueError, KeyError, TypeError) as error:
-            return JSONResponse({"error": f"expected JSON {{'trace_id': …}}: {error}"},
-                                status_code=400)
+            raise ValueError(f"expected JSON {{'trace_id': …}}: {error}") from None
         if payload.get("mode", STRICT) != STRICT:
-            return JSONResponse({"error": "replay over HTTP is strict only: the worker has no "
-                                 "upstream to go live to"}, status_code=400)
-        try:
-            sid, _ = sessions.create(trace_id, speed=speed)
-        except Exception as error:
-            return on_error(error)
-        return JSONResponse({"session_id": sid, "trace_id": trace_id,
-                             "base_path": f"/replay/s/{sid}"}, status_code=201)
+            raise ValueError("replay over HTTP is strict only: the worker has no upstream to "
+                             "go live to")
+        trace_id = parse_trace_id(raw_id)
+        sid, _ = await run_in_threadpool(sessions.create, trace_id, speed=speed)
+        return json_response({"session_id": sid, "trace_id": trace_id,
+                              "base_path": f"/replay/s/{sid}"}, 201)
 
-    def status(request: Request) -> Response:
-        session = sessions.get(request.path_params["session_id"])
-        if session is None:
-            return JSONResponse({"error": "unknown replay session"}, status_code=404)
-        return JSONResponse(session.summary())
+    def status(request: Request) -> Any:
+        return known(request).summary()
 
     def delete(request: Request) -> Response:
-        dropped = sessions.drop(request.path_params["session_id"])
-        return Response(status_code=204 if dropped else 404)
+        session_id = request.path_params["session_id"]
+        if not sessions.drop(session_id):
+            raise _unknown(session_id)
+        return Response(status_code=204)
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
     return [
-        Route("/v1/replay/sessions", create, methods=["POST"]),
-        Route("/v1/replay/sessions/{session_id}", status, methods=["GET"]),
-        Route("/v1/replay/sessions/{session_id}", delete, methods=["DELETE"]),
-        Route("/replay/s/{session_id}/{path:path}", by_session, methods=methods),
-        Route("/replay/{trace_id}/{path:path}", by_trace, methods=methods),
+        route("/v1/replay/sessions", create, methods=["POST"]),
+        route("/v1/replay/sessions/{session_id}", status, methods=["GET"]),
+        route("/v1/replay/sessions/{session_id}", delete, methods=["DELETE"]),
+        route("/replay/s/{session_id}/{path:path}", by_session, methods=methods),
+        route("/replay/{trace_id}/{path:path}", by_trace, methods=methods),
     ]

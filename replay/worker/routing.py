@@ -1,0 +1,108 @@
+"""How every worker route is declared, so none answers in its own way.
+
+A handler returns data (or a ready :class:`Response`) and raises our errors; :func:`route`
+checks the trace id in its path with the one parser, writes the JSON, and maps each error to
+its status through :data:`ERROR_STATUS`. Every error body is ``{"error": message}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from rewind.replay.cassette.archive import ArchiveError
+from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
+from rewind.replay.cassette.model import CassetteError
+from rewind.replay.worker.cache import TraceNotFound
+
+Handler = Callable[[Request], Any]
+
+TRACE_ID_PARAM = "trace_id"
+
+# Our errors and their statuses, looked up along the error's class hierarchy so the most
+# specific entry wins. A route that needs another status for one case raises HTTPException.
+ERROR_STATUS: dict[type[Exception], int] = {
+    TraceIdError: 400,
+    TraceNotFound: 404,
+    CassetteError: 422,  # the stored trace cannot be made into a cassette
+    ArchiveError: 400,  # the uploaded .rw file cannot be read
+    ValueError: 400,  # a malformed parameter or body
+}
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def json_response(content: Any, status: int = 200,
+                  headers: Mapping[str, str] | None = None) -> Response:
+    """Store rows carry datetimes and raw bytes: both are written as text."""
+    body = json.dumps(content, default=_default, ensure_ascii=False).encode("utf-8")
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_response(status: int, message: str,
+                   headers: Mapping[str, str] | None = None) -> Response:
+    return json_response({"error": message}, status, headers)
+
+
+def answer_error(error: Exception) -> Response:
+    """The answer for one of our errors; anything else is re-raised (a 500, and a bug)."""
+    if isinstance(error, HTTPException):
+        return error_response(error.status_code, str(error.detail), error.headers)
+    for kind in type(error).__mro__:
+        if kind in ERROR_STATUS:
+            return error_response(ERROR_STATUS[kind], str(error))
+    raise error
+
+
+def query_trace_id(request: Request, name: str) -> str:
+    """The trace id in query parameter ``name``, checked as one in a path is."""
+    return parse_trace_id(request.query_params.get(name, ""), f"{name}: trace id")
+
+
+def query_limit(request: Request, default: int, maximum: int) -> int:
+    """The ``limit`` query parameter, clamped to 1..``maximum``."""
+    raw = request.query_params.get("limit")
+    try:
+        limit = int(raw) if raw is not None else default
+    except ValueError:
+        raise ValueError(f"limit must be an integer, got {raw!r}") from None
+    return max(1, min(limit, maximum))
+
+
+def route(path: str, handler: Handler, methods: list[str] | None = None) -> Route:
+    """A worker route. A ``{trace_id}`` in ``path`` reaches the handler normalised (lower
+    case) and checked, so no handler sees a malformed one. Sync handlers run in a thread, as
+    Starlette runs them: they read the store."""
+    is_async = inspect.iscoroutinefunction(handler)
+
+    @functools.wraps(handler)
+    async def endpoint(request: Request) -> Response:
+        try:
+            params = request.path_params
+            if TRACE_ID_PARAM in params:
+                params[TRACE_ID_PARAM] = parse_trace_id(params[TRACE_ID_PARAM])
+            if is_async:
+                result = await handler(request)
+            else:
+                result = await run_in_threadpool(handler, request)
+        except Exception as error:
+            return answer_error(error)
+        return result if isinstance(result, Response) else json_response(result)
+
+    return Route(path, endpoint, methods=methods)
