@@ -20,9 +20,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from . import attributes as A
 from . import enrichment, scope, tools, transport
 from .agents import agent
-from .config import CaptureMode, CaptureSettings, settings
+from .config import ENV_REPLAY_SOURCE, CaptureMode, CaptureSettings, settings
 from .pipeline import ensure_provider, export_stats, exports_through_us
 from .recording import Recorder
 from .tools import RecordedToolError, ToolAnswer, tool
@@ -72,9 +73,9 @@ def instrument(
         return None
     provider = tracer_provider or ensure_provider(service_name, endpoint)
     extra = {}
-    source = os.environ.get("REWIND_REPLAY_SOURCE_TRACE_ID")
+    source = os.environ.get(ENV_REPLAY_SOURCE)
     if source:
-        extra["rewind.replay.source_trace_id"] = source
+        extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
     enrichment.configure(chosen, recorder.redactor)
     transport.install()
@@ -89,8 +90,7 @@ def uninstrument() -> None:
     transport.hooks.observer = None
     tools.configure(None)
     scope.set_tracer_provider(None)
-    if transport.hooks.responder is None and transport.hooks.async_responder is None:
-        transport.uninstall()
+    transport.release()
 
 
 def is_instrumented() -> bool:

@@ -36,7 +36,8 @@ ENV_CAPTURE = "REWIND_CAPTURE"
 ENV_REDACT = "REWIND_REDACT"
 ENV_MAX_BODY = "REWIND_MAX_BODY_BYTES"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-MASK = "[REDACTED]"
+# Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
+ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
 
 
 class CaptureMode(str, enum.Enum):

@@ -21,9 +21,10 @@ Values JSON cannot express are recorded as: dataclass -> its fields; pydantic mo
 bytes -> UTF-8 text, else base64 text; anything else -> ``repr(value)``. Under replay a tool
 therefore returns the JSON form of what it returned when recorded.
 
-Replay contract (mirrors ``transport.hooks``)::
+Replay contract (mirrors ``transport``: one responder, for sync and async functions alike, in
+one slot filled and emptied with :func:`set_responder`)::
 
-    hooks.responder: Callable[[str, dict[str, Any]], ToolAnswer | None] | None
+    responder: Callable[[str, dict[str, Any]], ToolAnswer | None]
 
 Called before a decorated function runs, with the tool name and its arguments (exactly the
 object recorded in ``rewind.tool.arguments``). Returning ``ToolAnswer(result=...)`` makes the
@@ -88,6 +89,13 @@ class _Hooks:
 
 
 hooks = _Hooks()
+
+
+def set_responder(responder: ToolResponder | None) -> ToolResponder | None:
+    """Put ``responder`` in the slot (None empties it) and return what was there, so that whoever
+    installs one can put the previous one back."""
+    previous, hooks.responder = hooks.responder, responder
+    return previous
 
 
 @dataclass

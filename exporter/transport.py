@@ -8,13 +8,15 @@ clients the SDKs build and for clients users pass in themselves. Two things plug
 * a *responder* (replay) may answer a request instead of the network.
 
 Both are optional and installed independently, so replay can run with or without recording.
+The responder is one object for sync and async clients, as httpx's ``MockTransport`` takes one
+handler; it goes in and out of its slot through :func:`set_responder` alone.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -31,9 +33,16 @@ class Observation(Protocol):
     def failed(self, error: BaseException) -> None: ...
 
 
+class Responder(Protocol):
+    """Answers a request in place of the network, or returns None to let it through.
+
+    ``asynchronous`` says whether an ``AsyncClient`` asks, so that a streamed body is an
+    iterator of the kind that client reads (sync or async)."""
+
+    def __call__(self, flavor: Flavor, request: Any, asynchronous: bool) -> Any | None: ...
+
+
 Observer = Callable[["Flavor", Any], "Observation | None"]
-Responder = Callable[["Flavor", Any], "Any | None"]
-AsyncResponder = Callable[["Flavor", Any], Awaitable["Any | None"]]
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,6 @@ class Flavor:
 class _Hooks:
     observer: Observer | None = None
     responder: Responder | None = None
-    async_responder: AsyncResponder | None = None
 
 
 hooks = _Hooks()
@@ -96,7 +104,8 @@ def _patch(module: ModuleType) -> None:
     def send_single_request(self: Any, request: Any) -> Any:
         seen = _observe(flavor, request)
         try:
-            response = hooks.responder(flavor, request) if hooks.responder else None
+            responder = hooks.responder
+            response = responder(flavor, request, False) if responder is not None else None
             if response is None:
                 response = sync_original(self, request)
         except BaseException as error:
@@ -107,9 +116,8 @@ def _patch(module: ModuleType) -> None:
     async def async_send_single_request(self: Any, request: Any) -> Any:
         seen = _observe(flavor, request)
         try:
-            response = None
-            if hooks.async_responder is not None:
-                response = await hooks.async_responder(flavor, request)
+            responder = hooks.responder
+            response = responder(flavor, request, True) if responder is not None else None
             if response is None:
                 response = await async_original(self, request)
         except BaseException as error:
@@ -146,3 +154,21 @@ def uninstall() -> None:
         module.Client._send_single_request = sync_original
         module.AsyncClient._send_single_request = async_original
         del _originals[name]
+
+
+def set_responder(responder: Responder | None) -> Responder | None:
+    """Put ``responder`` in the slot (None empties it) and return what was there, so that whoever
+    installs one can put the previous one back. The HTTP libraries stay patched while anything
+    is plugged in."""
+    previous, hooks.responder = hooks.responder, responder
+    if responder is not None:
+        install()
+    else:
+        release()
+    return previous
+
+
+def release() -> None:
+    """Restore the HTTP libraries once neither an observer nor a responder is plugged in."""
+    if hooks.observer is None and hooks.responder is None:
+        uninstall()

@@ -221,10 +221,10 @@ def test_user_built_clients_classic_httpx_and_http_client_override(spans, tap):
 
 
 def test_answers_from_a_responder_are_recorded_too(spans, tap):
-    """What replay installs at ``transport.hooks`` is wrapped like a network answer."""
+    """What replay puts in the transport's responder slot is wrapped like a network answer."""
     answered = []
 
-    def responder(flavor, request):
+    def responder(flavor, request, asynchronous):
         if not request.url.path.endswith("/chat/completions"):
             return None
         answered.append(request.url.path)
@@ -239,7 +239,7 @@ def test_answers_from_a_responder_are_recorded_too(spans, tap):
                   "stop", "message": {"role": "assistant", "content": "from the cassette"}}]}
         return flavor.module.Response(200, json=answer, request=request)
 
-    transport.hooks.responder = responder
+    previous = transport.set_responder(responder)
     try:
         api = client(tap)
         plain = api.chat.completions.create(model="m", messages=[{"role": "user",
@@ -247,7 +247,7 @@ def test_answers_from_a_responder_are_recorded_too(spans, tap):
         streamed = "".join(c.choices[0].delta.content or "" for c in api.chat.completions.create(
             model="m", stream=True, messages=[{"role": "user", "content": "y"}]))
     finally:
-        transport.hooks.responder = None
+        transport.set_responder(previous)
     assert plain.choices[0].message.content == "from the cassette" and streamed == "replayed"
     assert tap.exchanges() == [] and len(answered) == 2
     first, second = spans.llm()

@@ -36,8 +36,9 @@ class Desk:
 
 @pytest.fixture
 def responder():
-    yield tools.hooks
-    tools.hooks.responder = None
+    """Fills the ``@tool`` responder slot; emptied after the test."""
+    yield tools.set_responder
+    tools.set_responder(None)
 
 
 def attrs(span) -> dict:
@@ -102,7 +103,7 @@ def test_replay_hook_answers_without_running_the_function(spans, responder):
             return ToolAnswer(error={"type": "KeyError", "message": "no such order"})
         return None
 
-    responder.responder = answer
+    responder(answer)
     assert lookup("A1") == {"recorded": True}
     assert asyncio.run(alookup(order="A1")) == {"recorded": True}
     with pytest.raises(RecordedToolError, match="KeyError: no such order") as raised:
@@ -122,9 +123,9 @@ def test_without_instrumentation_no_span_but_replay_still_answers(responder):
     def ping() -> str:
         return "live"
 
-    responder.responder = lambda name, arguments: ToolAnswer(result="recorded")
+    responder(lambda name, arguments: ToolAnswer(result="recorded"))
     assert ping() == "recorded"
-    responder.responder = None
+    responder(None)
     assert ping() == "live"
 
 

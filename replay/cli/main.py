@@ -241,15 +241,13 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
         _fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
     outcome = run_command(cassette, list(command), mode=mode, speed=speed)
-    report = outcome.report
-    if report.get("installed") is False:
+    if not outcome.installed:
         err.print("[yellow]warning:[/yellow] the replay was not installed in the command "
                   "(not a Python process, or rewind is not importable there)")
-    summary = (f"rewind: replayed {report['replayed']}/{report['recorded']} recorded steps of "
-               f"trace {cassette.trace_id} ({mode}), {report['live']} live calls")
-    divergence = report.get("divergence")
+    summary = f"rewind: {outcome.report.headline()}"
+    divergence = outcome.report.divergence
     if divergence:
-        summary += f"; first divergence at step {divergence['step']}: {divergence['reason']}"
+        summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
     err.print(summary, highlight=False)
     sys.exit(outcome.exit_code)
 

@@ -119,9 +119,6 @@ class Matcher:
     def total(self) -> int:
         return len(self._all)
 
-    def remaining(self) -> list[Interaction]:
-        return [i for i in self._all if id(i) not in self._used]
-
     def _next_expected(self) -> Interaction | None:
         return next((i for i in self._all if id(i) not in self._used), None)
 

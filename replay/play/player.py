@@ -1,9 +1,10 @@
 """In-process replay: recorded responses served at the httpx / httpx2 transport.
 
-Installed into a child process by ``rewind-replay`` (through ``bootstrap/sitecustomize.py``) or
-directly with :func:`install`. Requests to LLM endpoints are answered from the cassette; nothing
-reaches the network for them. The first request the recording does not answer is a divergence:
-strict mode stops the run there, lenient mode lets it and everything after it go live.
+Installed into a child process by ``rewind-replay`` (its launcher names :data:`INSTALLER` to the
+child's ``sitecustomize``) or directly with :func:`install`. Requests to LLM endpoints are
+answered from the cassette; nothing reaches the network for them. The first request the
+recording does not answer is a divergence: strict mode stops the run there, lenient mode lets it
+and everything after it go live.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import atexit
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rewind.exporter import tools, transport
+from rewind.exporter.config import ENV_REPLAY_SOURCE
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.matching import Divergence
@@ -27,7 +30,8 @@ ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"
 ENV_MODE = "REWIND_REPLAY_MODE"
 ENV_SPEED = "REWIND_REPLAY_SPEED"
-ENV_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
+ENV_SOURCE = ENV_REPLAY_SOURCE
+INSTALLER = f"{__name__}:install_from_env"  # what the child's sitecustomize runs
 
 
 class ReplayDivergence(BaseException):
@@ -50,33 +54,27 @@ def _checked(session: ReplaySession, found: Interaction | Divergence | None) -> 
 
 
 class TransportResponder:
-    """Adapts a session to the transport hooks (sync and async twins)."""
+    """Adapts a session to the transport's responder slot, for sync and async clients alike."""
 
     def __init__(self, session: ReplaySession) -> None:
         self.session = session
 
-    def _answer(self, request: Any) -> tuple[Answer | None, bytes]:
+    def _answer(self, request: Any) -> Answer | None:
         body = bytes(request.content)
         found = self.session.decide(
             request.method, str(request.url), dict(request.headers.multi_items()), body
         )
         found = _checked(self.session, found)
-        return (recorded_answer(found, body) if found else None), body
+        return recorded_answer(found, body) if found else None
 
-    def __call__(self, flavor: Flavor, request: Any) -> Any:
-        answer, _ = self._answer(request)
+    def __call__(self, flavor: Flavor, request: Any, asynchronous: bool = False) -> Any:
+        answer = self._answer(request)
         if answer is None:
             return None
-        content = answer.iter_sync(self.session.speed) if answer.events is not None else answer.body
-        return flavor.module.Response(answer.status, headers=answer.headers, content=content,
-                                      request=request)
-
-    async def respond_async(self, flavor: Flavor, request: Any) -> Any:
-        answer, _ = self._answer(request)
-        if answer is None:
-            return None
-        content = (answer.iter_async(self.session.speed) if answer.events is not None
-                   else answer.body)
+        content: Any = answer.body
+        if answer.events is not None:
+            speed = self.session.speed
+            content = answer.iter_async(speed) if asynchronous else answer.iter_sync(speed)
         return flavor.module.Response(answer.status, headers=answer.headers, content=content,
                                       request=request)
 
@@ -98,22 +96,28 @@ class ToolResponder:
         return tools.ToolAnswer(result=json.loads(found.response_body or "null"))
 
 
+def plug(http: transport.Responder | None, tool: tools.ToolResponder | None
+         ) -> Callable[[], None]:
+    """The one way replay (the player and fork alike) fills the exporter's two responder slots,
+    transport and ``@tool``; returns the function that puts back what was there."""
+    previous = transport.set_responder(http), tools.set_responder(tool)
+
+    def unplug() -> None:
+        transport.set_responder(previous[0])
+        tools.set_responder(previous[1])
+
+    return unplug
+
+
 def install(session: ReplaySession) -> ReplaySession:
     """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette."""
-    responder = TransportResponder(session)
-    transport.install()
-    transport.hooks.responder = responder
-    transport.hooks.async_responder = responder.respond_async
-    tools.hooks.responder = ToolResponder(session)
+    plug(TransportResponder(session), ToolResponder(session))
     return session
 
 
 def uninstall() -> None:
-    transport.hooks.responder = None
-    transport.hooks.async_responder = None
-    tools.hooks.responder = None
-    if transport.hooks.observer is None:
-        transport.uninstall()
+    """Empty both slots; the HTTP libraries are restored unless recording still uses them."""
+    plug(None, None)
 
 
 def install_from_env() -> ReplaySession | None:

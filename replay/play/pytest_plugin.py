@@ -129,9 +129,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
 
 
 def _report(session: ReplaySession) -> str:
-    done = session.summary()
-    return (f"rewind: replayed {done['replayed']}/{done['recorded']} recorded steps of trace "
-            f"{done['trace_id']} ({done['mode']}), {done['live']} live calls")
+    return f"rewind: {session.report().headline()}"
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,10 +1,11 @@
 """``rewind record -- CMD``: runs a command with the exporter injected, as
 ``opentelemetry-instrument`` does, and reports the traces it recorded.
 
-The child finds ``sitecustomize`` from ``bootstrap/`` on its ``PYTHONPATH``; ``REWIND_RECORD=1``
-makes it call :func:`rewind.exporter.autorecord.start_from_env`, which instruments the process,
-opens one root span and, at exit, appends a JSON line (trace ids, export figures) to the report
-file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by default the local ``rewind serve``.
+The child is started by :mod:`rewind.replay.play.launch`; ``REWIND_RECORD=1`` makes its
+``sitecustomize`` call :func:`rewind.exporter.autorecord.start_from_env`, which instruments the
+process, opens one root span and, at exit, appends a JSON line (trace ids, export figures) to
+the report file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by default the local
+``rewind serve``. ``rewind fork`` records its child the same way, with its own installer added.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 
 from rewind.exporter import autorecord
 from rewind.exporter.config import ENV_CAPTURE
-from rewind.replay.play import bootstrap
+from rewind.replay.play import launch
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -90,22 +91,21 @@ def collector_reachable(endpoint: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def record_environment(
-    base: dict[str, str], report_path: str, endpoint: str, name: str, capture: str | None
-) -> dict[str, str]:
-    env = dict(base)
-    boot = str(Path(bootstrap.__file__).parent)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
-    env[autorecord.ENV_RECORD] = "1"
-    env[autorecord.ENV_REPORT] = report_path
-    env[autorecord.ENV_NAME] = name
-    if not any(env.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, base):
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
-        env.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
-    env.setdefault("OTEL_SERVICE_NAME", name)
+def record_settings(
+    base: Mapping[str, str], report_path: str, endpoint: str, name: str, capture: str | None
+) -> dict[str, str | None]:
+    """What the child's environment gets on top of ``base`` (None: removed) to record itself."""
+    settings: dict[str, str | None] = {autorecord.ENV_RECORD: "1",
+                                       autorecord.ENV_REPORT: report_path,
+                                       autorecord.ENV_NAME: name}
+    if not any(base.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, dict(base)):
+        settings["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+        settings["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = None
+    if "OTEL_SERVICE_NAME" not in base:
+        settings["OTEL_SERVICE_NAME"] = name
     if capture:
-        env[ENV_CAPTURE] = capture
-    return env
+        settings[ENV_CAPTURE] = capture
+    return settings
 
 
 def read_report(path: str) -> list[dict[str, Any]]:
@@ -124,14 +124,17 @@ def read_report(path: str) -> list[dict[str, Any]]:
 
 def run_recorded(
     command: list[str], endpoint: str | None = None, name: str | None = None,
-    capture: str | None = None,
+    capture: str | None = None, settings: Mapping[str, str | None] | None = None,
+    installers: Sequence[str] = (),
 ) -> RecordOutcome:
+    """Run ``command`` recorded; ``settings`` and ``installers`` add to what the child gets
+    (``rewind fork`` installs itself after recording starts)."""
     if not command:
         raise ValueError("no command to record (give it after --)")
     base = dict(os.environ)
     chosen = endpoint_for(endpoint, base)
     with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:
         report_path = os.path.join(tmp, "report.jsonl")
-        env = record_environment(base, report_path, chosen, name or run_name(command), capture)
-        child = subprocess.run(command, env=env, check=False)
-        return RecordOutcome(child.returncode, chosen, read_report(report_path))
+        recording = record_settings(base, report_path, chosen, name or run_name(command), capture)
+        exit_code = launch.run(command, {**recording, **(settings or {})}, installers)
+        return RecordOutcome(exit_code, chosen, read_report(report_path))

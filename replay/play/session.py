@@ -7,7 +7,6 @@ it, and keeps the tally the run's report is made of.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
 from rewind.replay.cassette.synthesis import provider_of, render, reply_of
 from rewind.replay.play.matching import Divergence, Matcher
+from rewind.replay.play.report import ReplayReport
 
 STRICT = "strict"
 LENIENT = "lenient"
@@ -176,17 +176,15 @@ class ReplaySession:
         return found if isinstance(found, Interaction) else self._diverged(found)
 
     # -- reporting --------------------------------------------------------------------------
+    def report(self) -> ReplayReport:
+        return ReplayReport(self.cassette.trace_id, self.mode, self.matcher.total,
+                            self.matcher.requests, self.matcher.replayed, self.live_requests,
+                            self.divergence)
+
     def summary(self) -> dict[str, Any]:
-        return {
-            "trace_id": self.cassette.trace_id,
-            "mode": self.mode,
-            "recorded": self.matcher.total,
-            "requests": self.matcher.requests,
-            "replayed": self.matcher.replayed,
-            "live": self.live_requests,
-            "divergence": self.divergence.to_dict() if self.divergence else None,
-        }
+        """The report as JSON data (the HTTP API's session status)."""
+        return self.report().to_dict()
 
     def write_report(self) -> None:
         if self.report_path:
-            Path(self.report_path).write_text(json.dumps(self.summary(), default=str))
+            Path(self.report_path).write_text(self.report().to_json())

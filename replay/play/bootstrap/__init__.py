@@ -1,1 +1,47 @@
-"""Put on ``PYTHONPATH`` of a child process so that ``sitecustomize`` installs the replay."""
+"""Put on ``PYTHONPATH`` of a child process so that its ``sitecustomize`` installs, at start-up,
+what the parent asked for: recording (``REWIND_RECORD``), then the installers named in
+``REWIND_INSTALLERS``.
+
+An installer is named ``module:function`` and must be a function of a ``rewind.replay`` module:
+the variable is read by every Python process that inherits the environment, so it never names
+arbitrary code. The bootstrap knows no installer itself; replay and fork each pass their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from importlib import import_module
+
+ENV_INSTALLERS = "REWIND_INSTALLERS"
+_SEPARATOR = ","
+_INSTALLER = re.compile(r"rewind\.replay(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
+
+
+def check_installer(name: str) -> str:
+    """``name`` if it is ``module:function`` of a ``rewind.replay`` module, else ValueError."""
+    if not _INSTALLER.fullmatch(name):
+        raise ValueError(f"installer {name!r} in {ENV_INSTALLERS} refused: only functions of "
+                         "rewind.replay modules run at start-up, named module:function (e.g. "
+                         "rewind.replay.play.player:install_from_env)")
+    return name
+
+
+def installers_value(names: list[str]) -> str:
+    """The ``REWIND_INSTALLERS`` value for ``names`` (each checked)."""
+    return _SEPARATOR.join(check_installer(name) for name in names)
+
+
+def run_installers(env: Mapping[str, str] | None = None) -> None:
+    """Call each installer named in the environment, in order; a refused one is reported on
+    stderr and skipped, so the user's program starts anyway."""
+    value = (os.environ if env is None else env).get(ENV_INSTALLERS, "")
+    for name in filter(None, value.split(_SEPARATOR)):
+        try:
+            module, function = check_installer(name.strip()).split(":")
+        except ValueError as error:
+            print(f"rewind: {error}", file=sys.stderr, flush=True)
+            continue
+        getattr(import_module(module), function)()

@@ -1,4 +1,5 @@
-"""Runs at start-up of a Python process launched by ``rewind-replay`` or ``rewind record``."""
+"""Runs at start-up of a Python process launched by ``rewind replay``, ``rewind record`` or
+``rewind fork`` (see ``rewind.replay.play.launch``)."""
 
 import os
 
@@ -12,12 +13,7 @@ if os.environ.get("REWIND_RECORD"):  # rewind record: instrument, one root span 
 
         print(f"rewind: recording not started: {error}", file=sys.stderr)
 
-if os.environ.get("REWIND_REPLAY_CASSETTE"):
-    from rewind.replay.play.player import install_from_env
+if os.environ.get("REWIND_INSTALLERS"):  # after recording started, so what they do is recorded
+    from rewind.replay.play.bootstrap import run_installers
 
-    install_from_env()
-
-if os.environ.get("REWIND_FORK"):  # rewind fork: after recording started, so it is recorded
-    from rewind.replay.timetravel.fork import install_from_env as install_fork
-
-    install_fork()
+    run_installers()

@@ -1,0 +1,52 @@
+"""What a replay did: written by the replayed process at exit, read by the runner, printed by the
+CLI and the pytest plugin, served by the worker. Its fields are named here alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rewind.replay.play.matching import Divergence, FieldDiff
+
+
+@dataclass
+class ReplayReport:
+    trace_id: str  # the recording replayed
+    mode: str  # strict or lenient
+    recorded: int  # interactions the recording holds
+    requests: int = 0  # requests the run made that a recording could answer
+    replayed: int = 0  # answered from the recording
+    live: int = 0  # went live (lenient mode, after the divergence)
+    divergence: Divergence | None = None  # the first request the recording does not answer
+
+    def headline(self) -> str:
+        return (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
+                f"{self.trace_id} ({self.mode}), {self.live} live calls")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trace_id": self.trace_id, "mode": self.mode, "recorded": self.recorded,
+                "requests": self.requests, "replayed": self.replayed, "live": self.live,
+                "divergence": self.divergence.to_dict() if self.divergence else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReplayReport:
+        found = data.get("divergence")
+        divergence = None
+        if found:
+            diffs = [FieldDiff(d["path"], d.get("expected"), d.get("actual"))
+                     for d in found.get("diffs") or []]
+            divergence = Divergence(int(found["step"]), str(found["reason"]),
+                                    found.get("expected_step"), found.get("expected_name", ""),
+                                    diffs)
+        return cls(str(data["trace_id"]), str(data["mode"]), int(data["recorded"]),
+                   int(data.get("requests", 0)), int(data.get("replayed", 0)),
+                   int(data.get("live", 0)), divergence)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReplayReport:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,271 @@
+"""Resuming a checkpoint (see ``fork.py``): the run again, in this process or as a recorded child.
+
+Built on the replay session and player: steps before N go through a strict
+:class:`ReplaySession` holding only those steps (a departure from the recording there stops the
+run with a :class:`ForkError`), and the exporter's transport observer is wrapped so the edit is
+made before the request is recorded and sent. A command runs as a child recorded like
+``rewind record``, with :data:`INSTALLER` run at its start-up after recording begins.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
+from rewind.exporter import attributes as A
+from rewind.exporter import canonical, providers, scope, tools, transport
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.play.matching import Divergence, diff_fields
+from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
+from rewind.replay.play.recorder import run_recorded
+from rewind.replay.play.session import STRICT, Answer, ReplaySession
+from rewind.replay.timetravel.edits import apply_edits
+from rewind.replay.timetravel.fork import Checkpoint, ForkError, ForkRun
+
+ENV_FORK = "REWIND_FORK"
+INSTALLER = f"{__name__}:install_from_env"  # run by the child's sitecustomize, after recording
+POSITION = "rewind.fork.position"  # request extension: the call's place in the new run
+MISMATCH = "rewind.fork.mismatch"  # request extension: the call at N is not the recorded one
+ROOT_SPAN = "rewind.fork"
+
+
+class Resumed:
+    """A checkpoint installed at this process's transport and ``@tool`` hooks."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self.n = checkpoint.step
+        self.at = checkpoint.at
+        before = [i for i in checkpoint.cassette.interactions if i.step < self.n]
+        self.session = ReplaySession(Cassette(checkpoint.source_trace_id, before), mode=STRICT)
+        self._next = 0
+        self._lock = threading.Lock()
+        self.live = 0
+        self.edited = 0
+        self.warnings: list[str] = []
+        self.divergence: Divergence | None = None
+        self._saved: tuple[Any, Callable[[], None]] | None = None  # observer, unplug
+
+    def take(self) -> int:
+        with self._lock:
+            position = self._next
+            self._next += 1
+            return position
+
+    def went_live(self) -> None:
+        with self._lock:
+            self.live += 1
+
+    def _mismatch(self, position: int, what: str, found: Any) -> Divergence:
+        return Divergence(position, f"at the fork point the run made {what}, not the recorded "
+                          f"step {self.n}", self.n, self.at.name,
+                          diff_fields(self.at.canonical_request(), found))
+
+    def diverge(self, found: Divergence) -> None:
+        """The run is not where the recording was at the fork point: stop it."""
+        with self._lock:
+            self.divergence = self.divergence or found
+        raise ReplayDivergence(found)
+
+    # -- the request on its way out -------------------------------------------------------
+    def before_request(self, flavor: transport.Flavor, request: Any) -> None:
+        position = self.take()
+        request.extensions[POSITION] = position
+        if position < self.n:
+            return
+        raw = bytes(request.content)
+        if position == self.n:
+            canon = canonical.canonical_request(request.method, str(request.url),
+                                                dict(request.headers.multi_items()), raw)
+            if self.at.kind == A.KIND_TOOL:
+                request.extensions[MISMATCH] = self._mismatch(position, "a model call", canon)
+                return
+            if canonical.match_key(canon) != self.at.match_key:
+                request.extensions[MISMATCH] = self._mismatch(position, "another model call",
+                                                              canon)
+                return
+        edits = self.checkpoint.edits
+        if not edits.touches_requests:
+            return
+        body = canonical.parse_body(raw)
+        edited, replaced = apply_edits(body, edits, self.checkpoint.slot)
+        if position == self.n and edits.user_message is not None and not replaced:
+            self.warnings.append(f"step {position}: the user message to edit was not found")
+        if edited == body:
+            return
+        data = json.dumps(edited, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        request.stream = flavor.module.ByteStream(data)
+        request._content = data
+        request.headers["Content-Length"] = str(len(data))
+        with self._lock:
+            self.edited += 1
+
+    def observer(self, inner: Any) -> Callable[[transport.Flavor, Any], Any]:
+        def observe(flavor: transport.Flavor, request: Any) -> Any:
+            url = request.url
+            if providers.detect(url.host, url.path) is not None:
+                try:
+                    self.before_request(flavor, request)
+                except Exception as error:  # the request goes out unedited; say so
+                    self.warnings.append(f"could not apply the fork's edit: {error!r}")
+            return inner(flavor, request) if inner is not None else None
+
+        return observe
+
+    # -- installing -----------------------------------------------------------------------
+    def install(self) -> None:
+        observer = transport.hooks.observer
+        unplug = plug(_ForkTransportResponder(self), _ForkToolResponder(self))
+        transport.hooks.observer = self.observer(observer)
+        self._saved = observer, unplug
+
+    def uninstall(self) -> None:
+        if self._saved is not None:
+            transport.hooks.observer, unplug = self._saved
+            unplug()
+            self._saved = None
+
+    def outcome(self, trace_id: str | None, **extra: Any) -> ForkRun:
+        divergence = self.session.divergence or self.divergence
+        return ForkRun(trace_id, self.checkpoint.source_trace_id, self.n,
+                       self.checkpoint.edits.to_dict(), self.session.matcher.replayed,
+                       self.live, self.edited,
+                       divergence=divergence.to_dict() if divergence else None,
+                       warnings=list(self.warnings), **extra)
+
+
+class _ForkTransportResponder(TransportResponder):
+    def __init__(self, resumed: Resumed) -> None:
+        super().__init__(resumed.session)
+        self.resumed = resumed
+
+    def _answer(self, request: Any) -> Answer | None:
+        url = request.url
+        if providers.detect(url.host, url.path) is None:
+            return None
+        position = request.extensions.get(POSITION)
+        if position is None:  # no observer ran (recording is off): place it here
+            position = self.resumed.take()
+        mismatch = request.extensions.get(MISMATCH)
+        if mismatch is not None:
+            self.resumed.diverge(mismatch)
+        if position < self.resumed.n:
+            return super()._answer(request)
+        self.resumed.went_live()
+        return None
+
+
+class _ForkToolResponder(ToolResponder):
+    def __init__(self, resumed: Resumed) -> None:
+        super().__init__(resumed.session)
+        self.resumed = resumed
+
+    def __call__(self, name: str, arguments: dict[str, Any]) -> tools.ToolAnswer | None:
+        resumed = self.resumed
+        position = resumed.take()
+        if position < resumed.n:
+            return super().__call__(name, arguments)
+        if position == resumed.n:
+            asked = {"tool": name, "arguments": arguments}
+            if resumed.at.kind != A.KIND_TOOL or \
+                    canonical.tool_key(name, arguments) != resumed.at.match_key:
+                resumed.diverge(resumed._mismatch(position, f"a call of tool {name}", asked))
+            if resumed.checkpoint.edits.has_tool_result:
+                resumed.edited += 1
+                return tools.ToolAnswer(result=resumed.checkpoint.edits.tool_result)
+        resumed.went_live()
+        return None
+
+
+def _fork_error(checkpoint: Checkpoint, error: ReplayDivergence) -> ForkError:
+    return ForkError(f"fork of trace {checkpoint.source_trace_id} at step {checkpoint.step}: "
+                     f"the run left the recording before the fork point took effect\n"
+                     f"{error.divergence.describe()}")
+
+
+def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider: Any) -> ForkRun:
+    from rewind.exporter import instrument, is_instrumented, uninstrument
+
+    ours = not is_instrumented()
+    if not ours and tracer_provider is not None:
+        raise ForkError("this process is already instrumented; resume without "
+                        "tracer_provider (the fork records where the process records)")
+    provider = instrument(tracer_provider=tracer_provider) if ours else None
+    resumed = Resumed(checkpoint)
+    trace_id = None
+    try:
+        with scope.tracer().start_as_current_span(
+                ROOT_SPAN, context=otel_context.Context(), kind=SpanKind.INTERNAL,
+                attributes=checkpoint.lineage, links=[checkpoint.link()]) as span:
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            resumed.install()
+            try:
+                result = target()
+            except ReplayDivergence as error:
+                raise _fork_error(checkpoint, error) from None
+            finally:
+                resumed.uninstall()
+    finally:
+        if ours:
+            uninstrument()
+            flush = getattr(provider, "force_flush", None)
+            if callable(flush):
+                flush()
+    return resumed.outcome(trace_id, result=result)
+
+
+def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None,
+                 name: str | None) -> ForkRun:
+    if not command:
+        raise ForkError("no command to resume the fork with")
+    with tempfile.TemporaryDirectory(prefix="rewind-fork-") as tmp:
+        spec = Path(tmp, "fork.json")
+        report = Path(tmp, "fork-report.json")
+        spec.write_text(json.dumps({"checkpoint": checkpoint.to_dict(),
+                                    "report": str(report)}), "utf-8")
+        recorded = run_recorded(command, endpoint, name, settings={ENV_FORK: str(spec)},
+                                installers=[INSTALLER])
+        try:
+            summary = ForkRun.from_dict(json.loads(report.read_text("utf-8")))
+        except (FileNotFoundError, ValueError):
+            raise ForkError(f"the fork was not installed in {command[0]!r} (exit code "
+                            f"{recorded.exit_code}): not a Python process, or rewind is not "
+                            "importable there") from None
+    trace_ids = recorded.trace_ids
+    return dataclasses.replace(summary, trace_id=trace_ids[0] if trace_ids else None,
+                               exit_code=recorded.exit_code)
+
+
+def install_from_env() -> Resumed | None:
+    """Child-process entry (``sitecustomize``), after ``rewind record``'s root span is open:
+    install the fork and put the lineage on that root span."""
+    path = os.environ.get(ENV_FORK)
+    if not path:
+        return None
+    spec = json.loads(Path(path).read_text("utf-8"))
+    checkpoint = Checkpoint.from_dict(spec["checkpoint"])
+    resumed = Resumed(checkpoint)
+    resumed.install()
+    root = trace.get_current_span()
+    if root.is_recording():
+        root.set_attributes(checkpoint.lineage)
+        link = checkpoint.link()
+        root.add_link(link.context, link.attributes)
+
+    def report() -> None:
+        Path(spec["report"]).write_text(json.dumps(resumed.outcome(None).to_dict(),
+                                                   default=str), "utf-8")
+
+    atexit.register(report)
+    return resumed
