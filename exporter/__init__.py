@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from . import attributes as A
 from . import enrichment, scope, tools, transport
 from .agents import agent
 from .config import CaptureMode, CaptureSettings, settings
@@ -74,7 +75,7 @@ def instrument(
     extra = {}
     source = os.environ.get("REWIND_REPLAY_SOURCE_TRACE_ID")
     if source:
-        extra["rewind.replay.source_trace_id"] = source
+        extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
     enrichment.configure(chosen, recorder.redactor)
     transport.install()
