@@ -21,7 +21,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.matching import FieldDiff, diff_fields
+from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.align import Pair, align
 
 SAME = "same"  # same request, same answer
@@ -233,8 +233,7 @@ def preview(view: StepView | None, limit: int = 60) -> str:
     else:
         value = answer.get("result", answer.get("error", answer.get("body")))
         text = value if isinstance(value, str) else canonical.dumps(value)
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(" ".join(str(text).split()), limit, quote=False)
 
 
 @dataclass
