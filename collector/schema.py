@@ -115,7 +115,6 @@ TRACE_COLUMNS = tuple(name for name, _ in TRACE_COLUMNS_TYPED)
 TRACE_COLUMN_TYPES = tuple(kind for _, kind in TRACE_COLUMNS_TYPED)
 
 
-
 def span_attribute(name: str) -> str:
     """A span attribute in SQL: its value, '' when the span lacks it."""
     return f"SpanAttributes[{sql_string(name)}]"
