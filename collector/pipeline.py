@@ -4,8 +4,8 @@
 request, appends it to the spool and returns once the record is fsync'd (concurrent requests
 share one fsync). A single writer thread seals the open segment when it is big or old enough,
 has the converter turn each sealed segment into a Native block (in worker processes, a few
-segments ahead of the insert) and inserts it with the segment's own deduplication token,
-retrying while the store is away.
+segments ahead of the insert: ``ahead.py``) and inserts it with the segment's own
+deduplication token, retrying while the store is away.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import queue
 import struct
 import threading
 import time
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from .ahead import ConversionsAhead
 from .config import BatchPolicy, Limits
-from .convert import Block, ConversionError, Converter
+from .convert import Converter
 from .intake import PROTOBUF, Refused, Screened, count_spans, decode, screen
 from .metrics import Metrics
 from .spool import Record, Segment, Spool, SpoolError
@@ -80,8 +79,8 @@ class Pipeline:
         self._stopping = False
         self._full = False
         self.converter = Converter(batch.convert_workers, spool.dir)
-        self._blocks: dict[int, Future[Block]] = {}  # segment number -> its conversion
-        self._blocks_lock = threading.Lock()
+        self._ahead = ConversionsAhead(self.converter, spool, metrics, batch.convert_ahead_bytes,
+                                       self._set_aside)
         self._thread = threading.Thread(target=self._run, name="rewind-writer", daemon=True)
         self._first_contact = threading.Event()  # set once the store was tried at start
         self._retiring: queue.Queue[Segment | None] = queue.Queue()
@@ -165,7 +164,7 @@ class Pipeline:
 
     def _seal_locked(self, only: Segment | None = None) -> None:
         if self.spool.seal(only) is not None:
-            self._convert_ahead()  # start converting now, even while the writer is busy
+            self._ahead.fill()  # start converting now, even while the writer is busy
             self._wake.set()
 
     def _seal_if_due(self) -> float:
@@ -198,88 +197,16 @@ class Pipeline:
                 self._wake.clear()
                 continue
             try:
-                self._convert_ahead()
+                self._ahead.fill()
                 if not self._write(waiting[0]):
                     return
             except Exception:  # a bug must not silently stop the draining
                 log.exception("writer loop failed; retrying")
                 time.sleep(self.batch.retry_max_s)
 
-    def _convert_ahead(self) -> None:
-        """Keeps every converter busy on the oldest waiting segments, holding no more
-        converted bytes than ``convert_ahead_bytes`` (but always one segment)."""
-        if not self.converter.running:
-            return  # converting in the writer thread (or stopped): nothing to do ahead
-        with self._blocks_lock:
-            held = 0
-            waiting = [s for s in list(self.spool.pending) if not s.written]
-            for segment in waiting[:self.converter.workers + 1]:
-                if held and held + segment.size > self.batch.convert_ahead_bytes:
-                    return
-                if segment.number not in self._blocks:
-                    future = self._submit(segment)
-                    if future is None:
-                        return  # the workers are being replaced
-                    self._blocks[segment.number] = future
-                held += segment.size
-
-    def _block(self, segment: Segment) -> Block | None:
-        """The segment's converted block; None when it cannot be converted at all (then the
-        segment is set aside, not retried forever). Its conversion stays registered until the
-        segment is written, so converting ahead never starts it a second time."""
-        with self._blocks_lock:
-            future = self._blocks.get(segment.number)
-            if future is None:
-                future = self._submit(segment)
-                if future is not None:
-                    self._blocks[segment.number] = future
-        if future is None:  # no workers: convert here, in the writer thread
-            future = self._convert_here(segment)
-        try:
-            try:
-                block = future.result()
-                self.converter.done()
-            except BrokenProcessPool:  # a worker died: every conversion in flight is lost
-                # The culprit may be this very segment: convert it here, once. Registered
-                # first, so the new workers are not handed it meanwhile.
-                mine: Future[Block] = Future()
-                with self._blocks_lock:
-                    self._blocks.clear()
-                    self._blocks[segment.number] = mine
-                self.converter.restart()
-                block = self._convert_here(segment, into=mine).result()
-        except ConversionError as error:
-            self._set_aside(segment, error, "unconvertible")  # out of the queue, then forgotten
-            self._forget_block(segment)
-            return None
-        except BaseException:  # a disk error, say: converted again when the loop retries
-            self._forget_block(segment)
-            raise
-        for problem in block.problems:
-            log.error("%s", problem)
-        if block.dropped:
-            self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
-        return block
-
-    def _submit(self, segment: Segment) -> Future[Block] | None:
-        """Hands the segment to a worker (None when there is none); call with the lock."""
-        future = self.converter.submit(segment.path)
-        if future is not None:
-            self.metrics.conversions.inc()
-        return future
-
-    def _convert_here(self, segment: Segment, into: Future[Block] | None = None,
-                      ) -> Future[Block]:
-        self.metrics.conversions.inc()
-        return self.converter.inline(segment.path, into)
-
-    def _forget_block(self, segment: Segment) -> None:
-        with self._blocks_lock:
-            self._blocks.pop(segment.number, None)
-
     def _write(self, segment: Segment) -> bool:
         """Inserts one segment, retrying; False when stopping gave up waiting for the store."""
-        block = self._block(segment)
+        block = self._ahead.block(segment)
         if block is None:
             return True
         delay, refusals = self.batch.retry_initial_s, 0
@@ -295,7 +222,7 @@ class Pipeline:
                 if refusals >= self.batch.max_attempts_when_store_up:
                     block.discard()
                     self._set_aside(segment, failure, "store_refused")
-                    self._forget_block(segment)
+                    self._ahead.forget(segment)
                     return True
                 if time.monotonic() >= self._give_up_at or (
                         self._stop.is_set() and not failure.store_up):
@@ -308,7 +235,7 @@ class Pipeline:
         self._store_ok()
         block.discard()
         segment.written = True
-        self._forget_block(segment)
+        self._ahead.forget(segment)
         self._retiring.put(segment)  # deleting a large file is slow: not on this thread
         return True
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .schema import LLM_OPERATIONS, TRACE_LOOKUP, TRACES
+from .schema import IS_LLM_CALL, TRACE_LOOKUP, TRACES
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -96,7 +96,7 @@ SELECT
     (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
         AS DurationNs,
     count() AS Spans,
-    countIf(SpanAttributes['gen_ai.operation.name'] IN {LLM_OPERATIONS}) AS LlmCalls,
+    countIf({IS_LLM_CALL}) AS LlmCalls,
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
 FROM {TRACES}
 WHERE {' AND '.join(where)}

@@ -8,10 +8,12 @@ tables behind Distributed ones), so both variants come from one source; ``ddl`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
+
+from rewind.exporter import attributes as A
+
+from .prices import builtin_prices
 
 TRACES = "otel_traces"
 TRACE_LOOKUP = "otel_traces_trace_id_ts"
@@ -112,8 +114,15 @@ TRACE_COLUMNS_TYPED = (
 TRACE_COLUMNS = tuple(name for name, _ in TRACE_COLUMNS_TYPED)
 TRACE_COLUMN_TYPES = tuple(kind for _, kind in TRACE_COLUMNS_TYPED)
 
-# Operations that are one call to a model (one row each in rewind_llm_calls).
-LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
+
+def span_attribute(name: str) -> str:
+    """A span attribute in SQL: its value, '' when the span lacks it."""
+    return f"SpanAttributes[{sql_string(name)}]"
+
+
+# A span that is one call to a model (one row each in rewind_llm_calls).
+IS_LLM_CALL = (f"{span_attribute(A.OPERATION)} IN "
+               f"({', '.join(sql_string(op) for op in A.LLM_OPERATIONS)})")
 
 
 def traces_table(layout: Layout = SINGLE_NODE) -> str:
@@ -215,41 +224,32 @@ SETTINGS {layout.dedup}
 
 
 def llm_calls_view(layout: Layout = SINGLE_NODE) -> str:
-    operations = ", ".join(f"'{op}'" for op in LLM_OPERATIONS)
+    a = span_attribute
     return f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}
 TO {layout.local(LLM_CALLS)}
 AS SELECT
     Timestamp, TraceId, SpanId, ServiceName,
-    toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
-    SpanAttributes['gen_ai.operation.name'] AS Operation,
-    if(SpanAttributes['gen_ai.provider.name'] != '', SpanAttributes['gen_ai.provider.name'],
-       SpanAttributes['gen_ai.system']) AS Provider,
-    SpanAttributes['gen_ai.request.model'] AS RequestModel,
-    SpanAttributes['gen_ai.response.model'] AS ResponseModel,
-    toUInt64OrZero(SpanAttributes['gen_ai.usage.input_tokens']) AS InputTokens,
-    toUInt64OrZero(SpanAttributes['gen_ai.usage.output_tokens']) AS OutputTokens,
+    toInt64OrDefault({a(A.STEP)}, toInt64(-1)) AS Step,
+    {a(A.OPERATION)} AS Operation,
+    if({a(A.PROVIDER)} != '', {a(A.PROVIDER)},
+       {a(A.SYSTEM)}) AS Provider,
+    {a(A.REQUEST_MODEL)} AS RequestModel,
+    {a(A.RESPONSE_MODEL)} AS ResponseModel,
+    toUInt64OrZero({a(A.INPUT_TOKENS)}) AS InputTokens,
+    toUInt64OrZero({a(A.OUTPUT_TOKENS)}) AS OutputTokens,
     Duration, StatusCode,
-    SpanAttributes['rewind.match_key'] AS MatchKey,
-    SpanAttributes['gen_ai.response.finish_reasons'] AS FinishReasons
+    {a(A.MATCH_KEY)} AS MatchKey,
+    {a(A.FINISH_REASONS)} AS FinishReasons
 FROM {layout.local(TRACES)}
-WHERE SpanAttributes['gen_ai.operation.name'] IN ({operations})
+WHERE {IS_LLM_CALL}
 """
 
 
-# Default list prices, USD per million tokens (input, output), by model family. Operators keep
-# them current with INSERTs into rewind_model_prices; the newest row per model wins.
-def default_prices() -> tuple[tuple[str, float, float], ...]:
-    """(model, input, output USD per million tokens) from the maintained ``prices.json``, the
-    one table that seeds ``rewind_model_prices`` and prices ``rewind stats``."""
-    data = json.loads(resources.files("rewind.collector").joinpath("prices.json").read_text())
-    return tuple(
-        (model, float(price["input"]), float(price["output"]))
-        for model, price in sorted(data["models"].items())
-    )
-
-
-DEFAULT_PRICES = default_prices()
+# Default list prices, (model, input, output) USD per million tokens, by model family, from
+# the maintained table. Operators keep them current with INSERTs into rewind_model_prices; the
+# newest row per model wins.
+DEFAULT_PRICES = tuple((model, p.input, p.output) for model, p in builtin_prices().items())
 # A dated or "-latest" model name is priced as its family when it has no row of its own
 # (every trailing version is dropped: a proxy may append its own date to the upstream name).
 MODEL_VERSION_SUFFIX = "(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$"
@@ -312,17 +312,18 @@ LEFT JOIN {prices} AS family
 
 
 def tool_calls_view(layout: Layout = SINGLE_NODE) -> str:
+    a = span_attribute
     return f"""
 CREATE VIEW IF NOT EXISTS {layout.name(TOOL_CALLS)}{layout.on_cluster} AS
 SELECT
     Timestamp, TraceId, SpanId, ParentSpanId, ServiceName,
-    SpanAttributes['gen_ai.tool.name'] AS ToolName,
-    SpanAttributes['gen_ai.tool.call.id'] AS CallId,
-    toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
+    {a(A.TOOL_NAME)} AS ToolName,
+    {a(A.TOOL_CALL_ID)} AS CallId,
+    toInt64OrDefault({a(A.STEP)}, toInt64(-1)) AS Step,
     Duration, StatusCode,
-    SpanAttributes['rewind.tool.replayed'] = 'true' AS Replayed
+    {a(A.TOOL_REPLAYED)} = 'true' AS Replayed
 FROM {layout.name(TRACES)}
-WHERE SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+WHERE {a(A.OPERATION)} = {sql_string(A.OPERATION_EXECUTE_TOOL)}
 """
 
 

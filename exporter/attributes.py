@@ -79,9 +79,31 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 FORK_SOURCE_TRACE_ID = "rewind.fork.source_trace_id"
 FORK_STEP = "rewind.fork.step"
 FORK_EDITS = "rewind.fork.edits"
+TENANT = "rewind.tenant"  # resource attribute: the tenant of the token the spans came with
+# Never exported: what the export thread still has to derive ("request,response").
+ENRICH = "rewind.enrich"
 
 KIND_LLM = "llm"
 KIND_TOOL = "tool"
+
+# gen_ai.operation.name values that are one call to a model (one row each in rewind_llm_calls).
+LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
+OPERATION_EXECUTE_TOOL = "execute_tool"
+
+# Read, never written: what other and older instrumentations put on their spans.
+SYSTEM = "gen_ai.system"  # the provider, before gen_ai.provider.name
+LLM_REQUEST_TYPE = "llm.request.type"  # OpenLLMetry's operation ("completion" for legacy calls)
+PROMPT_PREFIX = "gen_ai.prompt."  # flattened messages: gen_ai.prompt.{i}.{field}
+COMPLETION_PREFIX = "gen_ai.completion."  # gen_ai.completion.{i}.{field}
+REQUEST_PREFIX = "gen_ai.request."  # the request parameters (model, temperature ...)
+# Per-message span events (names of events, not of attributes) and the role each stands for.
+MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+CHOICE_EVENT = "gen_ai.choice"
 
 # What each capture mode leaves out (see config.CaptureMode).
 RAW_ATTRIBUTES = frozenset(

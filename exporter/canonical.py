@@ -137,15 +137,24 @@ def canonical_body(body: Json) -> Json:
     return body
 
 
+def json_or_text(value: Any) -> Json:
+    """JSON text parsed; text that is not JSON as it is; anything else (already parsed)
+    unchanged. Recorded attributes, tool arguments and CLI values may be either."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 def parse_body(raw: bytes | str | None) -> Json:
     """JSON when the body is JSON; otherwise the text itself (or None when empty)."""
     if raw is None or raw in (b"", ""):
         return None
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    return json_or_text(raw)
 
 
 def canonical_request(

@@ -13,7 +13,6 @@ Decoding a provider payload into ``gen_ai.*`` attributes (and hashing the canoni
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping
@@ -23,14 +22,13 @@ from urllib.parse import urlsplit
 from opentelemetry.sdk.trace import ReadableSpan
 
 from . import attributes as A
-from . import canonical, providers
+from . import bodies, canonical, providers
 from .config import CaptureSettings
 from .redaction import Redactor
-from .sse import event_data
 
 log = logging.getLogger("rewind.exporter")
 
-ENRICH = "rewind.enrich"  # "request,response": what the export thread still has to derive
+ENRICH = A.ENRICH
 _current: tuple[CaptureSettings, Redactor] = (CaptureSettings(), Redactor())
 
 
@@ -46,16 +44,6 @@ def json_or_none(data: bytes | str) -> Any:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError):
         return None
-
-
-def parse_body(raw: bytes | str) -> Any:
-    """As :func:`canonical.parse_body` does: JSON, else the text, None when empty."""
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 def redact(attrs: dict[str, Any], names: tuple[str, ...], redactor: Redactor,
@@ -77,13 +65,8 @@ def request_attributes(endpoint: providers.Endpoint, body: Any, redactor: Redact
 def response_attributes(endpoint: providers.Endpoint, text: str | None,
                         events: list[tuple[int, str]] | None, redactor: Redactor,
                         secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-    if events is not None:
-        payloads = [json_or_none(event_data(e)) for _, e in events]
-        attrs = endpoint.stream([p for p in payloads if p is not None])
-    elif text is not None:
-        attrs = endpoint.response(json_or_none(text))
-    else:
-        attrs = {}
+    """:func:`bodies.response_attributes`, with the output redacted as recorded."""
+    attrs = bodies.response_attributes(endpoint, text, events)
     redact(attrs, (A.OUTPUT_MESSAGES,), redactor, secrets)
     return attrs
 
@@ -95,13 +78,6 @@ def match_key(method: str, path: str, headers: Mapping[str, str], body: Any) -> 
 # -- at export --------------------------------------------------------------------------------
 
 
-def _request_body(attrs: Mapping[str, Any]) -> bytes:
-    text = attrs.get(A.REQUEST_BODY) or ""
-    if attrs.get(A.REQUEST_BODY_ENCODING) == "base64":
-        return base64.b64decode(text)
-    return text.encode("utf-8")
-
-
 def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
            redactor: Redactor) -> dict[str, Any]:
     """The span's attributes with the pending parts derived from its own raw exchange."""
@@ -111,7 +87,8 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
     endpoint = providers.detect(url.hostname or "", url.path)
     if endpoint is None:
         return out
-    body = parse_body(_request_body(out))
+    body = canonical.parse_body(bodies.body_bytes(out.get(A.REQUEST_BODY),
+                                                  out.get(A.REQUEST_BODY_ENCODING)))
     derived: dict[str, Any] = {}
     if "request" in parts:
         derived.update(request_attributes(endpoint, body, redactor))
@@ -122,7 +99,7 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
     if "response" in parts:
         events = json_or_none(out[A.RESPONSE_EVENTS]) if A.RESPONSE_EVENTS in out else None
         text = (out.get(A.RESPONSE_BODY)
-                if out.get(A.RESPONSE_BODY_ENCODING) != "base64" else None)
+                if out.get(A.RESPONSE_BODY_ENCODING) != bodies.BASE64 else None)
         derived.update(response_attributes(
             endpoint, text, [tuple(e) for e in events] if events is not None else None,
             redactor))

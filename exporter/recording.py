@@ -19,7 +19,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from . import attributes as A
-from . import enrichment, providers, scope
+from . import canonical, enrichment, providers, scope
 from .config import CaptureSettings
 from .exchange import Exchange, body_attribute
 from .redaction import REQUEST_HEADERS_KEPT, Redactor, clean_url, keep_headers, secret_values
@@ -60,7 +60,7 @@ class Recorder:
             raw = bytes(request.content)
         except Exception:  # streamed upload not read yet: keep metadata only
             raw = b""
-        body = enrichment.parse_body(raw)
+        body = canonical.parse_body(raw)
         model = endpoint.model(body)
         span, step = start_step_span(self.tracer, f"{endpoint.operation} {model}".strip(),
                                      SpanKind.CLIENT, scope.parent_context())

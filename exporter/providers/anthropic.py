@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .. import attributes as A
+from ..canonical import json_or_text
 from . import Attributes, Endpoint, Json
 from . import parts as P
 
@@ -162,10 +162,7 @@ def assemble_stream(events: list[Json]) -> dict[str, Any]:
                 message["usage"] = {**(message.get("usage") or {}), **usage}
     for index, text in partial_json.items():
         if index in blocks:
-            try:
-                blocks[index]["input"] = json.loads(text) if text else {}
-            except ValueError:
-                blocks[index]["input"] = text
+            blocks[index]["input"] = json_or_text(text) if text else {}
     message["content"] = [blocks[i] for i in sorted(blocks)]
     return message
 

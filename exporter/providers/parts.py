@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from .. import attributes as A
+from ..canonical import json_or_text
 
 Part = dict[str, Any]
 Json = Any
@@ -54,12 +55,7 @@ def text(content: Any) -> Part:
 
 def arguments(raw: Any) -> Any:
     """Tool-call arguments as an object when the provider sent them as a JSON string."""
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
+    return json_or_text(raw) if isinstance(raw, str) else raw
 
 
 def tool_call(call_id: Any, name: Any, args: Any) -> Part:

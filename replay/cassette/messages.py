@@ -13,16 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rewind.exporter import attributes as A
+from rewind.exporter.canonical import parse_body as _loads
+
 Json = Any
 Message = dict[str, Any]  # {"role": str, "parts": [...], "finish_reason"?: str}
 
-_EVENT_ROLES = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
-}
-_FLAT = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(.+)$")
+_FLAT_GROUPS = {A.PROMPT_PREFIX: "prompt", A.COMPLETION_PREFIX: "completion"}
+_FLAT = re.compile(f"^({'|'.join(map(re.escape, _FLAT_GROUPS))})" + r"(\d+)\.(.+)$")
 
 
 @dataclass
@@ -30,15 +28,6 @@ class Conversation:
     input: list[Message]
     output: list[Message]
     source: str  # which shape it came from
-
-
-def _loads(text: str | None) -> Json:
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _text_part(content: Json) -> list[dict[str, Any]]:
@@ -76,14 +65,14 @@ def _tool_calls(calls: Json) -> list[dict[str, Any]]:
 
 
 def from_parts_attributes(attrs: Mapping[str, str]) -> Conversation | None:
-    inputs = _loads(attrs.get("gen_ai.input.messages"))
-    outputs = _loads(attrs.get("gen_ai.output.messages"))
+    inputs = _loads(attrs.get(A.INPUT_MESSAGES))
+    outputs = _loads(attrs.get(A.OUTPUT_MESSAGES))
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         return None
-    system = _loads(attrs.get("gen_ai.system_instructions"))
+    system = _loads(attrs.get(A.SYSTEM_INSTRUCTIONS))
     if isinstance(system, list) and system:
         inputs = [{"role": "system", "parts": system}, *inputs]
-    return Conversation(inputs, outputs, "gen_ai.input.messages")
+    return Conversation(inputs, outputs, A.INPUT_MESSAGES)
 
 
 def from_events(
@@ -92,8 +81,8 @@ def from_events(
     inputs: list[Message] = []
     outputs: list[Message] = []
     for name, attrs in zip(names, attributes, strict=False):
-        if name in _EVENT_ROLES:
-            role = _EVENT_ROLES[name]
+        if name in A.MESSAGE_EVENTS:
+            role = A.MESSAGE_EVENTS[name]
             if role == "tool":
                 parts = [{"type": "tool_call_response", "id": attrs.get("id"),
                           "response": _loads(attrs.get("content"))}]
@@ -102,7 +91,7 @@ def from_events(
                     _loads(attrs.get("tool_calls"))
                 )
             inputs.append({"role": role, "parts": parts})
-        elif name == "gen_ai.choice":
+        elif name == A.CHOICE_EVENT:
             message = _loads(attrs.get("message")) or {}
             if not isinstance(message, dict):
                 message = {"content": message}
@@ -124,7 +113,7 @@ def from_flattened(attrs: Mapping[str, str]) -> Conversation | None:
     for key, value in attrs.items():
         match = _FLAT.match(key)
         if match:
-            grouped[match[1]].setdefault(int(match[2]), {})[match[3]] = value
+            grouped[_FLAT_GROUPS[match[1]]].setdefault(int(match[2]), {})[match[3]] = value
     if not grouped["prompt"] or not grouped["completion"]:
         return None
 
@@ -150,7 +139,7 @@ def from_flattened(attrs: Mapping[str, str]) -> Conversation | None:
     inputs = [message(grouped["prompt"][i], "user") for i in sorted(grouped["prompt"])]
     outputs = [message(grouped["completion"][i], "assistant")
                for i in sorted(grouped["completion"])]
-    return Conversation(inputs, outputs, "gen_ai.prompt.* attributes")
+    return Conversation(inputs, outputs, f"{A.PROMPT_PREFIX}* attributes")
 
 
 def conversation_of(span: Mapping[str, Any]) -> Conversation | None:

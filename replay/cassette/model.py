@@ -6,15 +6,13 @@ Spans without it are listed as not replayable, with the reason.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rewind.collector import schema
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical
+from rewind.exporter import bodies, canonical
 from rewind.replay.cassette.messages import conversation_of
 from rewind.replay.cassette.semantic import semantic_form, semantic_key
 from rewind.replay.cassette.synthesis import PATHS, provider_of, reply_of
@@ -22,7 +20,7 @@ from rewind.replay.cassette.synthesis import PATHS, provider_of, reply_of
 CASSETTE_VERSION = 1
 # Operations that are one call to a model; their spans become interactions. OpenLLMetry names
 # a legacy completion "completion" in ``llm.request.type``.
-LLM_OPERATIONS = frozenset(schema.LLM_OPERATIONS) | {"completion"}
+LLM_OPERATIONS = frozenset(A.LLM_OPERATIONS) | {"completion"}
 
 
 class CassetteError(ValueError):
@@ -59,13 +57,19 @@ class Interaction:
         return self.response_events is not None
 
     def request_bytes(self) -> bytes:
-        return _decode(self.request_body, self.request_body_encoding)
+        return bodies.body_bytes(self.request_body, self.request_body_encoding)
 
     def response_bytes(self) -> bytes:
         """The body as the client read it; for a stream, the events joined back together."""
         if self.response_events is not None:
             return "".join(event + "\n\n" for _, event in self.response_events).encode()
-        return _decode(self.response_body or "", self.response_body_encoding)
+        return bodies.body_bytes(self.response_body, self.response_body_encoding)
+
+    def response_attributes(self) -> dict[str, Any] | None:
+        """The recorded LLM response read with the exporter's decoders (model, output, usage);
+        None when the URL is no LLM endpoint."""
+        body = None if self.response_events is not None else self.response_bytes()
+        return bodies.recorded_response_attributes(self.url, body, self.response_events)
 
     def canonical_request(self) -> dict[str, Any]:
         """What a divergence is diffed against: the request, or its semantic form."""
@@ -122,10 +126,6 @@ class Cassette:
             return cls(str(data["trace_id"]), interactions, skipped)
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error
-
-
-def _decode(text: str, encoding: str | None) -> bytes:
-    return base64.b64decode(text) if encoding == "base64" else text.encode("utf-8")
 
 
 def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
@@ -193,7 +193,7 @@ def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
         return Skipped(span["SpanId"], span["SpanName"],
                        f"no recorded exchange, and responses of provider {provider!r} cannot "
                        "be rebuilt from message content")
-    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type") or "chat"
+    operation = attrs.get(A.OPERATION) or attrs.get(A.LLM_REQUEST_TYPE) or "chat"
     form = semantic_form(operation, attrs.get(A.REQUEST_MODEL, ""), conversation.input)
     return Interaction(
         step=step,
@@ -231,7 +231,7 @@ def has_exchange(span: Mapping[str, Any]) -> bool:
 
 def is_llm_span(span: Mapping[str, Any]) -> bool:
     attrs = span["SpanAttributes"]
-    operation = attrs.get(A.OPERATION) or attrs.get("llm.request.type")
+    operation = attrs.get(A.OPERATION) or attrs.get(A.LLM_REQUEST_TYPE)
     return operation in LLM_OPERATIONS
 
 

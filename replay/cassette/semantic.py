@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import Message, normal_form
 
@@ -31,10 +32,10 @@ def request_semantic_form(url_host: str, url_path: str, body: bytes) -> dict[str
     parsed = canonical.parse_body(body)
     attrs = endpoint.request(parsed)
     try:
-        messages = json.loads(attrs.get("gen_ai.input.messages") or "[]")
-        system = json.loads(attrs.get("gen_ai.system_instructions") or "[]")
+        messages = json.loads(attrs.get(A.INPUT_MESSAGES) or "[]")
+        system = json.loads(attrs.get(A.SYSTEM_INSTRUCTIONS) or "[]")
     except ValueError:
         return None
     if system:
         messages = [{"role": "system", "parts": system}, *messages]
-    return semantic_form(endpoint.operation, str(attrs.get("gen_ai.request.model", "")), messages)
+    return semantic_form(endpoint.operation, str(attrs.get(A.REQUEST_MODEL, "")), messages)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from rewind.exporter import attributes as A
 from rewind.replay.cassette import wire
 from rewind.replay.cassette.messages import Conversation
 
@@ -27,7 +28,7 @@ PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
 def provider_of(attrs: Mapping[str, str]) -> str:
-    name = (attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "").lower()
+    name = (attrs.get(A.PROVIDER) or attrs.get(A.SYSTEM) or "").lower()
     if "anthropic" in name:
         return "anthropic"
     if name in ("openai", "azure.ai.openai", "az.ai.openai", "azure_openai") or not name:
@@ -53,13 +54,13 @@ def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str) ->
 
     return {
         "seed": seed,
-        "model": attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or "",
+        "model": attrs.get(A.RESPONSE_MODEL) or attrs.get(A.REQUEST_MODEL) or "",
         "text": "".join(texts),
         "tool_calls": calls,
         "finish_reason": output.get("finish_reason") or ("tool_call" if calls else "stop"),
-        "input_tokens": tokens("gen_ai.usage.input_tokens"),
-        "output_tokens": tokens("gen_ai.usage.output_tokens"),
-        "response_id": attrs.get("gen_ai.response.id") or "",
+        "input_tokens": tokens(A.INPUT_TOKENS),
+        "output_tokens": tokens(A.OUTPUT_TOKENS),
+        "response_id": attrs.get(A.RESPONSE_ID) or "",
     }
 
 

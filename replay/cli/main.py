@@ -15,10 +15,10 @@ from rewind.collector.command import collector
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.cassette.source import ENV_API, SourceError, open_source
+from rewind.replay.cli.failure import err, fail, fix_for
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import player
 
-err = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 clickhouse_option = click.option(
@@ -35,11 +35,6 @@ api_option = click.option(
     help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
     " when none answers, the store is opened directly.",
 )
-
-
-def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    sys.exit(2)
 
 
 @click.group()
@@ -73,7 +68,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
         return
     except (StoreError, OSError) as error:
-        _fail(str(error))
+        fail(str(error), fix_for(error))
 
 
 @main.command()
@@ -99,7 +94,7 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
     except KeyboardInterrupt:
         return
     except (StoreError, OSError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error), fix_for(error))
 
 
 @main.command()
@@ -118,8 +113,7 @@ def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
         store = Store(clickhouse)
         applied = apply(store, layout=Layout(cluster=cluster, database=database))
     except StoreError as error:
-        _fail(str(error))
-        return
+        fail(str(error))
     where = redact_url(store.url)
     if applied:
         out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
@@ -145,8 +139,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
             service=service, errors_only=errors, limit=limit
         )
     except (SourceError, StoreError) as error:
-        _fail(str(error))
-        return
+        fail(str(error))
     table = Table(title=f"{len(rows)} traces")
     for column in ("trace id", "start", "service", "root span", "spans", "LLM calls",
                    "duration", "errors"):
@@ -176,8 +169,7 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
         data = open_source(api, clickhouse).export_archive(trace_id)
         write_file(output, data)
     except (SourceError, StoreError, ArchiveError) as error:
-        _fail(str(error))
-        return
+        fail(str(error))
     err.print(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)", highlight=False)
 
 
@@ -193,8 +185,7 @@ def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
     try:
         trace_id = open_source(api, clickhouse).import_archive(read_file(file))
     except (SourceError, StoreError, ArchiveError) as error:
-        _fail(str(error))
-        return
+        fail(str(error))
     click.echo(trace_id)
 
 
@@ -227,18 +218,17 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     from rewind.replay.play.runner import run_command
 
     if (trace_id is None) == (cassette_file is None):
-        _fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
+        fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
     try:
         cassette = (read_cassette(cassette_file) if cassette_file
                     else open_source(api, clickhouse).cassette(str(trace_id)))
     except (SourceError, StoreError, CassetteError, ArchiveError) as error:
-        _fail(str(error))
-        return
+        fail(str(error))
     for skipped in cassette.skipped:
         err.print(f"[yellow]warning:[/yellow] span {skipped.span_id} ({skipped.name}) is not "
                   f"replayable: {skipped.reason}", highlight=False)
     if not cassette.interactions:
-        _fail(f"trace {cassette.trace_id} has no replayable interactions")
+        fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
     outcome = run_command(cassette, list(command), mode=mode, speed=speed)
     if not outcome.installed:

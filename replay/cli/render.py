@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rewind.replay.play.matching import _short
+from rewind.replay.play.matching import shorten
 from rewind.replay.timetravel.bisect import CAUSE_TITLES, Bisection, RunsBisection
 from rewind.replay.timetravel.diff import (
     ANSWER,
@@ -78,9 +78,9 @@ def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
         table.add_column(column)
     for step in diff.steps:
         left, right = step.left, step.right
-        changes = [f"request {d.path}: {_short(d.expected, 30)} -> {_short(d.actual, 30)}"
+        changes = [f"request {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
                    for d in step.request[:max_fields]]
-        changes += [f"answer {d.path}: {_short(d.expected, 30)} -> {_short(d.actual, 30)}"
+        changes += [f"answer {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
                     for d in step.response[:max_fields]]
         hidden = len(step.request) + len(step.response) - len(changes)
         if hidden > 0:
@@ -119,7 +119,7 @@ def bisection_view(result: Bisection) -> Group:
         fields.add_column(column)
     for title, diffs in (("request", result.request), ("answer", result.response)):
         for diff in diffs[:10]:
-            fields.add_row(title, diff.path, _short(diff.expected, 50), _short(diff.actual, 50))
+            fields.add_row(title, diff.path, shorten(diff.expected, 50), shorten(diff.actual, 50))
     if fields.row_count:
         lines.append(fields)
     return Group(*lines)
@@ -132,7 +132,7 @@ def runs_table(report: RunsBisection) -> Group:
     for group in report.groups:
         table.add_row(group.value, str(group.runs), str(group.failures),
                       f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
-                      f"{_short(group.answer, 50)} ({group.answer_share:.0%})")
+                      f"{shorten(group.answer, 50)} ({group.answer_share:.0%})")
     changes = [Text(f"changed: {c}", style="bold red") for c in report.changes] or [
         Text("no change in failure rate or usual answer between groups", style="green")]
     return Group(table, *changes)

@@ -10,57 +10,26 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 
 from rewind.collector.store import StoreError
-from rewind.replay.cassette.archive import ArchiveError
-from rewind.replay.cassette.model import CassetteError
-from rewind.replay.cassette.source import (
-    ApiSource,
-    SourceError,
-    StoreSource,
-    TraceSource,
-    open_source,
-)
+from rewind.exporter.canonical import json_or_text
+from rewind.replay.cassette.source import ApiSource, StoreSource, TraceSource, open_source
+from rewind.replay.cli.failure import attempt, err, fail
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.fork import ForkError
-from rewind.replay.timetravel.stats import (
-    GROUPINGS,
-    PriceError,
-    Usage,
-    load_prices,
-    parse_when,
-    summarise,
-)
-from rewind.replay.timetravel.timeline import Timeline, TimelineError, load_all
+from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
+from rewind.replay.timetravel.timeline import Timeline, load_all
 
 out = Console()
-err = Console(stderr=True, soft_wrap=True)
-PROBLEMS = (SourceError, StoreError, ArchiveError, CassetteError, TimelineError, ForkError,
-            PriceError, ValueError)
 Decorator = Callable[[Any], Any]
-T = TypeVar("T")
-
-
-def fail(message: str) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    sys.exit(2)
 
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
-
-
-def attempt(work: Callable[[], T]) -> T:
-    """``work()``, or the CLI's error line and exit status 2 when it fails for a known reason."""
-    try:
-        return work()
-    except PROBLEMS as error:
-        fail(str(error))
 
 
 def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
@@ -204,7 +173,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
                                  "params": dict(_param(p) for p in params)}
         if tool_result is not None:
-            edits["edit_tool_result"] = _json_value(tool_result)
+            edits["edit_tool_result"] = json_or_text(tool_result)
         target = endpoint_for(endpoint)
         if not collector_reachable(target):
             err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind "
@@ -253,24 +222,14 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         against a built-in fake LLM, inspect, replay, bisect, fork."""
         from rewind.replay.cli.demo import main as run_demo
 
-        try:
-            sys.exit(run_demo(directory, out))
-        except (StoreError, OSError) as error:
-            fail(str(error))
-
-
-def _json_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+        sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
 
 
 def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--param")
-    return key.strip(), _json_value(value)
+    return key.strip(), json_or_text(value)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -51,9 +51,11 @@ def diff_fields(expected: Any, actual: Any, path: str = "") -> list[FieldDiff]:
     return [] if expected == actual else [FieldDiff(path or "<request>", expected, actual)]
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else canonical.dumps(value)
-    text = repr(text) if isinstance(value, str) else text
+def shorten(value: Any, limit: int = 160, quote: bool = True) -> str:
+    """A value as at most ``limit`` characters, cut with "…": a string quoted (unless not
+    ``quote``, for text shown as it is), anything else as canonical JSON. Divergence reports,
+    diffs, bisections and the CLI's tables all show values this way."""
+    text = canonical.dumps(value) if not isinstance(value, str) else repr(value) if quote else value
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -74,8 +76,8 @@ class Divergence:
         lines = [head]
         for diff in self.diffs[:20]:
             lines.append(f"  field {diff.path}:")
-            lines.append(f"    recorded: {_short(diff.expected)}")
-            lines.append(f"    now:      {_short(diff.actual)}")
+            lines.append(f"    recorded: {shorten(diff.expected)}")
+            lines.append(f"    now:      {shorten(diff.actual)}")
         if len(self.diffs) > 20:
             lines.append(f"  … and {len(self.diffs) - 20} more differing fields")
         return "\n".join(lines)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
-from rewind.exporter.sse import event_data
 from rewind.replay.cassette.messages import from_parts_attributes
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
@@ -63,18 +63,6 @@ class Answer:
             yield chunk
 
 
-def response_attributes(found: Interaction) -> dict[str, Any] | None:
-    """A recorded LLM response read with the exporter's decoders (model, output, usage)."""
-    parts = urlsplit(found.url)
-    endpoint = providers.detect(parts.hostname or "", parts.path)
-    if endpoint is None:
-        return None
-    if found.response_events is not None:
-        payloads = [canonical.parse_body(event_data(e)) for _, e in found.response_events]
-        return endpoint.stream([p for p in payloads if isinstance(p, dict)])
-    return endpoint.response(canonical.parse_body(found.response_bytes()))
-
-
 def _reshaped(found: Interaction) -> dict[str, Any] | None:
     """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
     for a plain request or the reverse): ``stream`` picks the shape, not the match."""
@@ -82,8 +70,8 @@ def _reshaped(found: Interaction) -> dict[str, Any] | None:
     endpoint = providers.detect(parts.hostname or "", parts.path)
     if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
         return None
-    attrs = response_attributes(found) or {}
-    conversation = from_parts_attributes({**attrs, "gen_ai.input.messages": "[]"})
+    attrs = found.response_attributes() or {}
+    conversation = from_parts_attributes({**attrs, A.INPUT_MESSAGES: "[]"})
     if conversation is None:
         return None
     return reply_of(attrs, conversation, found.span_id)
@@ -103,10 +91,10 @@ def recorded_answer(found: Interaction, request_body: bytes) -> Answer:
     asked = asked if isinstance(asked, dict) else {}
     if found.synthetic is not None:
         return _rendered(found.provider, found.synthetic, asked)
-    if bool(asked.get("stream")) != found.streamed and found.kind == "llm":
+    if bool(asked.get("stream")) != found.streamed and found.kind == A.KIND_LLM:
         reply = _reshaped(found)
         if reply is not None:
-            return _rendered(provider_of({"gen_ai.provider.name": found.provider}), reply,
+            return _rendered(provider_of({A.PROVIDER: found.provider}), reply,
                              asked)
     headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
     if found.response_events is not None:

@@ -3,9 +3,9 @@
 Serves ``POST /{version}/models/{model}:generateContent`` and ``:streamGenerateContent``
 (``?alt=sse``: one ``data:`` event per chunk, CRLF-terminated as the real API sends them), so
 the real ``google-genai`` SDK can be pointed at :mod:`rewind.replay.testing.fakellm` by
-``base_url``. The fake model is the same one the OpenAI and Anthropic routes use (echo,
-``call <tool> {json}`` markers, drift rules); only the request reading and the response
-shapes are Gemini's.
+``base_url``. The fake model (:mod:`.fakemodel`) is the one the OpenAI and Anthropic routes
+use (echo, ``call <tool> {json}`` markers, drift rules); only the request reading and the
+response shapes are Gemini's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from rewind.replay.cassette import wire
-from rewind.replay.testing.fakellm import FakeState, Turn, decide, text_of
+from rewind.replay.testing.fakemodel import FakeState, Turn, decide, text_of
 
 JSON = dict[str, Any]
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play.matching import FieldDiff, _short, diff_fields
+from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.diff import (
     INSERTED,
     REMOVED,
@@ -106,8 +106,8 @@ class Bisection:
             lines.append(f"  = step {good}/{bad} {name}")
         for title, diffs in (("request", self.request), ("answer", self.response)):
             for diff in diffs[:8]:
-                lines.append(f"  {title} {diff.path}: {_short(diff.expected, 70)} -> "
-                             f"{_short(diff.actual, 70)}")
+                lines.append(f"  {title} {diff.path}: {shorten(diff.expected, 70)} -> "
+                             f"{shorten(diff.actual, 70)}")
             if len(diffs) > 8:
                 lines.append(f"  … and {len(diffs) - 8} more {title} fields")
         return "\n".join(lines)
@@ -225,7 +225,7 @@ def _system(g: StepView, b: StepView) -> str | None:
     before, after = g.request["system"], b.request["system"]
     if before == after:
         return None
-    return f"system prompt {_short(before, 60)} -> {_short(after, 60)}"
+    return f"system prompt {shorten(before, 60)} -> {shorten(after, 60)}"
 
 
 def _without_tool_output(messages: list[dict[str, Any]]) -> list[Any]:
@@ -268,8 +268,8 @@ def _first_message_change(before: list[Any], after: list[Any]) -> str:
         if x is None or y is None:
             return (f"{role} message {index} {'added' if x is None else 'removed'}; "
                     f"{len(before)} messages in the good run, {len(after)} in the bad")
-        return (f"{role} message {index} changed: {_short(_message_text(x), 50)} -> "
-                f"{_short(_message_text(y), 50)}")
+        return (f"{role} message {index} changed: {shorten(_message_text(x), 50)} -> "
+                f"{shorten(_message_text(y), 50)}")
     return "messages differ"
 
 
@@ -374,6 +374,6 @@ def bisect_runs(runs: Iterable[RunFacts], by: str = "service.version") -> RunsBi
             changes.append(f"failure rate {before.failure_rate:.0%} -> "
                            f"{after.failure_rate:.0%} at {where}")
         if after.answer != before.answer:
-            changes.append(f"usual answer {_short(before.answer, 50)} -> "
-                           f"{_short(after.answer, 50)} at {where}")
+            changes.append(f"usual answer {shorten(before.answer, 50)} -> "
+                           f"{shorten(after.answer, 50)} at {where}")
     return RunsBisection(by, groups, changes)

@@ -21,8 +21,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.matching import FieldDiff, diff_fields
-from rewind.replay.play.session import response_attributes
+from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.align import Pair, align
 
 SAME = "same"  # same request, same answer
@@ -35,15 +34,6 @@ SAMPLING = {
     A.TEMPERATURE, A.TOP_P, A.TOP_K, A.MAX_TOKENS, A.SEED, A.FREQUENCY_PENALTY,
     A.PRESENCE_PENALTY, A.CHOICE_COUNT, A.STOP_SEQUENCES, A.OUTPUT_TYPE,
 }
-
-
-def _loads(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _endpoint(interaction: Interaction) -> providers.Endpoint | None:
@@ -165,8 +155,8 @@ def _request_view(interaction: Interaction) -> dict[str, Any]:
     endpoint = _endpoint(interaction)
     body = canonical.parse_body(interaction.request_bytes())
     attrs = endpoint.request(body if isinstance(body, dict) else None) if endpoint else {}
-    inputs = _loads(attrs.get(A.INPUT_MESSAGES)) or []
-    instructions = _loads(attrs.get(A.SYSTEM_INSTRUCTIONS))
+    inputs = canonical.json_or_text(attrs.get(A.INPUT_MESSAGES)) or []
+    instructions = canonical.json_or_text(attrs.get(A.SYSTEM_INSTRUCTIONS))
     if isinstance(instructions, list) and instructions:
         inputs = [{"role": "system", "parts": instructions}, *inputs]
     system, rest = split_system(normal_form(inputs if isinstance(inputs, list) else []))
@@ -174,8 +164,8 @@ def _request_view(interaction: Interaction) -> dict[str, Any]:
         "model": str(attrs.get(A.REQUEST_MODEL, "")),
         "system": system,
         "messages": rest,
-        "tools": _loads(attrs.get(A.TOOL_DEFINITIONS)) or [],
-        "params": {k.removeprefix("gen_ai.request."): v for k, v in attrs.items()
+        "tools": canonical.json_or_text(attrs.get(A.TOOL_DEFINITIONS)) or [],
+        "params": {k.removeprefix(A.REQUEST_PREFIX): v for k, v in attrs.items()
                    if k in SAMPLING},
     }
 
@@ -183,8 +173,8 @@ def _request_view(interaction: Interaction) -> dict[str, Any]:
 def _answer_view(interaction: Interaction) -> dict[str, Any]:
     if interaction.kind == A.KIND_TOOL:
         if interaction.tool_error:
-            return {"error": _loads(interaction.tool_error)}
-        return {"result": _loads(interaction.response_body)}
+            return {"error": canonical.json_or_text(interaction.tool_error)}
+        return {"result": canonical.json_or_text(interaction.response_body)}
     reply = interaction.synthetic
     if reply is not None:
         calls = [{"type": "tool_call", "name": c.get("name"), "arguments": c.get("arguments")}
@@ -197,11 +187,11 @@ def _answer_view(interaction: Interaction) -> dict[str, Any]:
         return {"status": interaction.status,
                 "body": canonical.parse_body(interaction.response_bytes())}
     try:
-        attrs = response_attributes(interaction) or {}
+        attrs = interaction.response_attributes() or {}
     except Exception:  # an answer the decoders cannot read is compared as bytes
         return {"status": interaction.status, "body": interaction.response_bytes().decode(
             "utf-8", "replace")}
-    output = _loads(attrs.get(A.OUTPUT_MESSAGES)) or []
+    output = canonical.json_or_text(attrs.get(A.OUTPUT_MESSAGES)) or []
     return {
         "status": interaction.status,
         "model": str(attrs.get(A.RESPONSE_MODEL, "")),
@@ -243,8 +233,7 @@ def preview(view: StepView | None, limit: int = 60) -> str:
     else:
         value = answer.get("result", answer.get("error", answer.get("body")))
         text = value if isinstance(value, str) else canonical.dumps(value)
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shorten(" ".join(str(text).split()), limit, quote=False)
 
 
 @dataclass

@@ -10,12 +10,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.collector.schema import LLM_OPERATIONS, TRACES
+from rewind.collector.schema import IS_LLM_CALL, TRACES, span_attribute
 from rewind.collector.store import Store
+from rewind.exporter import attributes as A
 from rewind.replay.timetravel.bisect import RunFacts, prompt_hash
 from rewind.replay.timetravel.stats import epoch_ns
-
-_IS_LLM = f"SpanAttributes['gen_ai.operation.name'] IN {LLM_OPERATIONS}"
 
 
 def _parts_text(raw: str) -> str:
@@ -75,10 +74,11 @@ def run_rows(store: Store, since: datetime | None = None, until: datetime | None
     if service:
         where.append("ServiceName = {service:String}")
         params["service"] = service
-    having = [f"countIf({_IS_LLM}) > 0"]
+    having = [f"countIf({IS_LLM_CALL}) > 0"]
     if versions:
         having.append("Version IN {versions:Array(String)}")
         params["versions"] = list(versions)
+    a = span_attribute
     return store.query(f"""
 SELECT TraceId,
     min(Timestamp) AS Start,
@@ -86,11 +86,11 @@ SELECT TraceId,
     anyIf(ResourceAttributes['service.version'], ResourceAttributes['service.version'] != '')
         AS Version,
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
-    argMaxIf(SpanAttributes['gen_ai.output.messages'], Timestamp, {_IS_LLM}) AS LastOutput,
-    argMinIf(SpanAttributes['gen_ai.response.model'], Timestamp, {_IS_LLM}) AS Model,
-    argMinIf(SpanAttributes['gen_ai.system_instructions'], Timestamp, {_IS_LLM})
+    argMaxIf({a(A.OUTPUT_MESSAGES)}, Timestamp, {IS_LLM_CALL}) AS LastOutput,
+    argMinIf({a(A.RESPONSE_MODEL)}, Timestamp, {IS_LLM_CALL}) AS Model,
+    argMinIf({a(A.SYSTEM_INSTRUCTIONS)}, Timestamp, {IS_LLM_CALL})
         AS SystemInstructions,
-    argMinIf(SpanAttributes['gen_ai.input.messages'], Timestamp, {_IS_LLM}) AS FirstInput
+    argMinIf({a(A.INPUT_MESSAGES)}, Timestamp, {IS_LLM_CALL}) AS FirstInput
 FROM {TRACES}
 WHERE {' AND '.join(where)}
 GROUP BY TraceId

@@ -9,16 +9,15 @@ overridden or extended by a user file (JSON, or TOML on Python 3.11+) named by `
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.schema import LLM_CALLS, MODEL_VERSION_SUFFIX
 from rewind.collector.store import Store
 
@@ -26,16 +25,6 @@ ENV_PRICES = "REWIND_PRICES"
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-class PriceError(ValueError):
-    """A price file that cannot be used; the message names the file and the entry."""
-
-
-@dataclass(frozen=True)
-class Price:
-    input: float  # USD per million input tokens
-    output: float  # USD per million output tokens
 
 
 class PriceTable:
@@ -62,34 +51,10 @@ class PriceTable:
         return (input_tokens * price.input + output_tokens * price.output) / 1e6
 
 
-def _read_price_file(text: str, where: str) -> dict[str, Price]:
-    try:
-        if where.endswith(".toml"):
-            import tomllib
-
-            document = tomllib.loads(text)
-        else:
-            document = json.loads(text)
-    except (ValueError, ImportError) as error:
-        raise PriceError(f"price file {where} cannot be read: {error}") from error
-    models = document.get("models") if isinstance(document, dict) else None
-    if not isinstance(models, dict):
-        raise PriceError(f"price file {where} has no 'models' table")
-    prices = {}
-    for name, entry in models.items():
-        try:
-            prices[str(name)] = Price(float(entry["input"]), float(entry["output"]))
-        except (TypeError, KeyError, ValueError) as error:
-            raise PriceError(f"price file {where}: model {name!r} needs numeric 'input' and "
-                             f"'output' (USD per million tokens), got {entry!r}") from error
-    return prices
-
-
 def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
     """Built-in prices, then ``REWIND_PRICES``, then ``path``: later entries win."""
     env = os.environ if env is None else env
-    builtin = resources.files("rewind.collector").joinpath("prices.json").read_text("utf-8")
-    prices = _read_price_file(builtin, "prices.json (built in)")
+    prices = builtin_prices()
     sources = ["built-in"]
     for extra in (env.get(ENV_PRICES), path):
         if not extra:
@@ -98,7 +63,7 @@ def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -
             text = Path(extra).read_text("utf-8")
         except OSError as error:
             raise PriceError(f"price file {extra} cannot be read: {error.strerror}") from error
-        prices.update(_read_price_file(text, extra))
+        prices.update(parse_prices(text, extra))
         sources.append(extra)
     return PriceTable(prices, sources)
 

@@ -17,7 +17,6 @@ those with a recorded exchange carry their ``rewind.step`` and :class:`Interacti
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import attributes as A
+from rewind.exporter.canonical import json_or_text
 from rewind.replay.cassette.messages import Message, conversation_of
 from rewind.replay.cassette.model import (
     Cassette,
@@ -53,13 +53,6 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _json(text: Any) -> Any:
-    try:
-        return json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return text
 
 
 @dataclass
@@ -146,7 +139,7 @@ class Event:
                       or self.attributes.get(A.TOOL_CALL_RESULT))
             return [{"role": "tool", "parts": [{
                 "type": "tool_call_response", "id": self.attributes.get(A.TOOL_CALL_ID),
-                "response": _json(result)}]}]
+                "response": json_or_text(result)}]}]
         conversation = conversation_of(self.span) if self.type == "llm" else None
         if conversation is not None:
             return conversation.output
@@ -336,7 +329,7 @@ class Timeline:
             if source:
                 return {"source_trace_id": source,
                         "step": _int(event.attributes.get(A.FORK_STEP)),
-                        "edits": _json(event.attributes.get(A.FORK_EDITS) or "{}")}
+                        "edits": json_or_text(event.attributes.get(A.FORK_EDITS) or "{}")}
         return None
 
     # -- time travel ----------------------------------------------------------------------

@@ -1,0 +1,53 @@
+"""How a command fails: one line on stderr, ``error: <what went wrong>``, then what fixes it
+when that is known, and exit status 2, the README's code for a usage error (unknown trace,
+unreachable store, bad flag or file). Every command fails through here.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+from rich.console import Console
+
+from rewind.collector.prices import PriceError
+from rewind.collector.store import StoreError
+from rewind.replay.cassette.archive import ArchiveError
+from rewind.replay.cassette.model import CassetteError
+from rewind.replay.cassette.source import SourceError
+from rewind.replay.timetravel.fork import ForkError
+from rewind.replay.timetravel.timeline import TimelineError
+
+USAGE_ERROR = 2
+# What a command can fail with for a reason its message explains.
+PROBLEMS: tuple[type[Exception], ...] = (SourceError, StoreError, ArchiveError, CassetteError,
+                                         TimelineError, ForkError, PriceError, ValueError)
+T = TypeVar("T")
+err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, fix: str = "") -> NoReturn:
+    """Print the error line (and its fix) and exit with :data:`USAGE_ERROR`."""
+    line = f"[red]error:[/red] {message}"
+    err.print(f"{line} ({fix})" if fix else line, highlight=False)
+    sys.exit(USAGE_ERROR)
+
+
+def attempt(work: Callable[[], T], problems: tuple[type[Exception], ...] = PROBLEMS) -> T:
+    """``work()``, or :func:`fail` with its message when it raises one of ``problems``."""
+    try:
+        return work()
+    except problems as error:
+        fail(str(error), fix_for(error))
+
+
+def fix_for(error: Exception) -> str:
+    """The fix of a failure whose message cannot know it (a port already taken)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            return "stop what listens there, or pick another port with the command's port flag"
+        cause = cause.__cause__
+    return ""
