@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-
 from click.testing import CliRunner
 
 from rewind.replay.cli.main import main
+from tests.support.ports import taken_port
 
 
 def test_a_taken_port_fails_with_one_line_naming_the_address_and_the_fix(tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with taken_port() as port:
         done = CliRunner().invoke(main, ["worker", "--clickhouse", f"chdb://{tmp_path}/store",
                                          "--port", str(port)])
     assert done.exit_code == 2
