@@ -78,6 +78,7 @@ TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 FORK_SOURCE_TRACE_ID = "rewind.fork.source_trace_id"
 FORK_STEP = "rewind.fork.step"
+LINK_KIND = "rewind.link"  # on a span link: why it links (a fork to its source step)
 FORK_EDITS = "rewind.fork.edits"
 TENANT = "rewind.tenant"  # resource attribute: the tenant of the token the spans came with
 # Never exported: what the export thread still has to derive ("request,response").

@@ -19,6 +19,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from . import attributes as A
 from . import calls, providers, scope
+from .bodies import BASE64
 from .config import CaptureSettings
 from .decoding import decoder_for
 from .enrichment import ENRICH, response_attributes
@@ -35,7 +36,7 @@ def body_attribute(raw: bytes) -> tuple[str, str | None]:
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError:
-        return base64.b64encode(raw).decode("ascii"), "base64"
+        return base64.b64encode(raw).decode("ascii"), BASE64
 
 
 class Exchange:

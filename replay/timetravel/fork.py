@@ -84,7 +84,7 @@ class Checkpoint:
         """To the source trace's span of step N."""
         context = SpanContext(int(self.source_trace_id, 16), int(self.at.span_id, 16),
                               is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        return Link(context, {"rewind.link": "fork source"})
+        return Link(context, {A.LINK_KIND: "fork source"})
 
     def to_dict(self) -> dict[str, Any]:
         return {"source_trace_id": self.source_trace_id, "step": self.step,
