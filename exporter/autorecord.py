@@ -70,7 +70,7 @@ def start_from_env() -> bool:
     if isinstance(provider, TracerProvider):
         provider.add_span_processor(seen)
     name = _name()
-    root = trace.get_tracer("rewind.exporter", tracer_provider=provider).start_span(
+    root = trace.get_tracer(scope.TRACER_NAME, tracer_provider=provider).start_span(
         f"invoke_agent {name}", kind=SpanKind.INTERNAL,
         attributes={A.OPERATION: "invoke_agent", A.AGENT_NAME: name},
     )

@@ -27,7 +27,6 @@ from .steps import start_step_span
 from .transport import Flavor
 
 log = logging.getLogger("rewind.exporter")
-TRACER_NAME = "rewind.exporter"
 
 
 class Recorder:
@@ -44,7 +43,7 @@ class Recorder:
         settings: CaptureSettings | None = None,
         defer: bool = False,
     ) -> None:
-        self.tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer(scope.TRACER_NAME, tracer_provider=tracer_provider)
         self.extra = dict(extra_attributes or {})
         self.settings = settings or CaptureSettings()
         self.redactor = Redactor(self.settings.redact)

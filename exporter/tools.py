@@ -115,7 +115,7 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
         _recording = None
         return
     settings = settings or CaptureSettings()
-    tracer = trace.get_tracer("rewind.exporter", tracer_provider=tracer_provider)
+    tracer = trace.get_tracer(scope.TRACER_NAME, tracer_provider=tracer_provider)
     _recording = _Recording(tracer, settings, Redactor(settings.redact))
 
 
