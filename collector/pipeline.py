@@ -257,8 +257,8 @@ class Pipeline:
             raise
         for problem in block.problems:
             log.error("%s", problem)
-        if block.dropped:
-            self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
+        for reason, spans in block.dropped_by.items():  # the records are kept in dead/
+            self.metrics.dropped.labels(reason).inc(spans)
         return block
 
     def _submit(self, segment: Segment) -> Future[Block] | None:
