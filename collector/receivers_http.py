@@ -1,5 +1,6 @@
 """OTLP/HTTP receiver (``POST /v1/traces``, protobuf or JSON, gzip/deflate) plus the operations
-endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness), ``/metrics``.
+endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness: 503 while the spool
+is full or the store cannot take writes), ``/metrics``.
 
 Status codes follow the OTLP specification: 200 with an optional partial success; 400/413/415
 for bad input (not retryable); 401 without a valid token; 503 with ``Retry-After`` when the
@@ -111,6 +112,9 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
 
     async def ready(request: Request) -> Response:
         status = pipeline.status()
+        # While the store cannot take writes (down, disk full, read-only...) requests are
+        # still spooled ("accepting"), but nothing acknowledged reaches the store: not ready.
+        status["ready"] = status["ready"] and status["store_up"] is not False
         return JSONResponse(status, 200 if status["ready"] else 503)
 
     async def prometheus(request: Request) -> Response:

@@ -150,3 +150,13 @@ def test_a_record_that_still_fails_conversion_is_set_aside_alone(store, tmp_path
     assert metric(text, "rewind_collector_spans_dropped_total", reason="unstorable") == 3
     assert len(list(dead.glob("*.wal"))) == 1
     assert store.query(f"SELECT count() AS n FROM {TRACES}")[0]["n"] == 60
+
+
+def test_requeue_dead_is_in_the_collector_help():
+    from click.testing import CliRunner
+
+    from rewind.collector.command import collector
+
+    shown = CliRunner().invoke(collector, ["--help"], terminal_width=200).output
+    assert "--requeue-dead" in shown and "REWIND_REQUEUE_DEAD" in shown
+    assert "dead/ directory" in shown
