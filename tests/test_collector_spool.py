@@ -1,15 +1,21 @@
 """The on-disk spool: what was synced survives a crash, torn tails are cut, segments keep their
-deduplication token, and a request seen before is recognised after a restart."""
+deduplication token, and a request seen before is recognised after a restart. Recovery drops
+only the damage: one damaged record costs itself alone, damaged files are kept aside, every
+dropped record is counted, and stray files are ignored."""
 
 from __future__ import annotations
 
 import logging
 import os
 
+import httpx
 import pytest
 
+from rewind.collector.config import IngestOptions
 from rewind.collector.segments import _FRAME
+from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool, SpoolError, scan_segment
+from tests.support.collector_client import otlp_request, raw_span
 
 
 def record(n: int, tenant: str | None = None, size: int = 100) -> Record:
@@ -217,3 +223,30 @@ def test_a_stray_file_in_the_spool_is_ignored_with_a_warning(tmp_path, caplog):
     assert "ignoring seg-old.wal" in caplog.text
     assert (tmp_path / "seg-old.wal").exists()
     again.close()
+
+
+def test_records_dropped_at_recovery_are_counted_in_the_metrics_and_the_rest_is_stored(
+        store, tmp_path):
+    spool = Spool(tmp_path)
+    starts = []
+    for n in range(1, 6):
+        starts.append(spool.current.size if spool.current else 0)  # 0: before the header
+        body = otlp_request([raw_span(n, trace=b"\x51" * 16)])
+        spool.append(Record(n.to_bytes(16, "big"), 1, None, body))
+    spool.seal()
+    spool.close()
+    [path] = tmp_path.glob("seg-*.wal")
+    data = bytearray(path.read_bytes())
+    data[starts[2] + _FRAME.size + 30] ^= 0xFF  # inside record 3
+    path.write_bytes(bytes(data))
+
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, spool_dir=tmp_path))
+    try:
+        assert ingest.flush()
+        text = httpx.get(ingest.http_url + "/metrics").text
+    finally:
+        ingest.stop()
+    assert 'rewind_collector_spool_records_dropped_total{reason="damaged"} 1.0' in text
+    assert 'rewind_collector_spans_dropped_total{reason="damaged"} 1.0' in text
+    rows = store.query("SELECT SpanId FROM otel_traces ORDER BY SpanId")
+    assert [r["SpanId"] for r in rows] == [n.to_bytes(8, "big").hex() for n in (1, 2, 4, 5)]
