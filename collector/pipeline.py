@@ -257,7 +257,7 @@ class Pipeline:
             raise
         for problem in block.problems:
             log.error("%s", problem)
-        for reason, spans in block.dropped_by.items():  # the records are kept in dead/
+        for reason, spans in block.dropped_by.items():  # unstorable, undecodable: in dead/
             self.metrics.dropped.labels(reason).inc(spans)
         return block
 
