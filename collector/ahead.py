@@ -85,8 +85,8 @@ class ConversionsAhead:
             raise
         for problem in block.problems:
             log.error("%s", problem)
-        if block.dropped:
-            self.metrics.dropped.labels("spool_corrupt").inc(block.dropped)
+        for reason, spans in block.dropped_by.items():  # unstorable, undecodable: in dead/
+            self.metrics.dropped.labels(reason).inc(spans)
         return block
 
     def forget(self, segment: Segment) -> None:

@@ -73,6 +73,11 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 @_option("--shutdown-timeout", key="shutdown_timeout", type=float,
          default=OPTIONS.shutdown_timeout_s, show_default=True,
          help="Seconds to keep writing queued spans on shutdown; the rest stays spooled.")
+@_option("--requeue-dead", key="requeue_dead", is_flag=True, default=False,
+         help="At start, put everything kept aside in the spool's dead/ directory (batches "
+              "or single records the store refused as bad data, segments with a broken "
+              "header) back in the queue, to be written again; use it after upgrading the "
+              "collector or fixing the store. Copies of damaged segments (*.damaged) stay.")
 @_option("--migrate/--no-migrate", key="migrate", default=True, show_default=True,
          help="Create or upgrade the tables when the store is first reached.")
 @_option("--log-format", key="log_format", type=click.Choice(["text", "json"]),
@@ -87,7 +92,7 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               tls_key: str | None, tls_client_ca: str | None, max_message_bytes: str,
               max_spans_per_request: int, max_attribute_bytes: str, batch_max_spans: int,
               batch_max_bytes: str, batch_timeout_ms: int, convert_ahead_bytes: str,
-              convert_workers: int, shutdown_timeout: float, migrate: bool,
+              convert_workers: int, shutdown_timeout: float, requeue_dead: bool, migrate: bool,
               log_format: str, log_level: str) -> None:
     """OTLP/gRPC and OTLP/HTTP receivers writing into ClickHouse through a durable spool."""
     from . import logs
@@ -114,6 +119,7 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
             auth_reload_s=auth_reload_seconds,
             tls=TlsFiles(tls_cert, tls_key, tls_client_ca) if tls_cert and tls_key else None,
             allow_insecure_bind=allow_insecure_bind, migrate=migrate,
+            requeue_dead=requeue_dead,
             shutdown_timeout_s=shutdown_timeout)
         run_collector(resolve_url(clickhouse), options,
                       announce=lambda line: print(line, flush=True))

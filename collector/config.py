@@ -38,6 +38,7 @@ ENV = {
     "batch_timeout_ms": "REWIND_BATCH_TIMEOUT_MS",
     "convert_ahead_bytes": "REWIND_CONVERT_AHEAD_BYTES",
     "convert_workers": "REWIND_CONVERT_WORKERS",
+    "requeue_dead": "REWIND_REQUEUE_DEAD",
     "shutdown_timeout": "REWIND_SHUTDOWN_TIMEOUT",
     "migrate": "REWIND_MIGRATE",
     "log_format": "REWIND_LOG_FORMAT",
@@ -125,6 +126,8 @@ class IngestOptions:
     migrate: bool = True
     shutdown_timeout_s: float = 30.0
     retry_after_s: int = 5
+    # Append what ``dead/`` holds to the spool again at start (the fix is in: try once more).
+    requeue_dead: bool = False
 
 
 def is_loopback(host: str) -> bool:

@@ -26,14 +26,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from .rows import span_rows
 from .schema import TRACE_COLUMN_TYPES, TRACE_COLUMNS, TRACES
-from .spool import Record, scan_segment
+from .segments import Record, scan_segment, set_aside_record
 from .writer import warm_insert_path
 
 log = logging.getLogger("rewind.collector.convert")
 
 
 class ConversionError(Exception):
-    """A whole batch could not be encoded (a single bad record is dropped, not raised)."""
+    """Rows could not be encoded (a single bad record is set aside, not raised)."""
 
 
 BLOCK_SUFFIX = ".native"
@@ -43,12 +43,17 @@ PARTIAL_SUFFIX = ".partial"
 @dataclass
 class Block:
     """What one segment becomes: a Native file next to it for one insert (None when no span
-    survived), and what was lost on the way."""
+    survived), and what was lost on the way (spans by reason; the records themselves are kept
+    in ``dead/``)."""
 
     path: Path | None
     spans: int
-    dropped: int = 0
+    dropped_by: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> int:
+        return sum(self.dropped_by.values())
 
     def discard(self) -> None:
         if self.path is not None:
@@ -94,24 +99,68 @@ def write_native(rows: list[list[Any]], target: BinaryIO) -> None:
         raise ConversionError(f"cannot encode {len(rows)} spans: {error}") from error
 
 
+class _Discard:
+    """A sink for a trial encoding: only whether it fails matters."""
+
+    def write(self, data: object) -> None:
+        pass
+
+
+def _encodable(rows: list[list[Any]]) -> str | None:
+    try:
+        write_native(rows, _Discard())  # type: ignore[arg-type]
+        return None
+    except ConversionError as error:
+        return str(error.__cause__ or error)
+
+
 def convert_segment(path: str) -> Block:
     """Every intact record of a sealed segment, as one block written next to it (a file: the
     store reads it directly, and no process has to pass tens of megabytes to another).
-    Records that cannot be decoded are counted and named, not fatal: the rest still lands."""
-    scan = scan_segment(Path(path))
-    problems = [f"segment {path} damaged: {scan.problem}"] if scan.problem else []
-    rows: list[list[Any]] = []
-    dropped = 0
+    A record that cannot be decoded or encoded for the store is set aside alone in ``dead/``
+    with its reason, named and counted: every other record still lands."""
+    segment = Path(path)
+    scan = scan_segment(segment)
+    block = Block(None, 0, problems=[f"segment {path} damaged: {scan.problem}"]
+                  if scan.problem else [])
+    if scan.skipped_spans:
+        block.dropped_by["spool_corrupt"] = scan.skipped_spans
+    decoded: list[tuple[int, Record, list[list[Any]]]] = []
+    aside: list[tuple[int, Record, str]] = []
     for number, record in enumerate(scan.records):
         try:
-            rows.extend(record_rows(record))
+            decoded.append((number, record, record_rows(record)))
         except Exception as error:
-            dropped += record.spans
-            problems.append(f"segment {path} record {number} ({record.spans} spans) cannot be "
-                            f"decoded: {error}")
-    if not rows:
-        return Block(None, 0, dropped, problems)
-    target = block_path(Path(path))
+            aside.append((number, record, f"cannot be decoded: {error}"))
+    rows = [row for _, _, record_rows_ in decoded for row in record_rows_]
+    target = block_path(segment)
+    try:
+        if rows:
+            _write_block(rows, target)
+    except ConversionError:
+        # One record's values the store's types cannot hold: find it, keep the others.
+        kept = []
+        for number, record, record_rows_ in decoded:
+            reason = _encodable(record_rows_)
+            if reason is None:
+                kept.append(record_rows_)
+            else:
+                aside.append((number, record, f"cannot be stored: {reason}"))
+        rows = [row for record_rows_ in kept for row in record_rows_]
+        if rows:
+            _write_block(rows, target)
+    for number, record, reason in sorted(aside, key=lambda item: item[0]):
+        kind = "undecodable" if reason.startswith("cannot be decoded") else "unstorable"
+        block.dropped_by[kind] = block.dropped_by.get(kind, 0) + record.spans
+        kept_at = set_aside_record(segment, number, record, reason)
+        block.problems.append(f"segment {path} record {number} ({record.spans} spans) {reason}"
+                              f"; set aside as {kept_at}")
+    if rows:
+        block.path, block.spans = target, len(rows)
+    return block
+
+
+def _write_block(rows: list[list[Any]], target: Path) -> None:
     # A name of its own: two conversions of one segment never share a half-written file.
     fd, name = tempfile.mkstemp(prefix=target.stem + ".", suffix=PARTIAL_SUFFIX,
                                 dir=target.parent)
@@ -123,7 +172,6 @@ def convert_segment(path: str) -> Block:
         partial.unlink(missing_ok=True)
         raise
     partial.replace(target)
-    return Block(target, len(rows), dropped, problems)
 
 
 def _watch_parent(parent: int) -> None:

@@ -22,6 +22,9 @@ JSON = "json"
 CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF,
                  "application/json": JSON}
 MAX_REPORTED_ERRORS = 3
+# The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
+# 2262-04-11). OTLP times are unsigned, so a valid request can carry one it cannot hold.
+MAX_TIME_NS = 2**63 - 1
 
 
 class Refused(Exception):
@@ -131,11 +134,27 @@ def _attribute_error(attributes: Any, limit: int, where: str) -> str | None:
     return None
 
 
+def _time_error(span: Any) -> str | None:
+    if span.start_time_unix_nano > MAX_TIME_NS:
+        name, value = "start_time_unix_nano", span.start_time_unix_nano
+    elif span.end_time_unix_nano > MAX_TIME_NS:
+        name, value = "end_time_unix_nano", span.end_time_unix_nano
+    else:
+        late = [(n, event.time_unix_nano) for n, event in enumerate(span.events)
+                if event.time_unix_nano > MAX_TIME_NS]
+        if not late:
+            return None
+        name, value = f"events[{late[0][0]}].time_unix_nano", late[0][1]
+    return (f"{name} {value} is beyond the latest time the store holds ({MAX_TIME_NS} ns, "
+            "2262-04-11)")
+
+
 def span_error(span: Any, limits: Limits, sizes: bool = True) -> str | None:
     """Why one span cannot be stored, or None. ``sizes``: check value sizes too."""
     error = (_id_error(span.trace_id, 16, "trace_id")
              or _id_error(span.span_id, 8, "span_id")
-             or _id_error(span.parent_span_id, 8, "parent_span_id", optional=True))
+             or _id_error(span.parent_span_id, 8, "parent_span_id", optional=True)
+             or _time_error(span))
     if error:
         return error
     for n, link in enumerate(span.links):

@@ -27,8 +27,15 @@ class Metrics:
         self.rejected = Counter("rewind_collector_spans_rejected",
                                 "Spans refused for bad input or limits.", ["reason"], registry=r)
         self.dropped = Counter("rewind_collector_spans_dropped",
-                               "Acknowledged spans that could not be written (kept aside in "
-                               "the spool's dead/ directory).", ["reason"], registry=r)
+                               "Acknowledged spans that could not be written, by reason "
+                               "(unstorable, undecodable, store_refused: kept in the spool's "
+                               "dead/ directory; damaged, torn_write, spool_corrupt: lost to "
+                               "damage of the spool).", ["reason"], registry=r)
+        self.spool_dropped = Counter(
+            "rewind_collector_spool_records_dropped", "Spool records found damaged when the "
+            "spool was opened, by reason (torn_write: never acknowledged; damaged: a copy of "
+            "the segment is in dead/; broken_header: the segment was moved to dead/).",
+            ["reason"], registry=r)
         self.duplicates = Counter("rewind_collector_spans_duplicate",
                                   "Spans of retried requests already held.", registry=r)
         self.conversions = Counter("rewind_collector_batch_conversions",

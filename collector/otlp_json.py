@@ -69,6 +69,9 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     except json.JSONDecodeError as error:
         raise JsonPayloadError(f"malformed JSON: {error.msg} at line {error.lineno} column "
                                f"{error.colno}") from None
+    except RecursionError:  # the input's fault: a 400, never a retryable 503
+        raise JsonPayloadError("JSON nested too deeply: OTLP/JSON needs only a few levels "
+                               "(attribute values nested at most 100 deep)") from None
     document = _object(document, "body")
     for r, resource_spans in enumerate(_list(document, "resourceSpans", "resource_spans", "")):
         where_r = f"resourceSpans[{r}]"
@@ -89,6 +92,9 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
                                      ignore_unknown_fields=True)
     except json_format.ParseError as error:
         raise JsonPayloadError(f"not an OTLP ExportTraceServiceRequest: {error}") from None
+    except RecursionError:
+        raise JsonPayloadError("JSON nested too deeply: attribute values may nest at most "
+                               "100 levels") from None
 
 
 def dump_json(message: Any) -> bytes:

@@ -74,10 +74,12 @@ class TraceExportHandler:
         try:
             outcome = self.pipeline.accept(body, PROTOBUF, tenant, protocol="grpc")
         except Refused as refused:
+            refused.__traceback__ = None  # the frames holding the request go now, not at a GC
             self._count("refused")
             log.info("refused OTLP/gRPC request from %s: %s", context.peer(), refused.message)
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused.message)
         except Pushback as pushback:
+            pushback.__traceback__ = None
             self._count("overloaded")
             context.set_trailing_metadata(retry_trailers(
                 code_pb2.UNAVAILABLE, str(pushback), pushback.retry_after))

@@ -1,5 +1,6 @@
 """OTLP/HTTP receiver (``POST /v1/traces``, protobuf or JSON, gzip/deflate) plus the operations
-endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness), ``/metrics``.
+endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness: 503 while the spool
+is full or the store cannot take writes), ``/metrics``.
 
 Status codes follow the OTLP specification: 200 with an optional partial success; 400/413/415
 for bad input (not retryable); 401 without a valid token; 503 with ``Retry-After`` when the
@@ -68,9 +69,30 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
     def count(outcome: str) -> None:
         metrics.requests.labels("http", outcome).inc()
 
-    def process(body: bytes, encoding: str | None, fmt: str, tenant: str | None) -> Outcome:
-        return pipeline.accept(decompress(body, encoding, limits.max_message_bytes), fmt,
-                               tenant, protocol="http")
+    def process(body: bytes, encoding: str | None, fmt: str,
+                tenant: str | None) -> Outcome | Refused | Pushback:
+        """Runs on a worker thread. A refusal comes back as a value, without its traceback: an
+        exception carried back across the thread would keep the frames holding the inflated
+        body alive in a reference cycle, until a cyclic collection that, with the collector's
+        raised GC thresholds, may not come for a long time."""
+        try:
+            return pipeline.accept(decompress(body, encoding, limits.max_message_bytes), fmt,
+                                   tenant, protocol="http")
+        except (Refused, Pushback) as turned_down:
+            return turned_down.with_traceback(None)
+
+    def refuse(refused: Refused, request: Request, fmt: str) -> Response:
+        count("refused")
+        http_status = 415 if isinstance(refused, UnsupportedMedia) else \
+            413 if isinstance(refused, TooLarge) else 400
+        client = request.client.host if request.client else "?"
+        log.info("refused OTLP/HTTP request from %s: %s", client, refused.message)
+        return status_response(http_status, code_pb2.INVALID_ARGUMENT, refused.message, fmt)
+
+    def push_back(pushback: Pushback, fmt: str) -> Response:
+        count("overloaded")
+        return status_response(503, code_pb2.UNAVAILABLE, str(pushback), fmt,
+                               {"Retry-After": str(pushback.retry_after)})
 
     async def export(request: Request) -> Response:
         fmt = JSON
@@ -88,21 +110,17 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
             outcome = await run_in_threadpool(
                 process, body, request.headers.get("content-encoding"), fmt, tenant)
         except Refused as refused:
-            count("refused")
-            http_status = 415 if isinstance(refused, UnsupportedMedia) else \
-                413 if isinstance(refused, TooLarge) else 400
-            client = request.client.host if request.client else "?"
-            log.info("refused OTLP/HTTP request from %s: %s", client, refused.message)
-            return status_response(http_status, code_pb2.INVALID_ARGUMENT, refused.message, fmt)
-        except Pushback as pushback:
-            count("overloaded")
-            return status_response(503, code_pb2.UNAVAILABLE, str(pushback), fmt,
-                                   {"Retry-After": str(pushback.retry_after)})
+            return refuse(refused, request, fmt)
         except Exception as error:  # never acknowledged, so the client may retry
             count("error")
             log.exception("OTLP/HTTP request failed")
+            error.__traceback__ = None  # frames holding the body go now, not at the next GC
             return status_response(503, code_pb2.UNAVAILABLE, f"collector error: {error}", fmt,
                                    {"Retry-After": "1"})
+        if isinstance(outcome, Refused):
+            return refuse(outcome, request, fmt)
+        if isinstance(outcome, Pushback):
+            return push_back(outcome, fmt)
         count("duplicate" if outcome.duplicate else "partial" if outcome.rejected else "ok")
         return success_response(outcome, fmt)
 
@@ -111,6 +129,9 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
 
     async def ready(request: Request) -> Response:
         status = pipeline.status()
+        # While the store cannot take writes (down, disk full, read-only...) requests are
+        # still spooled ("accepting"), but nothing acknowledged reaches the store: not ready.
+        status["ready"] = status["ready"] and status["store_up"] is not False
         return JSONResponse(status, 200 if status["ready"] else 503)
 
     async def prometheus(request: Request) -> Response:

@@ -93,6 +93,13 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
     spool_dir = Path(options.spool_dir or default_spool_dir(url or ""))
     spool = Spool(spool_dir)
     metrics = Metrics()
+    for reason, records in spool.dropped_records.items():  # found when the spool was opened
+        metrics.spool_dropped.labels(reason).inc(records)
+        if reason != "broken_header":  # those records are kept whole in dead/
+            metrics.dropped.labels(reason).inc(spool.dropped_spans[reason])
+    if options.requeue_dead:
+        files, spans = spool.requeue_dead()
+        log.info("requeued %d span(s) from %d file(s) of %s", spans, files, spool.dir / "dead")
     reloader = None
     if auth is not None and options.auth_source is not None:
         reloader = TokenReloader(

@@ -7,8 +7,10 @@ segment was created, so writing it again after a crash cannot duplicate rows. Di
 recent requests (pending ones from the segments, written ones from ``written.digests``) let an
 exporter's retry of a request that was spooled but not acknowledged be recognised.
 
-Layout: ``LOCK`` (one process per spool), ``spool.id``, ``seg-<n>.wal`` segments,
-``written.digests[.1]``, ``dead/`` (segments kept aside for inspection).
+Layout: ``LOCK`` (one process per spool), ``spool.id``, ``seg-<n>.wal`` segments (format in
+``segments``), ``written.digests[.1]``, ``CLEAN`` (after a clean stop), ``dead/``: segments and
+single records the store refused (``*.wal``, re-ingested by ``requeue_dead``) and copies of
+damaged segments (``*.wal.damaged``, for inspection only).
 """
 
 from __future__ import annotations
@@ -16,54 +18,30 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import shutil
-import struct
 import threading
 import time
 import uuid
-import zlib
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .segments import DAMAGED_SUFFIX, Record, Scan, header, scan_segment, write_segment
+
+__all__ = ["Record", "Scan", "Segment", "Spool", "SpoolError", "scan_segment"]
+
 log = logging.getLogger("rewind.collector.spool")
 
-MAGIC = b"RWSPOOL1"
-_TOKEN_LEN = struct.Struct("<H")
-_FRAME = struct.Struct("<II")  # body length, crc32(body)
-_BODY = struct.Struct("<16sIH")  # digest, spans, tenant length (0xFFFF: no tenant)
-_NO_TENANT = 0xFFFF
 DIGEST_FILE = "written.digests"
 DIGESTS_PER_FILE = 65_536
+CLEAN_STOP = "CLEAN"  # present while the spool is closed after a clean stop
+_SEGMENT_NAME = re.compile(r"seg-(\d+)\.wal")
+REQUEUE_HINT = "re-ingest with `rewind collector --requeue-dead`"
 
 
 class SpoolError(RuntimeError):
     """The spool cannot take or give back data; the message names the file and the cause."""
-
-
-@dataclass
-class Record:
-    digest: bytes
-    spans: int
-    tenant: str | None
-    payload: bytes | memoryview  # read back from a segment: a view into the file's bytes
-
-    def encode(self) -> list[bytes]:
-        """The frame as pieces for one ``writev`` (the payload is not copied)."""
-        tenant = b"" if self.tenant is None else self.tenant.encode("utf-8")
-        head = _BODY.pack(self.digest, self.spans,
-                          _NO_TENANT if self.tenant is None else len(tenant)) + tenant
-        crc = zlib.crc32(self.payload, zlib.crc32(head))
-        return [_FRAME.pack(len(head) + len(self.payload), crc), head, self.payload]
-
-
-def decode_record(body: bytes | memoryview) -> Record:
-    digest, spans, tenant_len = _BODY.unpack_from(body)
-    start = _BODY.size
-    if tenant_len == _NO_TENANT:
-        return Record(digest, spans, None, body[start:])
-    tenant = bytes(body[start:start + tenant_len]).decode("utf-8")
-    return Record(digest, spans, tenant, body[start + tenant_len:])
 
 
 @dataclass
@@ -79,44 +57,6 @@ class Segment:
     written: bool = False  # in the store; the file is about to be retired
     synced: int = 0
     fd: int | None = None
-
-
-@dataclass
-class Scan:
-    token: str
-    records: list[Record]
-    valid_end: int
-    problem: str | None
-
-
-def scan_segment(path: Path) -> Scan:
-    """Every intact record of a segment, and where (and why) reading stopped early. Records
-    are views into one read of the file: a segment is tens of megabytes, and copying each
-    record out of it cost more than reading it."""
-    data = path.read_bytes()
-    view = memoryview(data)
-    head = len(MAGIC) + _TOKEN_LEN.size
-    if len(data) < head or not data.startswith(MAGIC):
-        return Scan("", [], 0, "missing segment header")
-    (token_len,) = _TOKEN_LEN.unpack_from(data, len(MAGIC))
-    offset = head + token_len
-    if len(data) < offset:
-        return Scan("", [], 0, "truncated segment header")
-    token = data[head:offset].decode("ascii", "replace")
-    records: list[Record] = []
-    while offset < len(data):
-        if len(data) - offset < _FRAME.size:
-            return Scan(token, records, offset, f"torn record header at byte {offset}")
-        length, crc = _FRAME.unpack_from(data, offset)
-        start, end = offset + _FRAME.size, offset + _FRAME.size + length
-        if end > len(data) or length < _BODY.size:
-            return Scan(token, records, offset, f"torn record at byte {offset}")
-        body = view[start:end]
-        if zlib.crc32(body) != crc:
-            return Scan(token, records, offset, f"checksum mismatch at byte {offset}")
-        records.append(decode_record(body))
-        offset = end
-    return Scan(token, records, offset, None)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -159,6 +99,9 @@ class Spool:
         self.known: dict[bytes, tuple[Segment, int] | None] = {}
         self._written: deque[bytes] = deque()
         self._next_number = 1
+        # What recovery had to drop, by reason: reported in the metrics once they exist.
+        self.dropped_records: Counter[str] = Counter()
+        self.dropped_spans: Counter[str] = Counter()
         self._load_written_digests()
         self._recover()
 
@@ -173,44 +116,100 @@ class Spool:
                     self._remember_written(data[i:i + 16])
 
     def _recover(self) -> None:
+        clean = (self.dir / CLEAN_STOP).exists()
         for derived in (*self.dir.glob("seg-*.native"), *self.dir.glob("seg-*.partial")):
             derived.unlink()  # converted blocks of a previous run: made again when needed
-        paths = sorted(self.dir.glob("seg-*.wal"))
-        for index, path in enumerate(paths):
-            number = int(path.stem.split("-")[1])
+        found = []
+        for path in self.dir.glob("seg-*.wal"):
+            match = _SEGMENT_NAME.fullmatch(path.name)
+            if match is None:
+                log.warning("spool %s: ignoring %s, not a segment name this collector writes "
+                            "(seg-<number>.wal)", self.dir, path.name)
+                continue
+            found.append((int(match.group(1)), path))
+        for path in (self.dir / "dead").glob("seg-*"):  # numbers set aside stay taken
+            if match := re.match(r"seg-(\d+)", path.name):
+                self._next_number = max(self._next_number, int(match.group(1)) + 1)
+        found.sort()
+        for index, (number, path) in enumerate(found):
             self._next_number = max(self._next_number, number + 1)
             scan = scan_segment(path)
+            if scan.token is None:
+                self._set_aside_headless(path, scan)
+                continue
             if scan.problem:
-                last = index == len(paths) - 1
-                self._repair(path, scan, keep_copy=not last)
+                self._repair(path, scan, clean, last=index == len(found) - 1)
             if not scan.records:
                 path.unlink()
                 continue
-            segment = Segment(number, path, scan.token, size=scan.valid_end, sealed=True,
-                              synced=scan.valid_end, created=0.0)
+            size = path.stat().st_size
+            segment = Segment(number, path, scan.token, size=size, sealed=True, synced=size,
+                              created=0.0)
             for record in scan.records:
                 segment.spans += record.spans
                 segment.digests.append(record.digest)
-                self.known[record.digest] = (segment, scan.valid_end)
+                self.known[record.digest] = (segment, size)
             self.pending.append(segment)
             self.bytes += segment.size
+        (self.dir / CLEAN_STOP).unlink(missing_ok=True)
         if self.pending:  # the last run did not stop cleanly, or the store was away
             log.warning("spool %s: recovered %d segment(s), %d spans to write", self.dir,
-                     len(self.pending), sum(s.spans for s in self.pending))
+                        len(self.pending), sum(s.spans for s in self.pending))
 
-    def _repair(self, path: Path, scan: Scan, keep_copy: bool) -> None:
-        size = path.stat().st_size
-        if keep_copy:  # a sealed segment should never be damaged: keep it for inspection
-            shutil.copy2(path, self.dir / "dead" / path.name)
-            log.error("spool segment %s is damaged (%s); %d bytes after the last intact record"
-                      " are lost, a copy is in %s", path, scan.problem, size - scan.valid_end,
-                      self.dir / "dead")
-        else:
-            log.warning("spool segment %s: dropping %d bytes of an unacknowledged record (%s)",
-                        path, size - scan.valid_end, scan.problem)
-        with open(path, "r+b") as f:
-            f.truncate(scan.valid_end)
-            os.fsync(f.fileno())
+    def _count_dropped(self, reason: str, records: int, spans: int) -> None:
+        self.dropped_records[reason] += records
+        self.dropped_spans[reason] += spans
+
+    def _repair(self, path: Path, scan: Scan, clean: bool, last: bool) -> None:
+        """Keeps every intact record of a damaged segment (same token) and only the damage
+        goes; damage of acknowledged records is kept aside as a copy, for inspection."""
+        damage = "; ".join(f"{s.reason}, {s.size} bytes" for s in scan.skipped[:3])
+        if scan.torn_tail and last and not clean:  # killed while writing its last record
+            self._count_dropped("torn_write", 1, scan.skipped_spans)
+            log.warning("spool segment %s: dropping the incomplete last record the previous run "
+                        "was killed while writing (it was never acknowledged): %s", path, damage)
+            with open(path, "r+b") as f:
+                f.truncate(scan.valid_end)
+                os.fsync(f.fileno())
+            return
+        copy = self.dir / "dead" / (path.name + DAMAGED_SUFFIX)
+        shutil.copy2(path, copy)
+        self._count_dropped("damaged", len(scan.skipped), scan.skipped_spans)
+        state = ("after a clean stop: every record in it had been acknowledged" if clean else
+                 "its complete records had been acknowledged")
+        log.error("spool segment %s was damaged %s; %d damaged record(s) (%d spans) lost (%s), "
+                  "%d intact record(s) kept; a copy of the file is in %s", path, state,
+                  len(scan.skipped), scan.skipped_spans, damage, len(scan.records), copy)
+        write_segment(path, scan.token or "", scan.records)
+
+    def _set_aside_headless(self, path: Path, scan: Scan) -> None:
+        """Without its header a segment has no deduplication token: writing its records
+        under a new one could store them twice, so the file goes to ``dead/`` whole."""
+        target = self.dir / "dead" / path.name
+        os.replace(path, target)
+        self._count_dropped("broken_header", len(scan.records) + len(scan.skipped),
+                            sum(r.spans for r in scan.records) + scan.skipped_spans)
+        log.error("spool segment %s has a broken header; the file (%d readable record(s), "
+                  "%d spans) is kept in %s: %s", path, len(scan.records),
+                  sum(r.spans for r in scan.records), target, REQUEUE_HINT)
+
+    def requeue_dead(self) -> tuple[int, int]:
+        """Appends every record kept in ``dead/`` to the spool again, for the writer to try
+        anew (after the store or the collector was fixed); returns (files, spans)."""
+        files = spans = 0
+        for path in sorted((self.dir / "dead").glob("*.wal")):
+            for record in scan_segment(path).records:
+                if self.known.get(record.digest, 0) is None:  # its segment was retired
+                    del self.known[record.digest]  # but this record never reached the store
+                where, held = self.append(record)
+                if where is not None:
+                    self.sync(*where)
+                spans += 0 if held else record.spans
+            path.unlink()  # every record is durable in the spool now
+            path.with_suffix(".reason").unlink(missing_ok=True)
+            files += 1
+        self.seal()
+        return files, spans
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -219,18 +218,18 @@ class Spool:
         self._next_number += 1
         token = f"{self.spool_id}-{os.urandom(8).hex()}"
         path = self.dir / f"seg-{number:012d}.wal"
-        header = MAGIC + _TOKEN_LEN.pack(len(token)) + token.encode("ascii")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         try:
-            os.write(fd, header)
+            os.write(fd, header(token))
             os.fsync(fd)
             _fsync_dir(self.dir)
         except OSError:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
-        self.bytes += len(header)
-        return Segment(number, path, token, size=len(header), synced=len(header), fd=fd)
+        size = len(header(token))
+        self.bytes += size
+        return Segment(number, path, token, size=size, synced=size, fd=fd)
 
     def lookup(self, digest: bytes) -> tuple[bool, tuple[Segment, int] | None]:
         """(already held?, where to wait for its fsync if still pending)."""
@@ -353,7 +352,8 @@ class Spool:
                 self._remember_written(digest)
 
     def quarantine(self, segment: Segment) -> Path:
-        """Moves a segment the store keeps refusing out of the way, for inspection."""
+        """Moves a segment the store keeps refusing out of the way, for inspection (and for
+        ``requeue_dead``)."""
         target = self.dir / "dead" / segment.path.name
         os.replace(segment.path, target)
         self._forget(segment)
@@ -376,11 +376,16 @@ class Spool:
     def close(self) -> None:
         with self._append_lock:
             segment = self.current
+            clean = segment is None or not segment.digests  # everything was sealed
             if segment is not None and segment.fd is not None:
                 os.fsync(segment.fd)
                 os.close(segment.fd)
                 segment.fd = None
             self.current = None
         if self._lock_fd >= 0:
+            if clean:  # the next start knows every record here had been acknowledged
+                with open(self.dir / CLEAN_STOP, "w") as marker:
+                    os.fsync(marker.fileno())
+                _fsync_dir(self.dir)
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = -1

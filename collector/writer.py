@@ -1,8 +1,9 @@
 """Writes ``otel_traces`` rows; a retried batch carries the same token and is not duplicated.
 
 ``StoreLink`` is the pipeline's connection: opened (and migrated) on first use, reopened after a
-failure, and able to tell "the store is unreachable" (wait and retry) from "the store is up but
-refuses this batch" (retry a few times, then set the batch aside).
+failure, and able to tell "the store is unreachable or cannot take writes" (disk full,
+read-only, too many parts, timeouts: wait and retry) from "the store is up but refuses this
+batch" (a data error: retry a few times, then set the batch aside in ``dead/``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,33 @@ log = logging.getLogger("rewind.collector.writer")
 # Dependent views (lookup, rewind_llm_calls) must skip a duplicate block too.
 _DEDUP_SETTINGS = {"deduplicate_blocks_in_dependent_materialized_views": 1}
 
-# ClickHouse error codes that say "later", not "never": table or database missing (being
-# created or migrated), timeouts, read-only/too many parts, memory, network, keeper, unknown
-# insert status. Other refusals are the batch's own fault and are retried only a few times.
-TRANSIENT_CODES = {60, 81, 159, 164, 202, 209, 210, 241, 242, 252, 319, 425, 999}
+# ClickHouse errors that say "later", not "never": the store or its disk, not the batch, is at
+# fault. Such a batch is retried with back-off for as long as it takes (never set aside), the
+# collector reports not ready meanwhile, and the spool drains once the store takes writes again.
+# Other refusals are the batch's own fault and are retried only a few times.
+TRANSIENT_ERRORS = {
+    32: "ATTEMPT_TO_READ_AFTER_EOF", 60: "UNKNOWN_TABLE", 74: "CANNOT_READ_FROM_FILE_DESCRIPTOR",
+    75: "CANNOT_WRITE_TO_FILE_DESCRIPTOR", 81: "UNKNOWN_DATABASE", 159: "TIMEOUT_EXCEEDED",
+    160: "TOO_SLOW", 164: "READONLY", 201: "QUOTA_EXCEEDED",
+    202: "TOO_MANY_SIMULTANEOUS_QUERIES", 203: "NO_FREE_CONNECTION", 209: "SOCKET_TIMEOUT",
+    210: "NETWORK_ERROR", 236: "ABORTED", 241: "MEMORY_LIMIT_EXCEEDED",
+    242: "TABLE_IS_READ_ONLY", 243: "NOT_ENOUGH_SPACE", 252: "TOO_MANY_PARTS",
+    279: "ALL_CONNECTION_TRIES_FAILED", 285: "TOO_FEW_LIVE_REPLICAS",
+    286: "UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE", 319: "UNKNOWN_STATUS_OF_INSERT",
+    394: "QUERY_WAS_CANCELLED", 425: "SYSTEM_ERROR", 439: "CANNOT_SCHEDULE_TASK",
+    473: "DEADLOCK_AVOIDED", 497: "ACCESS_DENIED", 516: "AUTHENTICATION_FAILED",
+    999: "KEEPER_EXCEPTION",
+}
+TRANSIENT_CODES = set(TRANSIENT_ERRORS)
+# Said by the operating system rather than with a ClickHouse code.
+_TRANSIENT_TEXT = re.compile(r"No space left on device|Read-only file system|Disk quota exceeded",
+                             re.IGNORECASE)
 _CODE = re.compile(r"Code:\s*(\d+)")
+
+
+def is_transient(error: BaseException) -> bool:
+    """True when ``error`` is the store's trouble (wait and retry), not the batch's."""
+    return error_code(error) in TRANSIENT_CODES or bool(_TRANSIENT_TEXT.search(str(error)))
 
 
 def batch_token(payload: bytes) -> str:
@@ -135,9 +158,13 @@ class StoreLink:
                 return
             except Exception as error:
                 failure = error
-        code = error_code(failure)
-        up = code not in TRANSIENT_CODES and self.ping()
-        raise StoreFailure(f"insert of {spans} spans failed: {failure}", up) from failure
+        if is_transient(failure):
+            code = error_code(failure)
+            name = f"{TRANSIENT_ERRORS[code]}, " if code in TRANSIENT_ERRORS else ""
+            raise StoreFailure(f"the store cannot take writes now ({name}retried with back-off "
+                               f"until it can; {spans} spans wait in the spool): {failure}",
+                               store_up=False) from failure
+        raise StoreFailure(f"insert of {spans} spans failed: {failure}", self.ping()) from failure
 
     def close(self) -> None:
         with self._lock:

@@ -72,7 +72,9 @@ def test_store_unreachable_then_gone_mid_stream_then_back_counts_exact(store, tm
 
         first = [record_spans(exporter(), "outage") for _ in range(5)]
         ready = httpx.get(ingest.http_url + "/ready").json()
-        assert ready["ready"] and ready["store_up"] is False and ready["queued_spans"] == 10
+        # Still taking spans into the spool, but nothing reaches the store: not ready.
+        assert ready["accepting"] and not ready["ready"] and ready["store_up"] is False
+        assert ready["queued_spans"] == 10
         assert count(store)["n"] == 0  # acknowledged, spooled, not written
         outage.recover()
         assert ingest.flush()
@@ -196,8 +198,10 @@ def test_refusing_store_url_spools_and_the_next_run_drains_it(tmp_path):
     http_url = ready.group(3)
     sent = [record_spans(HttpExporter(endpoint=http_url + "/v1/traces"), "refused-url")
             for _ in range(3)]
-    status = httpx.get(http_url + "/ready").json()
-    assert status["ready"] and status["store_up"] is False and status["queued_spans"] == 6
+    reply = httpx.get(http_url + "/ready")
+    status = reply.json()
+    assert reply.status_code == 503 and status["accepting"] and not status["ready"]
+    assert status["store_up"] is False and status["queued_spans"] == 6
     assert stop(process) == 0
     events = [json.loads(line) for line in log if line.startswith("{")]
     [unreachable] = [e for e in events if e["msg"].startswith("store unreachable")]

@@ -185,6 +185,15 @@ def test_too_many_spans_refuses_the_request():
     (Span(trace_id=b"\1" * 16, span_id=b"\2" * 8, events=[Span.Event(
         name="e", attributes=[KeyValue(key="k", value=AnyValue(bytes_value=b"x" * 200))])]),
      "events\\[0\\] attribute 'k' is 203 bytes"),
+    # Valid OTLP (times are unsigned) that the store's DateTime64(9) columns cannot hold.
+    (Span(trace_id=b"\1" * 16, span_id=b"\2" * 8, start_time_unix_nano=2**63),
+     "start_time_unix_nano 9223372036854775808 is beyond the latest time the store holds"),
+    (Span(trace_id=b"\1" * 16, span_id=b"\2" * 8, end_time_unix_nano=2**64 - 1),
+     "end_time_unix_nano 18446744073709551615 is beyond"),
+    (Span(trace_id=b"\1" * 16, span_id=b"\2" * 8,
+          events=[Span.Event(name="ok", time_unix_nano=2**63 - 1),
+                  Span.Event(name="late", time_unix_nano=2**63)]),
+     "events\\[1\\].time_unix_nano 9223372036854775808 is beyond"),
 ])
 def test_bad_spans_are_rejected_alone_and_named(bad, reason):
     limits = Limits(max_attribute_bytes=100)

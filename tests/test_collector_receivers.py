@@ -151,6 +151,10 @@ HTTP_CASES = [
     ("malformed JSON", b'{"resourceSpans": [}', JSONCT, 400, "malformed JSON"),
     ("invalid UTF-8 in JSON", b'{"resourceSpans": "\xff"}', JSONCT, 400, "not valid UTF-8"),
     ("JSON of the wrong shape", b'{"resourceSpans": {"a": 1}}', JSONCT, 400, "expected an array"),
+    # Deep enough to exhaust the parser's recursion: the input's fault, so 400, not a 503
+    # that clients would retry for ever.
+    ("deeply nested JSON", b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+     JSONCT, 400, "JSON nested too deeply"),
     ("JSON trace id not hex", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
         {"traceId": "not-hex", "spanId": "3c191d03fa8be065"}]}]}]}).encode(), JSONCT, 400,
      "traceId: 'not-hex' is not hex"),
