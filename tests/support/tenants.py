@@ -26,9 +26,10 @@ def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-def _provider(ingest: IngestHandle, token: str, service: str,
-              resource: dict[str, Any] | None = None) -> TracerProvider:
-    exporter = OTLPSpanExporter(endpoint=f"{ingest.http_url}/v1/traces", headers=bearer(token))
+def provider_for(http_url: str, token: str, service: str,
+                 resource: dict[str, Any] | None = None) -> TracerProvider:
+    """Spans of ``service`` exported as they end to the OTLP/HTTP receiver at ``http_url``."""
+    exporter = OTLPSpanExporter(endpoint=f"{http_url}/v1/traces", headers=bearer(token))
     provider = TracerProvider(resource=Resource.create({"service.name": service,
                                                         **(resource or {})}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -39,7 +40,7 @@ def send_run(ingest: IngestHandle, llm: FakeLLMServer, token: str, service: str,
              prompts: list[str], resource: dict[str, Any] | None = None) -> str:
     """One agent run (a root span, one chat call per prompt through the instrumented OpenAI
     SDK) sent with ``token``, written to the store; returns its trace id."""
-    provider = _provider(ingest, token, service, resource)
+    provider = provider_for(ingest.http_url, token, service, resource)
     instrument(tracer_provider=provider)
     try:
         with provider.get_tracer("tenants").start_as_current_span("run") as root:
@@ -58,7 +59,7 @@ def send_run(ingest: IngestHandle, llm: FakeLLMServer, token: str, service: str,
 def send_span_into(ingest: IngestHandle, token: str, service: str, trace_id: str,
                    name: str, attributes: dict[str, Any]) -> None:
     """A span in trace ``trace_id`` (as if continuing it), sent with ``token``."""
-    provider = _provider(ingest, token, service)
+    provider = provider_for(ingest.http_url, token, service)
     parent = SpanContext(int(trace_id, 16), 0x1234, is_remote=True,
                          trace_flags=TraceFlags(TraceFlags.SAMPLED))
     context = trace.set_span_in_context(NonRecordingSpan(parent))
