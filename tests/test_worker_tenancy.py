@@ -15,13 +15,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from rewind.collector.config import IngestOptions
-from rewind.collector.migrate import migrate
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
-from rewind.replay.testing.fakellm import FakeLLMServer
-from rewind.replay.worker.app import create_app
-from tests.support.tenants import TOKENS, bearer, send_run
+from tests.support.tenants import bearer, send_run, tenancy
 
 UNKNOWN_TRACE = "0123456789abcdef" * 2
 UNKNOWN_SESSION = "f00dfacef00dface"
@@ -47,25 +41,15 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> Iterator[World]:
-    store = Store(f"chdb://{tmp_path_factory.mktemp('tenancy') / 'store'}")
-    migrate(store)
-    ingest = start_ingest(store, IngestOptions(
-        grpc_port=0, http_port=0, spool_dir=tmp_path_factory.mktemp("spool"),
-        auth_tokens=TOKENS))
-    try:
-        with FakeLLMServer() as llm:
-            # A claims to be B in its resource: the collector stamps the token's tenant instead
-            a = Tenant("tok-a", [send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS,
-                                          {"rewind.tenant": "team-b"}),
-                                 send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS)], A_PROMPTS)
-            b = Tenant("tok-b", [send_run(ingest, llm, "tok-b", "b-agent", B_PROMPTS)
-                                 for _ in range(2)], B_PROMPTS)
-        ingest.stop()
-        yield World(TestClient(create_app(store, tokens=TOKENS)), a, b,
-                    Tenant("tok-op", b.runs, B_PROMPTS))
-    finally:
-        ingest.stop()
-        store.close()
+    with tenancy(tmp_path_factory.mktemp("tenancy")) as opened:
+        ingest, llm = opened.ingest, opened.llm
+        # A claims to be B in its resource: the collector stamps the token's tenant instead
+        a = Tenant("tok-a", [send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS,
+                                      {"rewind.tenant": "team-b"}),
+                             send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS)], A_PROMPTS)
+        b = Tenant("tok-b", [send_run(ingest, llm, "tok-b", "b-agent", B_PROMPTS)
+                             for _ in range(2)], B_PROMPTS)
+        yield World(opened.client, a, b, Tenant("tok-op", b.runs, B_PROMPTS))
 
 
 # -- the walk -----------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""Tenants for the tenancy tests: agent runs sent through the real collector receivers (the
+"""Tenants for the tenancy tests: a store with the collector receivers and the worker app over
+it, both with the same tokens (``tenancy``); agent runs sent through the real receivers (the
 real OTLP/HTTP exporter, each tenant with its own token), and spans slipped into a trace id
 the sender does not own."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -13,10 +18,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from starlette.testclient import TestClient
 
-from rewind.collector.service import IngestHandle
+from rewind.collector.config import IngestOptions
+from rewind.collector.migrate import migrate
+from rewind.collector.service import IngestHandle, start_ingest
+from rewind.collector.store import Store
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer
+from rewind.replay.worker.app import create_app
 
 # token -> tenant; a token without a tenant is an operator's
 TOKENS: dict[str, str | None] = {"tok-a": "team-a", "tok-b": "team-b", "tok-op": None}
@@ -24,6 +34,32 @@ TOKENS: dict[str, str | None] = {"tok-a": "team-a", "tok-b": "team-b", "tok-op":
 
 def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
+
+
+@dataclass
+class Tenancy:
+    """A fresh store, the collector receivers writing into it and the worker app reading it,
+    both with :data:`TOKENS`; a fake LLM for the agent runs."""
+
+    store: Store
+    ingest: IngestHandle
+    llm: FakeLLMServer
+    client: TestClient
+
+
+@contextmanager
+def tenancy(directory: Path) -> Iterator[Tenancy]:
+    store = Store(f"chdb://{directory / 'store'}")
+    migrate(store)
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0,
+                                               spool_dir=directory / "spool",
+                                               auth_tokens=TOKENS))
+    try:
+        with FakeLLMServer() as llm:
+            yield Tenancy(store, ingest, llm, TestClient(create_app(store, tokens=TOKENS)))
+    finally:
+        ingest.stop()
+        store.close()
 
 
 def provider_for(http_url: str, token: str, service: str,

@@ -9,49 +9,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import pytest
-from starlette.testclient import TestClient
 
-from rewind.collector.config import IngestOptions
-from rewind.collector.migrate import migrate
-from rewind.collector.service import IngestHandle, start_ingest
-from rewind.collector.store import Store
 from rewind.replay.cassette import archive
-from rewind.replay.testing.fakellm import FakeLLMServer
-from rewind.replay.worker.app import create_app
 from tests.support.harness import start_serve
-from tests.support.tenants import TOKENS, bearer, provider_for, send_run, send_span_into
+from tests.support.tenants import Tenancy, bearer, provider_for, send_run, send_span_into, tenancy
 
 A, B, OP = bearer("tok-a"), bearer("tok-b"), bearer("tok-op")
 
 
-@dataclass
-class World:
-    store: Store
-    ingest: IngestHandle
-    llm: FakeLLMServer
-    client: TestClient
-
-
 @pytest.fixture(scope="module")
-def world(tmp_path_factory) -> Iterator[World]:
-    store = Store(f"chdb://{tmp_path_factory.mktemp('writes') / 'store'}")
-    migrate(store)
-    ingest = start_ingest(store, IngestOptions(
-        grpc_port=0, http_port=0, spool_dir=tmp_path_factory.mktemp("spool"),
-        auth_tokens=TOKENS))
-    try:
-        with FakeLLMServer() as llm:
-            yield World(store, ingest, llm, TestClient(create_app(store, tokens=TOKENS)))
-    finally:
-        ingest.stop()
-        store.close()
+def world(tmp_path_factory) -> Iterator[Tenancy]:
+    with tenancy(tmp_path_factory.mktemp("writes")) as opened:
+        yield opened
 
 
-def spans(world: World, trace_id: str, who: dict[str, str]) -> list[dict]:
+def spans(world: Tenancy, trace_id: str, who: dict[str, str]) -> list[dict]:
     reply = world.client.get(f"/v1/traces/{trace_id}", headers=who)
     return reply.json()["spans"] if reply.status_code == 200 else []
 
