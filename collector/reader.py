@@ -1,10 +1,15 @@
-"""Reads traces back: one trace's spans through the trace-id lookup, and trace listings."""
+"""Reads traces back: one trace's spans through the trace-id lookup, and trace listings.
+
+Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
+``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
+trace reads as unknown; None reads every tenant (an operator, or a store without auth)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from .auth import TENANT_ATTRIBUTE
 from .schema import IS_LLM_CALL, TRACE_LOOKUP, TRACES
 from .store import Store
 
@@ -22,6 +27,15 @@ FROM {TRACES}
 """
 
 
+def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
+    """The SQL condition keeping ``tenant``'s spans (adds its parameters to ``params``); a
+    condition that always holds when ``tenant`` is None."""
+    if tenant is None:
+        return "1"
+    params.update(tenant_key=TENANT_ATTRIBUTE, tenant=tenant)
+    return "ResourceAttributes[{tenant_key:String}] = {tenant:String}"
+
+
 def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | None:
     rows = store.query(
         f"SELECT min(Start) AS s, max(End) AS e, count() AS n FROM {TRACE_LOOKUP} "
@@ -33,7 +47,7 @@ def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | Non
     return rows[0]["s"], rows[0]["e"]
 
 
-def get_trace(store: Store, trace_id: str) -> list[dict[str, Any]]:
+def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
     """All spans of a trace, oldest first; empty when the trace is unknown.
 
     The lookup table narrows the scan to the trace's time range, as Grafana's trace view does.
@@ -42,24 +56,28 @@ def get_trace(store: Store, trace_id: str) -> list[dict[str, Any]]:
     bounds = trace_bounds(store, trace_id)
     if bounds is None:
         return []
+    params = {"tid": trace_id, "start": bounds[0], "end": bounds[1]}
     return store.query(
         SPAN_SELECT
         + "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
-        "AND toDateTime(Timestamp) <= {end:DateTime} ORDER BY Timestamp, SpanId",
-        {"tid": trace_id, "start": bounds[0], "end": bounds[1]},
+        f"AND toDateTime(Timestamp) <= {{end:DateTime}} AND {tenant_condition(tenant, params)} "
+        "ORDER BY Timestamp, SpanId",
+        params,
     )
 
 
-def trace_version(store: Store, trace_id: str) -> tuple[int, int] | None:
+def trace_version(store: Store, trace_id: str,
+                  tenant: str | None = None) -> tuple[int, int] | None:
     """(span count, latest span start in ns): changes whenever spans are added to a trace."""
     bounds = trace_bounds(store, trace_id)
     if bounds is None:
         return None
+    params = {"tid": trace_id, "start": bounds[0], "end": bounds[1]}
     row = store.query(
         f"SELECT count() AS n, max(toUnixTimestamp64Nano(Timestamp)) AS last FROM {TRACES} "
         "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
-        "AND toDateTime(Timestamp) <= {end:DateTime}",
-        {"tid": trace_id, "start": bounds[0], "end": bounds[1]},
+        f"AND toDateTime(Timestamp) <= {{end:DateTime}} AND {tenant_condition(tenant, params)}",
+        params,
     )[0]
     return (row["n"], row["last"]) if row["n"] else None
 
@@ -71,10 +89,11 @@ def list_traces(
     until: datetime | None = None,
     errors_only: bool = False,
     limit: int = 50,
+    tenant: str | None = None,
 ) -> list[dict[str, Any]]:
     """One row per trace, newest first: root span, service, start, duration, LLM calls, status."""
-    where = ["TraceId != ''"]
     params: dict[str, Any] = {"limit": int(limit)}
+    where = ["TraceId != ''", tenant_condition(tenant, params)]
     if service:
         where.append("ServiceName = {service:String}")
         params["service"] = service

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from rewind.collector import reader
@@ -19,7 +18,7 @@ from rewind.replay.cassette.archive import ArchiveError, CredentialInTrace
 from rewind.replay.cassette.credentials import attribute_findings
 from rewind.replay.cassette.source import DEFAULT_API, StoreSource, worker_reachable
 from rewind.replay.cli.main import main
-from rewind.replay.worker import archives as api_archive
+from rewind.replay.worker.app import create_app
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SYSTEM = "You are a careful assistant. " * 20  # long enough to be a blob, shared by both spans
@@ -233,7 +232,7 @@ def test_import_writes_a_normal_trace_once_and_a_bad_file_writes_nothing(store):
 
 
 def test_worker_routes_export_import_and_refuse_a_trace_carrying_a_key(store):
-    client = TestClient(Starlette(routes=api_archive.routes(store)))
+    client = TestClient(create_app(store))  # no tokens: the loopback worker, all visible
     spans = chat_spans()
     imported = client.post("/v1/import", content=archive.pack(TRACE, spans))
     assert imported.status_code == 200

@@ -24,6 +24,7 @@ from typing import Any
 import zstandard
 
 from rewind.collector import reader
+from rewind.collector.auth import TENANT_ATTRIBUTE
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cassette.credentials import Finding, span_findings
@@ -299,13 +300,18 @@ class ImportResult:
     already_present: int
 
 
-def import_into(store: Store, data: bytes) -> ImportResult:
+def import_into(store: Store, data: bytes, tenant: str | None = None) -> ImportResult:
     """Writes a file's spans that the store does not hold yet; importing twice adds nothing.
 
-    Everything is checked before the first row is written.
+    Everything is checked before the first row is written. ``tenant`` (the importer's, from
+    its token) replaces whatever tenant the file names; None keeps the file's.
     """
     archive = unpack(data)
-    present = {s["SpanId"] for s in reader.get_trace(store, archive.trace_id)}
+    if tenant is not None:
+        spans = [{**s, "ResourceAttributes": {**s["ResourceAttributes"],
+                                              TENANT_ATTRIBUTE: tenant}} for s in archive.spans]
+        archive = Archive(archive.trace_id, spans, f"{archive.digest}:{tenant}")
+    present = {s["SpanId"] for s in reader.get_trace(store, archive.trace_id, tenant=tenant)}
     fresh = [s for s in archive.spans if s["SpanId"] not in present]
     token = import_token(archive, (s["SpanId"] for s in fresh))
     TraceWriter(store).write([span_row(s) for s in fresh], token)

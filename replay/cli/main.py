@@ -54,20 +54,37 @@ def main(verbose: bool) -> None:
 @click.option("--api-port", default=8787, show_default=True, help="Worker API port (0: any).")
 @click.option("--http-port", default=4318, show_default=True, help="OTLP/HTTP port (0: any).")
 @click.option("--spool-dir", default=None, help="Ingest spool (default: next to the store).")
+@click.option("--auth-tokens-file", "--tokens-file", "auth_tokens_file",
+              envvar=["REWIND_AUTH_TOKENS_FILE", "REWIND_API_TOKENS_FILE"], show_envvar=True,
+              default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Bearer tokens, one per line: 'token' or 'token tenant', for sending spans "
+                   "and for the API alike. A tenant's token reads only its tenant's traces; "
+                   "one without a tenant is an operator's. Reloaded when the file changes or "
+                   "on SIGHUP. Required off loopback.")
+@click.option("--auth-tokens", envvar="REWIND_AUTH_TOKENS", show_envvar=True, default=None,
+              help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
+@click.option("--auth-reload-seconds", envvar="REWIND_AUTH_RELOAD_SECONDS", show_envvar=True,
+              type=float, default=2.0, show_default=True,
+              help="How often the tokens file is checked for changes (0: only on SIGHUP).")
+@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+              help="Allow a non-loopback --host without authentication.")
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
-          spool_dir: str | None) -> None:
+          spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
+          auth_reload_seconds: float, allow_insecure_bind: bool) -> None:
     """Collector and replay worker together, on the embedded store by default."""
     from rewind.replay.worker.server import ServeOptions
     from rewind.replay.worker.server import serve as run
 
     try:
         run(
-            ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir),
+            ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
+                         auth_tokens_file, auth_tokens, auth_reload_seconds,
+                         allow_insecure_bind),
             announce=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
         return
-    except (StoreError, OSError) as error:
+    except (StoreError, OSError, ValueError) as error:  # ValueError: a setting (ConfigError)
         fail(str(error), fix_for(error))
 
 

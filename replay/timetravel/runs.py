@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from rewind.collector.reader import tenant_condition
 from rewind.collector.schema import IS_LLM_CALL, TRACES, span_attribute
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
@@ -65,12 +66,14 @@ def facts_from_row(row: Mapping[str, Any]) -> RunFacts:
 
 def run_rows(store: Store, since: datetime | None = None, until: datetime | None = None,
              service: str | None = None, versions: Sequence[str] = (),
-             limit: int = 1000) -> list[dict[str, Any]]:
-    """One row per trace with at least one LLM call, newest first."""
+             limit: int = 1000, tenant: str | None = None) -> list[dict[str, Any]]:
+    """One row per trace with at least one LLM call, newest first; only ``tenant``'s spans
+    when one is given."""
     where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
              "Timestamp <= fromUnixTimestamp64Nano({until:Int64})", "TraceId != ''"]
     params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62),
                               "limit": int(limit)}
+    where.append(tenant_condition(tenant, params))
     if service:
         where.append("ServiceName = {service:String}")
         params["service"] = service

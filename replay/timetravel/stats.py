@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
-from rewind.collector.schema import LLM_CALLS, MODEL_VERSION_SUFFIX
+from rewind.collector.reader import tenant_condition
+from rewind.collector.schema import LLM_CALLS, MODEL_VERSION_SUFFIX, TRACES
 from rewind.collector.store import Store
 
 ENV_PRICES = "REWIND_PRICES"
@@ -108,13 +109,18 @@ class Usage:
 
 
 def usage_from_store(store: Store, since: datetime | None = None, until: datetime | None = None,
-                     service: str | None = None) -> list[Usage]:
+                     service: str | None = None, tenant: str | None = None) -> list[Usage]:
+    """Calls and tokens per service and model; only ``tenant``'s calls when one is given (the
+    call table has no tenant: its spans are picked from the span table, same period)."""
     where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
              "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
     params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62)}
     if service:
         where.append("ServiceName = {service:String}")
         params["service"] = service
+    if tenant is not None:
+        where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
+                     f"{' AND '.join(where[:2])} AND {tenant_condition(tenant, params)})")
     rows = store.query(
         f"""
 SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,

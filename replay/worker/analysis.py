@@ -14,42 +14,41 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.collector.store import Store
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.runs import run_rows
-from rewind.replay.timetravel.stats import parse_when, usage_from_store
-from rewind.replay.worker.cache import CassetteCache
+from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.worker.routing import query_limit, query_trace_id, route
+from rewind.replay.worker.tenancy import TenantView
 
 MAX_RUNS = 100_000
 
 
-def routes(store: Store, cassettes: CassetteCache) -> list[Route]:
-    def pair(request: Request, first: str, second: str) -> tuple[Cassette, Cassette]:
+def routes() -> list[Route]:
+    def pair(request: Request, view: TenantView, first: str,
+             second: str) -> tuple[Cassette, Cassette]:
         """Both ids are checked before either trace is read: a typo is a 400, not a 404."""
         ids = [query_trace_id(request, first), query_trace_id(request, second)]
-        return cassettes.get(ids[0]), cassettes.get(ids[1])
+        return view.cassette(ids[0]), view.cassette(ids[1])
 
-    def diff(request: Request) -> Any:
-        return diff_runs(*pair(request, "left", "right")).to_dict()
+    def diff(request: Request, view: TenantView) -> Any:
+        return diff_runs(*pair(request, view, "left", "right")).to_dict()
 
-    def bisection(request: Request) -> Any:
-        return bisect(*pair(request, "good", "bad")).to_dict()
+    def bisection(request: Request, view: TenantView) -> Any:
+        return bisect(*pair(request, view, "good", "bad")).to_dict()
 
     def period(request: Request) -> dict[str, Any]:
         query = request.query_params
         return {"since": parse_when(query.get("since")), "until": parse_when(query.get("until")),
                 "service": query.get("service") or None}
 
-    def usage(request: Request) -> Any:
-        return {"usage": [u.to_dict() for u in usage_from_store(store, **period(request))]}
+    def usage(request: Request, view: TenantView) -> Any:
+        return {"usage": [u.to_dict() for u in view.usage(**period(request))]}
 
-    def runs(request: Request) -> Any:
+    def runs(request: Request, view: TenantView) -> Any:
         limit = query_limit(request, default=1000, maximum=MAX_RUNS)
         versions = [v for v in (request.query_params.get("versions") or "").split(",") if v]
-        return {"runs": run_rows(store, versions=versions, limit=limit, **period(request))}
+        return {"runs": view.runs(versions=versions, limit=limit, **period(request))}
 
     return [
         route("/v1/diff", diff),

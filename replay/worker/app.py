@@ -1,6 +1,7 @@
 """The worker's HTTP API (JSON), assembled: one module per resource (traces, trace files,
 analysis, replay sessions), sharing one cassette cache, behind bearer auth when tokens are
-given. How a route answers and fails is decided once, in :mod:`routing`."""
+given. How a route answers and fails, and which tenant's data it sees, is decided once, in
+:mod:`routing`."""
 
 from __future__ import annotations
 
@@ -11,16 +12,23 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import BaseRoute
 
+from rewind.collector.auth import Authenticator
 from rewind.collector.store import Store
 from rewind.replay.worker import analysis, archives, replay_sessions, traces
 from rewind.replay.worker.auth import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
 from rewind.replay.worker.routing import route
+from rewind.replay.worker.tenancy import StoreAccess
 
 
-def create_app(store: Store, tokens: dict[str, str | None] | None = None) -> Starlette:
-    """``tokens``: when given, every path but /health and /openapi.json needs one of them."""
+def create_app(store: Store, tokens: dict[str, str | None] | None = None,
+               authenticator: Authenticator | None = None) -> Starlette:
+    """With ``tokens`` (or an ``authenticator``, shared with a collector and kept current by
+    its reloader) every path but /health and /openapi.json needs a token, and a token mapped
+    to a tenant sees only that tenant's traces."""
+    if authenticator is None and tokens:
+        authenticator = Authenticator(tokens)
     cassettes = CassetteCache(store)
 
     def health(request: Request) -> Any:
@@ -30,14 +38,15 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None) -> Sta
         return openapi_document()
 
     routes: list[BaseRoute] = [
-        route("/health", health),
-        route("/openapi.json", openapi),
-        *traces.routes(store, cassettes),
-        *replay_sessions.routes(replay_sessions.SessionRegistry(cassettes.get)),
-        *archives.routes(store),
-        *analysis.routes(store, cassettes),
+        route("/health", health, public=True),
+        route("/openapi.json", openapi, public=True),
+        *traces.routes(),
+        *replay_sessions.routes(replay_sessions.SessionRegistry()),
+        *archives.routes(),
+        *analysis.routes(),
     ]
-    middleware = [Middleware(BearerAuth, tokens=tokens)] if tokens else []
-    app = Starlette(routes=routes, middleware=middleware)
+    app = Starlette(routes=routes,
+                    middleware=[Middleware(BearerAuth, authenticator=authenticator)])
+    app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
     return app

@@ -14,19 +14,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rewind.collector.store import Store
 from rewind.replay.cassette import archive
-from rewind.replay.worker.cache import trace_spans
 from rewind.replay.worker.routing import route
+from rewind.replay.worker.tenancy import TenantView
 
 MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 
 
-def routes(store: Store) -> list[Route]:
-    def export(request: Request) -> Response:
+def routes() -> list[Route]:
+    def export(request: Request, view: TenantView) -> Response:
         trace_id = request.path_params["trace_id"]
         try:
-            data = archive.pack(trace_id, trace_spans(store, trace_id))
+            data = archive.pack(trace_id, view.spans(trace_id))
         except archive.ArchiveError as error:
             # the stored trace cannot leave (a credential in it, say): not a bad request
             raise HTTPException(422, str(error)) from error
@@ -34,7 +33,7 @@ def routes(store: Store) -> list[Route]:
         return Response(data, media_type=archive.MEDIA_TYPE,
                         headers={"content-disposition": disposition})
 
-    async def import_file(request: Request) -> Any:
+    async def import_file(request: Request, view: TenantView) -> Any:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
             raise HTTPException(413, f"trace file of {int(declared):,} bytes is over the "
@@ -42,7 +41,7 @@ def routes(store: Store) -> list[Route]:
         data = await request.body()
         if not data:
             raise ValueError("empty body: send the bytes of a .rw trace file")
-        done = await run_in_threadpool(archive.import_into, store, data)
+        done = await run_in_threadpool(view.import_file, data)  # stamped with the caller's tenant
         return {"trace_id": done.trace_id, "written": done.written,
                 "already_present": done.already_present}
 

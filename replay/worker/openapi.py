@@ -36,7 +36,10 @@ def openapi_document() -> dict[str, Any]:
     }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Rewind worker API", "version": "1"},
+        "info": {"title": "Rewind worker API", "version": "1", "description": (
+            "A bearer token mapped to a tenant reads, exports, compares and replays only that "
+            "tenant's traces (another tenant's trace or session is a 404, as an unknown one "
+            "is) and imports as that tenant; a token without a tenant sees every tenant.")},
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
         "paths": {

@@ -7,6 +7,9 @@ cassette, so an agent in any language replays by changing its base URL.
 Each session keeps its own cursor. ``/replay/<trace_id>/…`` uses one default session per
 trace (reset with ``DELETE /v1/replay/sessions/<trace_id>``); ``POST /v1/replay/sessions``
 makes independent ones, served under ``/replay/s/<session_id>/…``.
+
+A session belongs to the tenant that made it: another tenant's session is unknown (404), and
+each tenant has its own default session per trace. An operator (tenant None) sees them all.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -24,44 +26,56 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from rewind.replay.cassette.ids import parse_trace_id
-from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.matching import Divergence
 from rewind.replay.play.session import STRICT, ReplaySession, recorded_answer
 from rewind.replay.worker.routing import json_response, route
+from rewind.replay.worker.tenancy import TenantView
 
-CassetteLoader = Callable[[str], Cassette]
+SessionKey = tuple[str | None, str]  # (owner tenant, session id)
 
 
 class SessionRegistry:
-    """The worker's replay sessions by id, each a :class:`ReplaySession` with its own cursor
-    over a cassette; past ``limit`` the oldest is forgotten."""
+    """The worker's replay sessions by owner and id, each a :class:`ReplaySession` with its
+    own cursor over a cassette read through the owner's view; past ``limit`` the oldest is
+    forgotten."""
 
-    def __init__(self, load: CassetteLoader, limit: int = 1000) -> None:
-        self._load = load
-        self._sessions: dict[str, ReplaySession] = {}
+    def __init__(self, limit: int = 1000) -> None:
+        self._sessions: dict[SessionKey, ReplaySession] = {}
         self._lock = threading.Lock()
         self._limit = limit
 
-    def create(self, trace_id: str, session_id: str | None = None,
+    def create(self, view: TenantView, trace_id: str, session_id: str | None = None,
                speed: float | None = None) -> tuple[str, ReplaySession]:
-        session = ReplaySession(self._load(trace_id), mode=STRICT, speed=speed)
+        session = ReplaySession(view.cassette(trace_id), mode=STRICT, speed=speed)
         sid = session_id or secrets.token_hex(8)
         with self._lock:
             if len(self._sessions) >= self._limit:  # forget the oldest
                 self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[sid] = session
+            self._sessions[(view.tenant, sid)] = session
         return sid, session
 
-    def get(self, session_id: str) -> ReplaySession | None:
-        with self._lock:
-            return self._sessions.get(session_id)
+    def _key(self, view: TenantView, session_id: str) -> SessionKey | None:
+        """The caller's own session first; an operator also finds any tenant's."""
+        if (view.tenant, session_id) in self._sessions:
+            return view.tenant, session_id
+        return next((key for key in self._sessions
+                     if key[1] == session_id and view.can_see(key[0])), None)
 
-    def default(self, trace_id: str) -> ReplaySession:
-        return self.get(trace_id) or self.create(trace_id, session_id=trace_id)[1]
-
-    def drop(self, session_id: str) -> bool:
+    def get(self, view: TenantView, session_id: str) -> ReplaySession | None:
         with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+            key = self._key(view, session_id)
+            return self._sessions[key] if key is not None else None
+
+    def default(self, view: TenantView, trace_id: str) -> ReplaySession:
+        """The caller's own default session of the trace (never another tenant's)."""
+        with self._lock:
+            session = self._sessions.get((view.tenant, trace_id))
+        return session or self.create(view, trace_id, session_id=trace_id)[1]
+
+    def drop(self, view: TenantView, session_id: str) -> bool:
+        with self._lock:
+            key = self._key(view, session_id)
+            return key is not None and self._sessions.pop(key, None) is not None
 
 
 
@@ -97,20 +111,21 @@ async def _answer(session: ReplaySession, request: Request) -> Response:
 
 
 def routes(sessions: SessionRegistry) -> list[Route]:
-    async def by_trace(request: Request) -> Response:
-        session = await run_in_threadpool(sessions.default, request.path_params["trace_id"])
+    async def by_trace(request: Request, view: TenantView) -> Response:
+        session = await run_in_threadpool(sessions.default, view,
+                                          request.path_params["trace_id"])
         return await _answer(session, request)
 
-    def known(request: Request) -> ReplaySession:
-        session = sessions.get(request.path_params["session_id"])
+    def known(request: Request, view: TenantView) -> ReplaySession:
+        session = sessions.get(view, request.path_params["session_id"])
         if session is None:
             raise _unknown(request.path_params["session_id"])
         return session
 
-    async def by_session(request: Request) -> Response:
-        return await _answer(known(request), request)
+    async def by_session(request: Request, view: TenantView) -> Response:
+        return await _answer(known(request, view), request)
 
-    async def create(request: Request) -> Response:
+    async def create(request: Request, view: TenantView) -> Response:
         try:
             payload = json.loads(await request.body() or b"{}")
             raw_id = payload["trace_id"]
@@ -121,16 +136,16 @@ def routes(sessions: SessionRegistry) -> list[Route]:
             raise ValueError("replay over HTTP is strict only: the worker has no upstream to "
                              "go live to")
         trace_id = parse_trace_id(raw_id)
-        sid, _ = await run_in_threadpool(sessions.create, trace_id, speed=speed)
+        sid, _ = await run_in_threadpool(sessions.create, view, trace_id, speed=speed)
         return json_response({"session_id": sid, "trace_id": trace_id,
                               "base_path": f"/replay/s/{sid}"}, 201)
 
-    def status(request: Request) -> Any:
-        return known(request).summary()
+    def status(request: Request, view: TenantView) -> Any:
+        return known(request, view).summary()
 
-    def delete(request: Request) -> Response:
+    def delete(request: Request, view: TenantView) -> Response:
         session_id = request.path_params["session_id"]
-        if not sessions.drop(session_id):
+        if not sessions.drop(view, session_id):
             raise _unknown(session_id)
         return Response(status_code=204)
 

@@ -1,8 +1,11 @@
 """How every worker route is declared, so none answers in its own way.
 
-A handler returns data (or a ready :class:`Response`) and raises our errors; :func:`route`
-checks the trace id in its path with the one parser, writes the JSON, and maps each error to
-its status through :data:`ERROR_STATUS`. Every error body is ``{"error": message}``.
+A handler gets the request and the store as the caller may see it (a
+:class:`~rewind.replay.worker.tenancy.TenantView`, built here from the tenant the auth
+middleware put in the request scope: no handler can forget the tenant), returns data (or a
+ready :class:`Response`) and raises our errors; :func:`route` checks the trace id in its path
+with the one parser, writes the JSON, and maps each error to its status through
+:data:`ERROR_STATUS`. Every error body is ``{"error": message}``.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from rewind.replay.cassette.archive import ArchiveError
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.worker.cache import TraceNotFound
+from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
 
-Handler = Callable[[Request], Any]
+Handler = Callable[..., Any]  # (request, view), or (request) for a public route
 
 TRACE_ID_PARAM = "trace_id"
 
@@ -85,22 +89,33 @@ def query_limit(request: Request, default: int, maximum: int) -> int:
     return max(1, min(limit, maximum))
 
 
-def route(path: str, handler: Handler, methods: list[str] | None = None) -> Route:
-    """A worker route. A ``{trace_id}`` in ``path`` reaches the handler normalised (lower
-    case) and checked, so no handler sees a malformed one. Sync handlers run in a thread, as
-    Starlette runs them: they read the store."""
+def route(path: str, handler: Handler, methods: list[str] | None = None,
+          public: bool = False) -> Route:
+    """A worker route. The handler is called with the request and the caller's
+    :class:`TenantView` (the app's ``state.access`` seen through the tenant in the request
+    scope); a ``public`` one (health, the API description) reads no data and gets the request
+    only. A ``{trace_id}`` in ``path`` reaches the handler normalised (lower case) and checked,
+    so no handler sees a malformed one. Sync handlers run in a thread, as Starlette runs them:
+    they read the store."""
     is_async = inspect.iscoroutinefunction(handler)
 
     @functools.wraps(handler)
     async def endpoint(request: Request) -> Response:
+        if public:
+            args: tuple[Any, ...] = (request,)
+        elif TENANT_KEY not in request.scope:  # no caller established: nothing to show
+            return error_response(401, "not authenticated", {"www-authenticate": "Bearer"})
+        else:
+            access: StoreAccess = request.app.state.access
+            args = (request, access.view(request.scope[TENANT_KEY]))
         try:
             params = request.path_params
             if TRACE_ID_PARAM in params:
                 params[TRACE_ID_PARAM] = parse_trace_id(params[TRACE_ID_PARAM])
             if is_async:
-                result = await handler(request)
+                result = await handler(*args)
             else:
-                result = await run_in_threadpool(handler, request)
+                result = await run_in_threadpool(handler, *args)
         except Exception as error:
             return answer_error(error)
         return result if isinstance(result, Response) else json_response(result)

@@ -12,31 +12,28 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.collector import reader
-from rewind.collector.store import Store
-from rewind.replay.worker.cache import CassetteCache, trace_spans
 from rewind.replay.worker.routing import query_limit, route
+from rewind.replay.worker.tenancy import TenantView
 
 MAX_LIMIT = 10_000
 
 
-def routes(store: Store, cassettes: CassetteCache) -> list[Route]:
-    def list_traces(request: Request) -> Any:
+def routes() -> list[Route]:
+    def list_traces(request: Request, view: TenantView) -> Any:
         query = request.query_params
-        rows = reader.list_traces(
-            store,
+        rows = view.traces(
             service=query.get("service") or None,
             errors_only=query.get("errors") in ("1", "true"),
             limit=query_limit(request, default=50, maximum=MAX_LIMIT),
         )
         return {"traces": rows}
 
-    def trace(request: Request) -> Any:
+    def trace(request: Request, view: TenantView) -> Any:
         trace_id = request.path_params["trace_id"]
-        return {"trace_id": trace_id, "spans": trace_spans(store, trace_id)}
+        return {"trace_id": trace_id, "spans": view.spans(trace_id)}
 
-    def cassette(request: Request) -> Any:
-        return cassettes.get(request.path_params["trace_id"]).to_dict()
+    def cassette(request: Request, view: TenantView) -> Any:
+        return view.cassette(request.path_params["trace_id"]).to_dict()
 
     return [
         route("/v1/traces", list_traces),

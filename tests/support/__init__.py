@@ -11,6 +11,8 @@ registers it), so a helper's failed check reads like a test's.
 - ``ports``: the one free loopback port helper.
 - ``weather_agent``: the agent the time-travel tests record (also run as a child process).
 - ``collector_client``: what the collector tests send (SDK spans, raw OTLP) and expect stored.
+- ``tenants``: a store with receivers and worker sharing tokens of two tenants and an
+  operator, and runs sent with each tenant's token, for the tenancy tests.
 - ``wiretap``: a byte-level witness between an SDK and the fake LLM, for the exporter tests.
 - ``grafana_macros``: Grafana's and the ClickHouse plugin's query expansion, for the dashboards.
 - ``deploy_commands``: deploy files' command lines checked against the CLI's own definitions.

@@ -90,11 +90,12 @@ class Served:
                 self.process.wait()
 
 
-def start_serve(store_dir: Path, timeout: float = 60) -> Served:
+def start_serve(store_dir: Path, timeout: float = 60, args: tuple[str, ...] = ()) -> Served:
+    """``args``: more ``rewind serve`` options (auth tokens, say)."""
     store_url = f"chdb://{store_dir}"
     process = subprocess.Popen(
         [sys.executable, "-m", "rewind.replay.cli.main", "serve", "--clickhouse", store_url,
-         "--grpc-port", "0", "--api-port", "0", "--http-port", "0"],
+         "--grpc-port", "0", "--api-port", "0", "--http-port", "0", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines: list[str] = []

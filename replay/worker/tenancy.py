@@ -1,0 +1,69 @@
+"""The store as one caller may see it: every read and write a route can make, bound to the
+caller's tenant.
+
+The auth middleware puts the caller's tenant in the request scope (:data:`TENANT_KEY`);
+:func:`routing.route` turns it into a :class:`TenantView` and hands that to the handler, which
+never gets the store itself. So a route added later is scoped without doing anything, and
+another tenant's trace reads exactly like an unknown one (404, same body).
+
+Tenant None sees every tenant: an operator token (one with no tenant), or a worker without
+auth (loopback development).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewind.collector import reader
+from rewind.collector.store import Store
+from rewind.replay.cassette import archive
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.timetravel.runs import run_rows
+from rewind.replay.timetravel.stats import Usage, usage_from_store
+from rewind.replay.worker.cache import CassetteCache, trace_spans
+
+# ASGI scope key holding the authenticated caller's tenant (str, or None for every tenant).
+TENANT_KEY = "rewind.tenant"
+
+
+class TenantView:
+    """Reads and writes of one tenant (or of all, for None)."""
+
+    def __init__(self, store: Store, cassettes: CassetteCache, tenant: str | None) -> None:
+        self._store = store
+        self._cassettes = cassettes
+        self.tenant = tenant
+
+    def can_see(self, owner: str | None) -> bool:
+        """Whether something made by ``owner`` (a tenant, None: an operator) is visible."""
+        return self.tenant is None or self.tenant == owner
+
+    def spans(self, trace_id: str) -> list[dict[str, Any]]:
+        return trace_spans(self._store, trace_id, self.tenant)
+
+    def cassette(self, trace_id: str) -> Cassette:
+        return self._cassettes.get(trace_id, self.tenant)
+
+    def traces(self, **filters: Any) -> list[dict[str, Any]]:
+        return reader.list_traces(self._store, tenant=self.tenant, **filters)
+
+    def usage(self, **period: Any) -> list[Usage]:
+        return usage_from_store(self._store, tenant=self.tenant, **period)
+
+    def runs(self, **filters: Any) -> list[dict[str, Any]]:
+        return run_rows(self._store, tenant=self.tenant, **filters)
+
+    def import_file(self, data: bytes) -> archive.ImportResult:
+        """The file's spans are stamped with this tenant, whatever the file says."""
+        return archive.import_into(self._store, data, tenant=self.tenant)
+
+
+class StoreAccess:
+    """What the app holds: the store and the cassette cache; routes get a view of it."""
+
+    def __init__(self, store: Store, cassettes: CassetteCache) -> None:
+        self.store = store
+        self.cassettes = cassettes
+
+    def view(self, tenant: str | None) -> TenantView:
+        return TenantView(self.store, self.cassettes, tenant)
