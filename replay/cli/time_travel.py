@@ -206,9 +206,10 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         """Tokens and cost per model and service over a period."""
         from rewind.replay.cli.render import stats_table
 
+        start, end = attempt(lambda: (parse_when(since, flag="--since"),
+                                      parse_when(until, flag="--until")))
         report = attempt(lambda: summarise(
-            _usage(open_source(api, clickhouse), parse_when(since), parse_when(until), service),
-            load_prices(prices), by))
+            _usage(open_source(api, clickhouse), start, end, service), load_prices(prices), by))
         show(report, as_json, stats_table)
         if report.unpriced and not as_json:
             err.print(f"[yellow]no price for:[/yellow] {', '.join(report.unpriced)} (add them "

@@ -26,6 +26,9 @@ ENV_PRICES = "REWIND_PRICES"
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+# What the store's DateTime64(9) columns hold, and what a query's Int64 nanoseconds can name.
+_EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
+_LATEST = datetime(2262, 4, 11, tzinfo=timezone.utc)
 
 
 class PriceTable:
@@ -69,23 +72,38 @@ def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -
     return PriceTable(prices, sources)
 
 
-def parse_when(text: str | None, now: datetime | None = None) -> datetime | None:
-    """``24h``/``7d``/``30m`` ago, ``now``, or an ISO 8601 time (UTC when no zone is given)."""
+def parse_when(text: str | None, now: datetime | None = None,
+               flag: str | None = None) -> datetime | None:
+    """``24h``/``7d``/``30m`` ago, ``now``, or an ISO 8601 time (UTC when no zone is given).
+
+    ``flag`` names the option or parameter in the error, so a user sees what to change. Only
+    times the store can hold are taken: a later or earlier one would wrap around in the query
+    (nanoseconds in a signed 64-bit integer) and select the wrong period."""
     if not text:
         return None
+    where = f"{flag}: " if flag else ""
     now = now or datetime.now(timezone.utc)
     value = text.strip().lower()
     if value == "now":
         return now
     relative = _RELATIVE.match(value)
-    if relative:
-        return now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
+    moment: datetime | None
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        if relative:
+            moment = now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
+        else:
+            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except OverflowError:  # so far back that it is no date at all
+        moment = None
     except ValueError as error:
-        raise ValueError(f"not a time: {text!r} (use 24h, 7d, now or 2025-01-31T12:00)"
-                         ) from error
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        raise ValueError(f"{where}not a time: {text!r} (use 24h, 7d, now or "
+                         "2025-01-31T12:00)") from error
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    if moment is None or not _EARLIEST <= moment <= _LATEST:
+        raise ValueError(f"{where}{text!r} is outside the times the store holds "
+                         f"({_EARLIEST:%Y-%m-%d} to {_LATEST:%Y-%m-%d})")
+    return moment
 
 
 def epoch_ns(moment: datetime | None, default: int) -> int:

@@ -39,7 +39,8 @@ def routes() -> list[Route]:
 
     def period(request: Request) -> dict[str, Any]:
         query = request.query_params
-        return {"since": parse_when(query.get("since")), "until": parse_when(query.get("until")),
+        return {"since": parse_when(query.get("since"), flag="since"),
+                "until": parse_when(query.get("until"), flag="until"),
                 "service": query.get("service") or None}
 
     def usage(request: Request, view: TenantView) -> Any:
