@@ -2,6 +2,11 @@
 endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness: 503 while the spool
 is full or the store cannot take writes), ``/metrics``.
 
+With tokens configured, a token is checked before anything else is looked at, and ``/metrics``
+needs one (any valid token) too; ``/ready`` answers a caller without one with its status code
+and ``{"ready": bool}`` only, so probes work with no secret and learn nothing more;
+``/health`` stays open.
+
 Status codes follow the OTLP specification: 200 with an optional partial success; 400/413/415
 for bad input (not retryable); 401 without a valid token; 503 with ``Retry-After`` when the
 collector pushes back. Error bodies are a ``google.rpc.Status`` in the request's encoding.
@@ -51,6 +56,14 @@ def success_response(outcome: Outcome, fmt: str) -> Response:
     return Response(_encode(export_response(outcome), fmt), 200, media_type=MEDIA[fmt])
 
 
+def _error_format(request: Request) -> str:
+    """The encoding an error is written in: the request's, when it is one we speak."""
+    try:
+        return payload_format(request.headers.get("content-type"))
+    except UnsupportedMedia:
+        return JSON
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -94,18 +107,21 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         return status_response(503, code_pb2.UNAVAILABLE, str(pushback), fmt,
                                {"Retry-After": str(pushback.retry_after)})
 
+    def unauthenticated(error: AuthError, fmt: str = JSON) -> Response:
+        return status_response(401, code_pb2.UNAUTHENTICATED, str(error), fmt,
+                               {"WWW-Authenticate": 'Bearer realm="rewind"'})
+
     async def export(request: Request) -> Response:
         fmt = JSON
         try:
-            fmt = payload_format(request.headers.get("content-type"))
             tenant = None
-            if auth is not None:
+            if auth is not None:  # first: a stranger learns nothing, not even what we accept
                 try:
                     tenant = auth.check(request.headers.get("authorization"))
                 except AuthError as error:
                     count("unauthenticated")
-                    return status_response(401, code_pb2.UNAUTHENTICATED, str(error), fmt,
-                                           {"WWW-Authenticate": 'Bearer realm="rewind"'})
+                    return unauthenticated(error, _error_format(request))
+            fmt = payload_format(request.headers.get("content-type"))
             body = await read_body(request, limits.max_message_bytes)
             outcome = await run_in_threadpool(
                 process, body, request.headers.get("content-encoding"), fmt, tenant)
@@ -127,14 +143,31 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    def refusal(request: Request) -> AuthError | None:
+        """Why the caller may not see the operations details; None when it may."""
+        if auth is None:
+            return None
+        try:
+            auth.check(request.headers.get("authorization"))
+        except AuthError as error:
+            return error
+        return None
+
     async def ready(request: Request) -> Response:
         status = pipeline.status()
         # While the store cannot take writes (down, disk full, read-only...) requests are
         # still spooled ("accepting"), but nothing acknowledged reaches the store: not ready.
         status["ready"] = status["ready"] and status["store_up"] is not False
-        return JSONResponse(status, 200 if status["ready"] else 503)
+        code = 200 if status["ready"] else 503
+        if refusal(request) is not None:
+            # Probes carry no token: they get the answer (the status code) and no details.
+            return JSONResponse({"ready": status["ready"]}, code)
+        return JSONResponse(status, code)
 
     async def prometheus(request: Request) -> Response:
+        error = refusal(request)
+        if error is not None:
+            return unauthenticated(error)
         return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     return Starlette(routes=[

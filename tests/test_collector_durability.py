@@ -216,7 +216,9 @@ def test_refusing_store_url_spools_and_the_next_run_drains_it(tmp_path):
         "--clickhouse", store_url, "--grpc-port", "0", "--http-port", "0")
     http_url = ready.group(3)
     deadline = time.monotonic() + 30
-    while httpx.get(http_url + "/ready").json()["queued_spans"] and time.monotonic() < deadline:
+    token = {"authorization": "Bearer s3cret"}  # the queue is a detail only a token sees
+    while httpx.get(http_url + "/ready", headers=token).json()["queued_spans"] and \
+            time.monotonic() < deadline:
         time.sleep(0.1)
     body = otlp_request([raw_span(1, trace=b"\x41" * 16)], service="with-token")
     headers = {"content-type": "application/x-protobuf"}
@@ -260,7 +262,8 @@ def test_sighup_reloads_the_tokens_file_and_the_collector_keeps_serving(tmp_path
             time.sleep(0.05)
         assert status("token-two") == 200 and status("token-one") == 401
         assert process.poll() is None  # SIGHUP is not a stop
-        metrics = httpx.get(ready.group(3) + "/metrics").text
+        metrics = httpx.get(ready.group(3) + "/metrics",
+                            headers={"authorization": "Bearer token-two"}).text
         assert 'rewind_collector_auth_reloads_total{result="ok"} 1.0' in metrics
     finally:
         assert stop(process) == 0

@@ -452,7 +452,8 @@ def test_a_rotated_tokens_file_takes_effect_and_a_broken_one_changes_nothing(sto
                           ).status_code
 
     def reloads(result: str) -> float:
-        return metric(httpx.get(handle.http_url + "/metrics").text,
+        return metric(httpx.get(handle.http_url + "/metrics",
+                                headers={"authorization": "Bearer new-token"}).text,
                       "rewind_collector_auth_reloads_total", result=result)
 
     try:
