@@ -8,6 +8,7 @@ function over parsed JSON so it can be tested on plain data.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -182,6 +183,12 @@ def dumps(value: Json) -> str:
 
 def match_key(canonical: Mapping[str, Json]) -> str:
     return hashlib.sha256(dumps(canonical).encode("utf-8")).hexdigest()
+
+
+def salted_match_key(key: str, salt: bytes) -> str:
+    """A match key keyed with a deployment's secret (HMAC-SHA256): equal requests still share
+    it, but nobody without the secret can compute it for a guessed request."""
+    return hmac.new(salt, key.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def tool_key(name: str, arguments: Any) -> str:

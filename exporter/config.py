@@ -11,7 +11,16 @@ variable                   meaning                                              
                            of patterns, or one pattern
 ``REWIND_MAX_BODY_BYTES``  a request or response body larger than this is not           8 MiB
                            captured (the span says so in ``rewind.capture_error``)
+``REWIND_MATCH_KEY_SALT``  in ``metadata`` mode, the secret ``rewind.match_key`` is      unset
+                           keyed with (HMAC-SHA256); unset: no match key is recorded
 =========================  ===========================================================  =========
+
+Why the salt: the match key is a hash of the whole request. Where the request itself is not
+recorded (``metadata``), an unsalted key would let anyone who can read spans confirm a guessed
+prompt by hashing it. Keyed with a secret of the deployment it still groups equal requests;
+without one it is left out. ``full`` and ``content`` spans carry the request anyway, and replay
+of ``full`` traces compares keys computed the same way on both sides, so they keep the plain
+key.
 
 A value that cannot be understood falls back to the most private choice (``metadata``) with a
 warning: a typo must never widen what leaves the process.
@@ -29,12 +38,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import attributes as A
+from .canonical import salted_match_key
 
 log = logging.getLogger("rewind.exporter")
 
 ENV_CAPTURE = "REWIND_CAPTURE"
 ENV_REDACT = "REWIND_REDACT"
 ENV_MAX_BODY = "REWIND_MAX_BODY_BYTES"
+ENV_MATCH_KEY_SALT = "REWIND_MATCH_KEY_SALT"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 # Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
@@ -51,6 +62,7 @@ class CaptureSettings:
     mode: CaptureMode = CaptureMode.FULL
     redact: tuple[re.Pattern[str], ...] = field(default=())
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    match_key_salt: bytes | None = field(default=None, repr=False)  # a secret: never printed
 
     @property
     def keeps_raw(self) -> bool:
@@ -61,15 +73,20 @@ class CaptureSettings:
         return self.mode is not CaptureMode.METADATA
 
     def allowed(self, attrs: Mapping[str, Any]) -> dict[str, Any]:
-        """The attributes this mode lets out."""
+        """The attributes this mode lets out; without content, the match key only keyed with
+        the salt (see the module's docstring)."""
         dropped = set()
         if not self.keeps_raw:
             dropped |= A.RAW_ATTRIBUTES
         if not self.keeps_content:
-            dropped |= A.CONTENT_ATTRIBUTES
+            dropped |= A.CONTENT_ATTRIBUTES | {A.MATCH_KEY}
         if not dropped:
             return attrs if isinstance(attrs, dict) else dict(attrs)
-        return {k: v for k, v in attrs.items() if k not in dropped}
+        out = {k: v for k, v in attrs.items() if k not in dropped}
+        key = attrs.get(A.MATCH_KEY)
+        if not self.keeps_content and self.match_key_salt and key:
+            out[A.MATCH_KEY] = salted_match_key(str(key), self.match_key_salt)
+        return out
 
 
 def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
@@ -98,6 +115,7 @@ def settings(
     redact: Iterable[str] | None = None,
     max_body_bytes: int | None = None,
     environ: Mapping[str, str] | None = None,
+    match_key_salt: str | bytes | None = None,
 ) -> CaptureSettings:
     """Explicit arguments win and raise ``ValueError`` when wrong; the environment fills the
     rest, falling back to ``metadata`` when it cannot be read."""
@@ -135,4 +153,9 @@ def settings(
             max_body_bytes = DEFAULT_MAX_BODY_BYTES
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be positive, not {max_body_bytes}")
-    return CaptureSettings(CaptureMode.METADATA if private else chosen, patterns, max_body_bytes)
+    if match_key_salt is None:
+        match_key_salt = env.get(ENV_MATCH_KEY_SALT) or None
+    if isinstance(match_key_salt, str):
+        match_key_salt = match_key_salt.encode("utf-8")
+    return CaptureSettings(CaptureMode.METADATA if private else chosen, patterns, max_body_bytes,
+                           match_key_salt or None)
