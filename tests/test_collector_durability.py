@@ -5,13 +5,11 @@ real exporter streams 50,000 spans."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -36,10 +34,10 @@ from tests.support.collector_client import (
     raw_span,
     record_spans,
 )
+from tests.support.collector_process import start_collector, stop
 from tests.support.harness import start_serve
 from tests.support.ports import free_port as closed_port
 
-READY = re.compile(r"rewind collector ready: otlp-grpc=(\S+):(\d+) otlp-http=(\S+) ")
 FAST_RETRY = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2)
 
 
@@ -163,31 +161,6 @@ def test_a_segment_written_just_before_a_crash_is_not_written_twice(store, tmp_p
 
 
 # ---- the command ------------------------------------------------------------------------------
-
-def start_collector(env: dict[str, str], *args: str) -> tuple[subprocess.Popen, re.Match, list]:
-    process = subprocess.Popen([sys.executable, "-m", "rewind.replay.cli.main", "collector", *args],
-                               env={**os.environ, **env}, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-
-    def pump(stream) -> None:
-        for line in stream:
-            lines.append(line.rstrip())
-
-    assert process.stdout is not None and process.stderr is not None
-    threading.Thread(target=pump, args=(process.stderr,), daemon=True).start()
-    ready = process.stdout.readline()
-    match = READY.search(ready)
-    if not match:
-        process.kill()
-        raise AssertionError(f"collector did not start: {ready!r} {lines}")
-    return process, match, lines
-
-
-def stop(process: subprocess.Popen) -> int:
-    process.send_signal(signal.SIGTERM)
-    return process.wait(timeout=60)
-
 
 def test_refusing_store_url_spools_and_the_next_run_drains_it(tmp_path):
     spool = str(tmp_path / "spool")

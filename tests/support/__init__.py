@@ -11,6 +11,9 @@ registers it), so a helper's failed check reads like a test's.
 - ``ports``: the one free loopback port helper.
 - ``weather_agent``: the agent the time-travel tests record (also run as a child process).
 - ``collector_client``: what the collector tests send (SDK spans, raw OTLP) and expect stored.
+- ``collector_process``: the real ``rewind collector`` as a child process, started and stopped.
+- ``otlp_sender``: a service exporting through the SDK's OTLP exporters, run as a child
+  process by the soak test (valid spans, optionally poison mixed in).
 - ``tenants``: a store with receivers and worker sharing tokens of two tenants and an
   operator, and runs sent with each tenant's token, for the tenancy tests.
 - ``wiretap``: a byte-level witness between an SDK and the fake LLM, for the exporter tests.
