@@ -48,9 +48,9 @@ class Spans:
 
     def span(self, i: int, span_id: int | None = None, start: int | None = None,
              events: tuple[Event, ...] = (), attributes: dict | None = None) -> ReadableSpan:
-        context = SpanContext(self.rng.getrandbits(128) or 1,
-                              self.rng.getrandbits(64) or 1 if span_id is None else span_id,
-                              False, TraceFlags(1))
+        if span_id is None:
+            span_id = self.rng.getrandbits(64) or 1
+        context = SpanContext(self.rng.getrandbits(128) or 1, span_id, False, TraceFlags(1))
         start = START + i if start is None else start
         return ReadableSpan(f"step {i}", context, resource=self.resource,
                             attributes={"i": i, **(attributes or {})}, events=events,
