@@ -72,7 +72,7 @@ tools = [{"name": "get_weather", "input_schema": {
     "type": "object", "properties": {"city": {"type": "string"}}}}]
 
 def turn(messages, stream):
-    asked = dict(model="claude-sonnet-4-5", max_tokens=256, system="Use tools.",
+    asked = dict(model="claude-haiku-4-5", max_tokens=256, system="Use tools.",
                  messages=messages, tools=tools)
     if stream:
         with client.messages.stream(**asked) as events:

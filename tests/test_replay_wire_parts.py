@@ -61,7 +61,7 @@ def test_responses_items_are_reasoning_message_function_call(fake_llm, stream):
 @pytest.mark.parametrize("stream", [False, True])
 def test_anthropic_blocks_are_thinking_text_tool_use(fake_llm, stream):
     client = anthropic.Anthropic(base_url=fake_llm.base_url, api_key="k", max_retries=0)
-    asked = dict(model="claude-sonnet-4-5", max_tokens=100,
+    asked = dict(model="claude-haiku-4-5", max_tokens=100,
                  messages=[{"role": "user", "content": MIXED}],
                  tools=[{"name": "get_weather", "input_schema": WEATHER}])
     if stream:

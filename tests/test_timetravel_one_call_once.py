@@ -32,14 +32,14 @@ AGENT = textwrap.dedent(
     city = os.environ.get("CITY", "Paris")
     messages = [{"role": "user",
                  "content": 'say "Checking." call get_weather {"city": "%s"}' % city}]
-    first = client.messages.create(model="claude-sonnet-4-5", max_tokens=64, tools=tools,
+    first = client.messages.create(model="claude-haiku-4-5", max_tokens=64, tools=tools,
                                    messages=messages)
     print([(b.type, getattr(b, "text", None)) for b in first.content])
     messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True)
                                                       for b in first.content]})
     messages.append({"role": "user", "content": [{"type": "tool_result", "content": "sunny",
                                                   "tool_use_id": first.content[1].id}]})
-    with client.messages.stream(model="claude-sonnet-4-5", max_tokens=64, tools=tools,
+    with client.messages.stream(model="claude-haiku-4-5", max_tokens=64, tools=tools,
                                 messages=messages) as stream:
         print("final:", stream.get_final_text())
     """

@@ -3,9 +3,9 @@
 Three shapes: JSON lines as the OpenTelemetry Collector's file exporter writes them (one
 export request per line, ids in hex), one OTLP/JSON document (as trace backends serve them),
 and protobuf: the file exporter's ``format: proto`` (each message after its length, 4 bytes
-big-endian) or one bare ``ExportTraceServiceRequest`` / ``TracesData``. Spans become the
-reader's span dicts through the collector's own row conversion, so an imported trace is an
-ordinary trace (``archive.unpack`` takes them). Pure.
+big-endian) or one bare ``ExportTraceServiceRequest`` / ``TracesData``. Spans become
+``otel_traces`` rows through the collector's own decoding and row conversion (no I/O), so an
+imported trace is an ordinary trace (``archive.unpack`` takes them).
 """
 
 from __future__ import annotations
