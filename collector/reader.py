@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from .auth import TENANT_ATTRIBUTE
-from .schema import IS_LLM_CALL, TRACE_LOOKUP, TRACES
+from .llm_steps import LLM_CALLS_IN_TRACE
+from .schema import TRACE_LOOKUP, TRACES
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -115,7 +116,7 @@ SELECT
     (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
         AS DurationNs,
     count() AS Spans,
-    countIf({IS_LLM_CALL}) AS LlmCalls,
+    {LLM_CALLS_IN_TRACE} AS LlmCalls,
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
 FROM {TRACES}
 WHERE {' AND '.join(where)}

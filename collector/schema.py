@@ -215,7 +215,8 @@ CREATE TABLE IF NOT EXISTS {layout.local(LLM_CALLS)}{layout.on_cluster} (
     Duration UInt64,
     StatusCode LowCardinality(String),
     MatchKey String,
-    FinishReasons String
+    FinishReasons String,
+    ScopeName LowCardinality(String) DEFAULT ''
 ) ENGINE = {layout.engine("MergeTree", LLM_CALLS)}
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)
@@ -223,8 +224,10 @@ SETTINGS {layout.dedup}
 """
 
 
-def llm_calls_view(layout: Layout = SINGLE_NODE) -> str:
+def llm_calls_view(layout: Layout = SINGLE_NODE, with_scope: bool = False) -> str:
+    """``with_scope`` (migration 4): the scope too, which tells instrumentations apart."""
     a = span_attribute
+    scope = ",\n    ScopeName" if with_scope else ""
     return f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}
 TO {layout.local(LLM_CALLS)}
@@ -240,7 +243,7 @@ AS SELECT
     toUInt64OrZero({a(A.OUTPUT_TOKENS)}) AS OutputTokens,
     Duration, StatusCode,
     {a(A.MATCH_KEY)} AS MatchKey,
-    {a(A.FINISH_REASONS)} AS FinishReasons
+    {a(A.FINISH_REASONS)} AS FinishReasons{scope}
 FROM {layout.local(TRACES)}
 WHERE {IS_LLM_CALL}
 """
@@ -283,9 +286,9 @@ VALUES
 """
 
 
-def llm_costs_view(layout: Layout = SINGLE_NODE) -> str:
-    """One row per LLM call with its cost: the price of its model (the response's, else the
-    request's), else of that model's family. A plain view, so new prices re-price past calls."""
+def llm_costs_view(layout: Layout = SINGLE_NODE, source: str = LLM_CALLS) -> str:
+    """One row per LLM call (``source``) with its cost: the price of its model (the response's,
+    else the request's), else of its family. A plain view, so new prices re-price past calls."""
     prices = (
         "(SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, "
         "argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok "
@@ -304,7 +307,7 @@ SELECT
     if(exact.Model != '', exact.Model, family.Model) AS PricedAs,
     (c.InputTokens * {price.format("InputUsdPerMTok")}
      + c.OutputTokens * {price.format("OutputUsdPerMTok")}) / 1e6 AS CostUsd
-FROM {layout.name(LLM_CALLS)} AS c
+FROM {layout.name(source)} AS c
 LEFT JOIN {prices} AS exact ON exact.Model = {model}
 LEFT JOIN {prices} AS family
     ON family.Model = replaceRegexpOne({model}, '{MODEL_VERSION_SUFFIX}', '')
@@ -383,8 +386,15 @@ def _compact_batches(layout: Layout) -> tuple[str, ...]:
             "MODIFY SETTING min_bytes_for_wide_part = 67108864",)
 
 
+def _llm_steps(layout: Layout) -> tuple[str, ...]:
+    from .llm_steps import statements  # it builds on this module's definitions
+    return statements(layout)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "otel_traces with trace-id lookup; rewind_llm_calls", _traces_and_llm_calls),
     Migration(2, "rewind_model_prices, rewind_llm_costs, rewind_tool_calls", _dashboard_views),
     Migration(3, "otel_traces: inserted batches as compact parts", _compact_batches),
+    Migration(4, "rewind_llm_steps: one row per LLM call however many spans describe it",
+              _llm_steps),
 )

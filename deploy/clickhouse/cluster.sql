@@ -94,7 +94,8 @@ CREATE TABLE IF NOT EXISTS default.rewind_llm_calls_local ON CLUSTER rewind (
     Duration UInt64,
     StatusCode LowCardinality(String),
     MatchKey String,
-    FinishReasons String
+    FinishReasons String,
+    ScopeName LowCardinality(String) DEFAULT ''
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/rewind_llm_calls_local', '{replica}')
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)
@@ -193,3 +194,61 @@ ALTER TABLE default.otel_traces_local ON CLUSTER rewind MODIFY SETTING min_bytes
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (3, 'otel_traces: inserted batches as compact parts');
+
+ALTER TABLE default.rewind_llm_calls_local ON CLUSTER rewind ADD COLUMN IF NOT EXISTS ScopeName LowCardinality(String) DEFAULT '';
+
+ALTER TABLE default.rewind_llm_calls ON CLUSTER rewind ADD COLUMN IF NOT EXISTS ScopeName LowCardinality(String) DEFAULT '';
+
+DROP VIEW IF EXISTS default.rewind_llm_calls_mv ON CLUSTER rewind;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS default.rewind_llm_calls_mv ON CLUSTER rewind
+TO default.rewind_llm_calls_local
+AS SELECT
+    Timestamp, TraceId, SpanId, ServiceName,
+    toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
+    SpanAttributes['gen_ai.operation.name'] AS Operation,
+    if(SpanAttributes['gen_ai.provider.name'] != '', SpanAttributes['gen_ai.provider.name'],
+       SpanAttributes['gen_ai.system']) AS Provider,
+    SpanAttributes['gen_ai.request.model'] AS RequestModel,
+    SpanAttributes['gen_ai.response.model'] AS ResponseModel,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.input_tokens']) AS InputTokens,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.output_tokens']) AS OutputTokens,
+    Duration, StatusCode,
+    SpanAttributes['rewind.match_key'] AS MatchKey,
+    SpanAttributes['gen_ai.response.finish_reasons'] AS FinishReasons,
+    ScopeName
+FROM default.otel_traces_local
+WHERE SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses');
+
+CREATE VIEW IF NOT EXISTS default.rewind_llm_steps ON CLUSTER rewind AS
+SELECT * EXCEPT (Peers)
+FROM (SELECT *, groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) OVER (PARTITION BY TraceId) AS Peers FROM default.rewind_llm_calls)
+WHERE NOT arrayExists(p -> (p.1 != SpanId
+        AND (p.7 != ScopeName OR p.7 = '' OR ScopeName = '')
+        AND (p.4 = Operation OR p.4 = '' OR Operation = '')
+        AND (p.5 = '' OR RequestModel = '' OR startsWith(p.5, RequestModel)
+             OR startsWith(RequestModel, p.5))
+        AND p.2 <= toInt64(toUnixTimestamp64Nano(Timestamp) + Duration) AND toInt64(toUnixTimestamp64Nano(Timestamp)) <= p.3
+        AND NOT (p.6 AND toUInt8(Step >= 0))
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - toUInt8(Step >= 0), toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp)) - toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), SpanId)), Peers);
+
+DROP VIEW IF EXISTS default.rewind_llm_costs ON CLUSTER rewind;
+
+CREATE VIEW IF NOT EXISTS default.rewind_llm_costs ON CLUSTER rewind AS
+SELECT
+    c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId,
+    c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation,
+    c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel,
+    c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration,
+    c.StatusCode AS StatusCode,
+    if(exact.Model != '', exact.Model, family.Model) AS PricedAs,
+    (c.InputTokens * if(exact.Model != '', exact.InputUsdPerMTok, family.InputUsdPerMTok)
+     + c.OutputTokens * if(exact.Model != '', exact.OutputUsdPerMTok, family.OutputUsdPerMTok)) / 1e6 AS CostUsd
+FROM default.rewind_llm_steps AS c
+LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok FROM default.rewind_model_prices GROUP BY Model) AS exact ON exact.Model = if(c.ResponseModel != '', c.ResponseModel, c.RequestModel)
+LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok FROM default.rewind_model_prices GROUP BY Model) AS family
+    ON family.Model = replaceRegexpOne(if(c.ResponseModel != '', c.ResponseModel, c.RequestModel), '(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$', '');
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (4, 'rewind_llm_steps: one row per LLM call however many spans describe it');

@@ -27,6 +27,7 @@ from rewind.collector import reader
 from rewind.collector.auth import TENANT_ATTRIBUTE
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
+from rewind.replay.cassette import otlp_files
 from rewind.replay.cassette.credentials import Finding, span_findings
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
@@ -253,8 +254,30 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
     return span
 
 
+def _from_otlp(data: bytes) -> Archive:
+    """One trace from an OTLP file (``otlp_files.py``), checked for credentials like a file."""
+    try:
+        rows = otlp_files.rows_of(data)
+    except otlp_files.OtlpFileError as error:
+        raise ArchiveError("not a Rewind trace file (not zstd-compressed), nor an OTLP "
+                           f"file: {error}") from None
+    spans = [dict(zip(SPAN_FIELDS, row, strict=True)) for row in rows]
+    traces = sorted({s["TraceId"] for s in spans})
+    if len(traces) != 1:
+        shown = ", ".join(traces[:5]) + (", ..." if len(traces) > 5 else "")
+        raise ArchiveError(f"the OTLP file holds {len(traces)} traces ({shown}); import takes "
+                           "one trace per file: keep the lines or requests of the one you want")
+    findings = [f for span in spans for f in span_findings(span)]
+    if findings:
+        raise CredentialInTrace(traces[0], findings, "import")
+    return Archive(traces[0], spans, hashlib.sha256(data).hexdigest())
+
+
 def unpack(data: bytes) -> Archive:
-    """A file's trace; refused (with the reason) when damaged, altered or carrying a credential."""
+    """A file's trace; refused (with the reason) when damaged, altered or carrying a credential.
+    An OTLP file (JSON lines, one JSON document, protobuf) holding one trace is taken too."""
+    if otlp_files.is_otlp(data):
+        return _from_otlp(data)
     document = decode_document(data)
     try:
         trace_id = parse_trace_id(document.get("trace_id", ""))

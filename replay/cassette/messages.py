@@ -173,14 +173,21 @@ def _norm_part(part: Json) -> Json:
     return {k: v for k, v in part.items() if k != "id"}
 
 
+# Within a message, parts in this order: OpenAI chat carries text and tool calls in separate
+# fields, so instrumentations write them in either order; models write their text first.
+_PART_ORDER = {"reasoning": 0, "text": 1, "tool_call": 2, "tool_call_response": 3}
+
+
 def normal_form(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Roles and parts without ids; system text merged into one leading message; a message
-    made only of tool results is a ``tool`` message (Anthropic sends them as ``user``)."""
+    made only of tool results is a ``tool`` message (Anthropic sends them as ``user``);
+    reasoning, text, tool calls and results in that order within a message."""
     system: list[str] = []
     rest: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role", "user")
-        parts = [_norm_part(p) for p in message.get("parts") or []]
+        parts = sorted((_norm_part(p) for p in message.get("parts") or []),
+                       key=lambda p: _PART_ORDER.get(str(p.get("type")), 4))
         if role in ("system", "developer") and not rest:
             system += [p.get("content", "") for p in parts if p.get("type") == "text"]
             continue

@@ -1,7 +1,9 @@
 """Stored spans -> a cassette: the ordered interactions of one trace. Pure: no I/O.
 
-A span that carries the exchange (``rewind.*`` attributes) gives a byte-exact interaction.
-Spans without it are listed as not replayable, with the reason.
+A span that carries the exchange (``rewind.*`` attributes) gives a byte-exact interaction; an
+LLM span from another instrumentation, one rebuilt from its content (``synthesis.py``). Spans
+that are another span's shadow (``calls.py``) are no step; others that cannot be replayed are
+listed with the reason.
 """
 
 from __future__ import annotations
@@ -13,14 +15,12 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter import bodies, canonical
+from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
 from rewind.replay.cassette.messages import conversation_of
 from rewind.replay.cassette.semantic import semantic_form, semantic_key
 from rewind.replay.cassette.synthesis import PATHS, provider_of, reply_of
 
 CASSETTE_VERSION = 1
-# Operations that are one call to a model; their spans become interactions. OpenLLMetry names
-# a legacy completion "completion" in ``llm.request.type``.
-LLM_OPERATIONS = frozenset(A.LLM_OPERATIONS) | {"completion"}
 
 
 class CassetteError(ValueError):
@@ -99,6 +99,8 @@ class Cassette:
     interactions: list[Interaction]
     skipped: list[Skipped] = field(default_factory=list)
     version: int = CASSETTE_VERSION
+    # Spans that describe a call another span stands for (calls.py): span id -> that span's id.
+    shadows: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,7 +125,8 @@ class Cassette:
                 for item in data["interactions"]
             ]
             skipped = [Skipped(**item) for item in data.get("skipped", [])]
-            return cls(str(data["trace_id"]), interactions, skipped)
+            return cls(str(data["trace_id"]), interactions, skipped,
+                       shadows=dict(data.get("shadows") or {}))
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error
 
@@ -224,27 +227,21 @@ def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
     return None
 
 
-def has_exchange(span: Mapping[str, Any]) -> bool:
-    attrs = span["SpanAttributes"]
-    return A.STEP in attrs and (A.REQUEST_URL in attrs or attrs.get(A.KIND) == A.KIND_TOOL)
-
-
-def is_llm_span(span: Mapping[str, Any]) -> bool:
-    attrs = span["SpanAttributes"]
-    operation = attrs.get(A.OPERATION) or attrs.get(A.LLM_REQUEST_TYPE)
-    return operation in LLM_OPERATIONS
-
-
 def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassette:
     """Interactions in step order; spans that cannot be replayed are listed with the reason.
 
     Spans with a recorded exchange keep their ``rewind.step``; spans from other
-    instrumentations are numbered after them in start-time order.
+    instrumentations are numbered after them in start-time order. A span describing a call
+    that another span stands for (``calls.py``) is no step of its own.
     """
+    spans = list(spans)
+    shadows = shadows_of(spans)
     interactions: list[Interaction] = []
     skipped: list[Skipped] = []
     foreign: list[Mapping[str, Any]] = []
     for span in spans:
+        if span["SpanId"] in shadows:
+            continue
         if has_exchange(span):
             reason = _why_not_replayable(span["SpanAttributes"])
             if reason is None:
@@ -259,4 +256,4 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
         made = _synthesized(span, next_step + offset)
         (interactions if isinstance(made, Interaction) else skipped).append(made)
     interactions.sort(key=lambda i: (i.step, i.span_id))
-    return Cassette(trace_id, interactions, skipped)
+    return Cassette(trace_id, interactions, skipped, shadows=shadows)

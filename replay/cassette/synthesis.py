@@ -2,8 +2,9 @@
 
 Spans written by other instrumentations (the OpenTelemetry contrib GenAI instrumentations,
 OpenLLMetry, …) have the conversation but not the bytes. The answer is kept as a neutral
-``reply`` (text, tool calls, usage) and rendered in the provider's wire format when replayed,
-as JSON or as an SSE stream depending on what the replaying request asks for. Pure.
+``reply`` (its parts in recorded order: text, tool calls, reasoning; usage) and rendered in
+the provider's wire format when replayed, as JSON or as an SSE stream depending on what the
+replaying request asks for. Pure.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
-from rewind.replay.cassette import wire
+from rewind.replay.cassette import wire, wire_anthropic
 from rewind.replay.cassette.messages import Conversation
 
 # Finish reasons: semantic-convention values back to each provider's own.
@@ -36,15 +38,33 @@ def provider_of(attrs: Mapping[str, str]) -> str:
     return name
 
 
+def shape_of(provider: str, url: str) -> str:
+    """The wire format an answer is rendered in: the provider's, or OpenAI's Responses API."""
+    return "responses" if urlsplit(url).path.endswith("/responses") else provider
+
+
+def reply_parts(output: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The answer's parts in recorded order: text, tool calls and reasoning, each kept."""
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(output.get("parts") or []):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            parts.append({"type": "text", "content": str(part.get("content") or "")})
+        elif kind == "reasoning":
+            parts.append({"type": "reasoning", "content": str(part.get("content") or "")})
+        elif kind == "tool_call":
+            arguments = part.get("arguments")
+            parts.append({"type": "tool_call", "id": part.get("id") or f"call_{index}",
+                          "name": part.get("name") or "",
+                          "arguments": arguments if isinstance(arguments, dict) else {}})
+    return parts
+
+
 def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str) -> dict[str, Any]:
     """The neutral answer: what the model said, independent of wire format."""
     output = conversation.output[0] if conversation.output else {"parts": []}
-    texts = [p.get("content", "") for p in output.get("parts", []) if p.get("type") == "text"]
-    calls = [
-        {"id": p.get("id") or f"call_{i}", "name": p.get("name") or "",
-         "arguments": p.get("arguments") if isinstance(p.get("arguments"), dict) else {}}
-        for i, p in enumerate(output.get("parts", [])) if p.get("type") == "tool_call"
-    ]
+    parts = reply_parts(output)
+    calls = any(p["type"] == "tool_call" for p in parts)
 
     def tokens(name: str) -> int:
         try:
@@ -55,8 +75,7 @@ def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str) ->
     return {
         "seed": seed,
         "model": attrs.get(A.RESPONSE_MODEL) or attrs.get(A.REQUEST_MODEL) or "",
-        "text": "".join(texts),
-        "tool_calls": calls,
+        "parts": parts,
         "finish_reason": output.get("finish_reason") or ("tool_call" if calls else "stop"),
         "input_tokens": tokens(A.INPUT_TOKENS),
         "output_tokens": tokens(A.OUTPUT_TOKENS),
@@ -64,23 +83,42 @@ def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str) ->
     }
 
 
+def _wire_part(part: Mapping[str, Any]) -> wire.Part:
+    if part["type"] == "tool_call":
+        return wire.ToolCall(part["id"], part["name"], part["arguments"])
+    if part["type"] == "reasoning":
+        return wire.Reasoning(part["content"])
+    return wire.Text(part["content"])
+
+
 def _wire_reply(reply: Mapping[str, Any]) -> wire.Reply:
     seed = hashlib.sha256(str(reply["seed"]).encode()).hexdigest()
-    calls = tuple(wire.ToolCall(c["id"], c["name"], c["arguments"]) for c in reply["tool_calls"])
-    return wire.Reply(seed=seed, model=reply["model"], text=reply["text"], tool_calls=calls,
+    return wire.Reply(seed=seed, model=reply["model"],
+                      parts=tuple(_wire_part(p) for p in reply["parts"]),
                       input_tokens=reply["input_tokens"], output_tokens=reply["output_tokens"],
                       created=0)
 
 
-def render(provider: str, reply: Mapping[str, Any], stream: bool,
-           include_usage: bool = False) -> tuple[dict[str, str], bytes | list[str]]:
-    """Headers and body (bytes) or SSE events (list of raw events) in the provider's format."""
+def render(provider: str, reply: Mapping[str, Any], stream: bool, include_usage: bool = False,
+           request: Mapping[str, Any] | None = None) -> tuple[dict[str, str], bytes | list[str]]:
+    """Headers and body (bytes) or SSE events (list of raw events) in the provider's format;
+    ``responses`` is OpenAI's Responses API (``request``: the request it answers)."""
     shaped = _wire_reply(reply)
     if provider == "anthropic":
         if stream:
-            return {"content-type": "text/event-stream"}, _events(wire.anthropic_stream(shaped))
-        body = wire.anthropic_message(shaped)
+            return {"content-type": "text/event-stream"}, _events(
+                wire_anthropic.anthropic_stream(shaped))
+        body = wire_anthropic.anthropic_message(shaped)
         body["stop_reason"] = _ANTHROPIC_FINISH.get(reply["finish_reason"], body["stop_reason"])
+        if reply["response_id"]:
+            body["id"] = reply["response_id"]
+        return {"content-type": "application/json"}, json.dumps(body).encode()
+    if provider == "responses":
+        asked = dict(request or {})
+        if stream:
+            return {"content-type": "text/event-stream"}, _events(
+                wire.response_stream(shaped, asked))
+        body = wire.response_object(shaped, asked)
         if reply["response_id"]:
             body["id"] = reply["response_id"]
         return {"content-type": "application/json"}, json.dumps(body).encode()

@@ -1,8 +1,11 @@
-"""Wire-format builders: OpenAI and Anthropic response bodies and SSE streams.
+"""Wire-format builders: OpenAI response bodies and SSE streams (Anthropic's are in
+``wire_anthropic.py``), and the :class:`Reply` they all render.
 
 Used by the fake LLM server and to rebuild responses from semantic-convention content
 (``synthesis.py``). Every builder is a pure function of a :class:`Reply`, so the same reply
 always yields byte-identical bytes: ids come from a hash of a seed, timestamps from the caller.
+A reply is an ordered list of parts (text, tool calls, reasoning), because models write text
+beside their tool calls and a replay must give back every part, in the recorded order.
 """
 
 from __future__ import annotations
@@ -35,16 +38,47 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Text:
+    """Text the model wrote."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The model's reasoning (Anthropic thinking, a Responses reasoning summary, a Gemini
+    thought); ``signature`` is Anthropic's, when one was recorded."""
+
+    text: str
+    signature: str = ""
+
+
+Part = Text | ToolCall | Reasoning
+
+
+@dataclass(frozen=True)
 class Reply:
-    """What the fake model answers, independent of the protocol it is sent in."""
+    """What the model answers, independent of the protocol it is sent in."""
 
     seed: str  # hex digest of the request: the source of every id in the response
     model: str
-    text: str
-    tool_calls: tuple[ToolCall, ...]
+    parts: tuple[Part, ...]
     input_tokens: int
     output_tokens: int
     created: int
+
+    @property
+    def text(self) -> str:
+        """All text parts joined: what protocols with one content string carry."""
+        return "".join(p.text for p in self.parts if isinstance(p, Text))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, Reasoning))
 
     @property
     def fingerprint(self) -> str:
@@ -127,7 +161,7 @@ def chat_completion(reply: Reply) -> JSON:
     """A non-streaming ``chat.completion`` object."""
     message: JSON = {
         "role": "assistant",
-        "content": None if reply.tool_calls else reply.text,
+        "content": reply.text if reply.text or not reply.tool_calls else None,
         "refusal": None,
         "annotations": [],
     }
@@ -173,19 +207,18 @@ def chat_completion_stream(reply: Reply, include_usage: bool) -> list[str]:
             body["usage"] = None
         return body
 
-    first: JSON = {"role": "assistant", "content": None if reply.tool_calls else "",
-                   "refusal": None}
+    has_text = bool(reply.text) or not reply.tool_calls
+    first: JSON = {"role": "assistant", "content": "" if has_text else None, "refusal": None}
     chunks = [chunk(first)]
-    if reply.tool_calls:
-        for index, call in enumerate(reply.tool_calls):
-            opening = {"index": index, "id": call.id, "type": "function",
-                       "function": {"name": call.name, "arguments": ""}}
-            chunks.append(chunk({"tool_calls": [opening]}))
-            for fragment in split_args(call.arguments_json):
-                delta = {"index": index, "function": {"arguments": fragment}}
-                chunks.append(chunk({"tool_calls": [delta]}))
-    else:
-        chunks.extend(chunk({"content": piece}) for piece in split_text(reply.text))
+    # The API streams the content first, then the tool calls, whatever order they came in.
+    chunks.extend(chunk({"content": piece}) for piece in split_text(reply.text))
+    for index, call in enumerate(reply.tool_calls):
+        opening = {"index": index, "id": call.id, "type": "function",
+                   "function": {"name": call.name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [opening]}))
+        for fragment in split_args(call.arguments_json):
+            delta = {"index": index, "function": {"arguments": fragment}}
+            chunks.append(chunk({"tool_calls": [delta]}))
     chunks.append(chunk({}, _finish_reason(reply)))
     if include_usage:
         last = chunk({})
@@ -201,16 +234,26 @@ def chat_completion_stream(reply: Reply, include_usage: bool) -> list[str]:
 def _response_items(reply: Reply, done: bool) -> list[JSON]:
     """The ``output`` items; with ``done=False`` as first announced (empty, in progress)."""
     status = "completed" if done else "in_progress"
-    if reply.tool_calls:
-        return [
-            {"type": "function_call", "id": reply.ident("fc_", i), "call_id": call.id,
-             "name": call.name, "arguments": call.arguments_json if done else "",
-             "status": status}
-            for i, call in enumerate(reply.tool_calls)
-        ]
-    content = [_output_text(reply.text)] if done else []
-    return [{"type": "message", "id": reply.ident("msg_"), "status": status,
-             "role": "assistant", "content": content}]
+    items: list[JSON] = []
+    for i, part in enumerate(reply.parts or (Text(""),)):
+        if isinstance(part, ToolCall):
+            items.append({"type": "function_call", "id": reply.ident("fc_", i),
+                          "call_id": part.id, "name": part.name,
+                          "arguments": part.arguments_json if done else "", "status": status})
+        elif isinstance(part, Reasoning):
+            summary = [_summary_text(part.text)] if done else []
+            items.append({"type": "reasoning", "id": reply.ident("rs_", i), "summary": summary})
+        else:
+            # The first message keeps the id a text-only answer always had.
+            ident = reply.ident("msg_") if i == 0 else reply.ident("msg_", i)
+            content = [_output_text(part.text)] if done else []
+            items.append({"type": "message", "id": ident, "status": status,
+                          "role": "assistant", "content": content})
+    return items
+
+
+def _summary_text(text: str) -> JSON:
+    return {"type": "summary_text", "text": text}
 
 
 def _output_text(text: str) -> JSON:
@@ -273,13 +316,22 @@ def response_stream(reply: Reply, request: JSON) -> list[str]:
             for fragment in split_args(final["arguments"]):
                 emit("response.function_call_arguments.delta", **ids, delta=fragment)
             emit("response.function_call_arguments.done", **ids, arguments=final["arguments"])
+        elif item["type"] == "reasoning":
+            text = final["summary"][0]["text"]
+            part = {"summary_index": 0, **ids}
+            emit("response.reasoning_summary_part.added", **part, part=_summary_text(""))
+            for piece in split_text(text):
+                emit("response.reasoning_summary_text.delta", **part, delta=piece)
+            emit("response.reasoning_summary_text.done", **part, text=text)
+            emit("response.reasoning_summary_part.done", **part, part=_summary_text(text))
         else:
+            text = final["content"][0]["text"]
             part = {"content_index": 0, **ids}
             emit("response.content_part.added", **part, part=_output_text(""))
-            for piece in split_text(reply.text):
+            for piece in split_text(text):
                 emit("response.output_text.delta", **part, delta=piece, logprobs=[])
-            emit("response.output_text.done", **part, text=reply.text, logprobs=[])
-            emit("response.content_part.done", **part, part=_output_text(reply.text))
+            emit("response.output_text.done", **part, text=text, logprobs=[])
+            emit("response.content_part.done", **part, part=_output_text(text))
         emit("response.output_item.done", output_index=index, item=final)
     emit("response.completed", response=response_object(reply, request))
     return [sse_event(kind, body) for kind, body in events]
@@ -313,71 +365,3 @@ def embeddings(model: str, inputs: list[str], dimensions: int, encoding: str) ->
     tokens = sum(count_words(t) for t in inputs)
     return {"object": "list", "data": data, "model": model,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-
-
-# --- Anthropic Messages ------------------------------------------------------------------------
-
-
-def _anthropic_stop(reply: Reply) -> str:
-    return "tool_use" if reply.tool_calls else "end_turn"
-
-
-def _anthropic_usage(reply: Reply, output_tokens: int) -> JSON:
-    return {
-        "input_tokens": reply.input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output_tokens,
-        "service_tier": "standard",
-    }
-
-
-def _anthropic_blocks(reply: Reply) -> list[JSON]:
-    if reply.tool_calls:
-        return [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
-                for c in reply.tool_calls]
-    return [{"type": "text", "text": reply.text}]
-
-
-def anthropic_message(reply: Reply) -> JSON:
-    """A non-streaming Messages API response."""
-    return {
-        "id": reply.ident("msg_"),
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model,
-        "content": _anthropic_blocks(reply),
-        "stop_reason": _anthropic_stop(reply),
-        "stop_sequence": None,
-        "usage": _anthropic_usage(reply, reply.output_tokens),
-    }
-
-
-def anthropic_stream(reply: Reply) -> list[str]:
-    """The named SSE events of a streamed Messages API call, ``ping`` included."""
-    start = {**anthropic_message(reply), "content": [], "stop_reason": None,
-             "usage": _anthropic_usage(reply, 1)}
-    events: list[tuple[str, JSON]] = [
-        ("message_start", {"type": "message_start", "message": start}),
-        ("ping", {"type": "ping"}),
-    ]
-    for index, block in enumerate(_anthropic_blocks(reply)):
-        if block["type"] == "tool_use":
-            opening: JSON = {**block, "input": {}}
-            deltas = [{"type": "input_json_delta", "partial_json": fragment}
-                      for fragment in split_args(reply.tool_calls[index].arguments_json)]
-        else:
-            opening = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": piece} for piece in split_text(block["text"])]
-        events.append(("content_block_start", {"type": "content_block_start", "index": index,
-                                               "content_block": opening}))
-        events.extend(("content_block_delta", {"type": "content_block_delta", "index": index,
-                                               "delta": delta}) for delta in deltas)
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    events.append(("message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": _anthropic_stop(reply), "stop_sequence": None},
-        "usage": {"output_tokens": reply.output_tokens},
-    }))
-    events.append(("message_stop", {"type": "message_stop"}))
-    return [sse_event(kind, body) for kind, body in events]

@@ -83,7 +83,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             for step, text in [] if as_json else found:
                 out.print(f"step {step}: {text}", highlight=False)
             return
-        kinds = ("llm", "tool", "agent", "span") if show_all else ("llm", "tool")
+        kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
         if as_json:
             print_json({"trace_id": run.trace_id, "totals": run.totals(),
                         "lineage": run.lineage, "skipped": [s.__dict__ for s in

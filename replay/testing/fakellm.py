@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from rewind.replay.cassette import wire
+from rewind.replay.cassette import wire, wire_anthropic
 from rewind.replay.testing.fakemodel import (
     DEFAULT_MODEL_SUFFIX,
     JSON,
@@ -140,8 +140,8 @@ class _Endpoints:
         reply = decide(anthropic_turn(body), self.state.script, body, "messages", "toolu_")
         headers = {"request-id": reply.ident("req_")}
         if body.get("stream"):
-            return _sse(wire.anthropic_stream(reply), headers)
-        return JSONResponse(wire.anthropic_message(reply), headers=headers)
+            return _sse(wire_anthropic.anthropic_stream(reply), headers)
+        return JSONResponse(wire_anthropic.anthropic_message(reply), headers=headers)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -1,6 +1,7 @@
 """The fake LLM itself, whatever protocol a request came in: what it reads from a request
 (:class:`Turn`), how it answers (:func:`decide`: a drift rule, else ``call <tool> {json}``
-markers naming an offered tool, else the echo) and the :class:`FakeScript` that changes its
+markers naming an offered tool, with ``say "…"`` text and ``think "…"`` reasoning beside them
+in the order written, else the echo) and the :class:`FakeScript` that changes its
 behaviour at runtime. The servers (``fakellm`` for OpenAI and Anthropic, ``gemini``) only read
 their protocol's requests into a :class:`Turn` and render the :class:`wire.Reply` back.
 """
@@ -21,6 +22,8 @@ JSON = dict[str, Any]
 DEFAULT_MODEL_SUFFIX = "-2024-08-06"
 FIXED_CREATED = 1_735_689_600  # 2025-01-01T00:00:00Z: every response claims this time
 _MARKER = re.compile(r"\bcall\s+([A-Za-z_][\w.\-]*)\s*(?=\{)")
+# ``say "text"`` and ``think "text"`` beside call markers: text and reasoning in the same answer.
+_SPOKEN = re.compile(r"\b(say|think)\s*(?=\")")
 
 
 @dataclass
@@ -169,20 +172,40 @@ def anthropic_turn(body: JSON) -> Turn:
     return Turn(text, bool(results), _words(texts), _offered(body))
 
 
-def parse_markers(text: str, offered: frozenset[str]) -> list[tuple[str, JSON]]:
-    """``call <tool> {json}`` markers naming an offered tool, in order."""
+def parse_parts(text: str, offered: frozenset[str], seed: str,
+                call_prefix: str) -> list[wire.Part]:
+    """The answer's parts in the order the markers come: ``call <tool> {json}`` naming an
+    offered tool, ``say "text"``, ``think "text"``. Text and reasoning count only beside a
+    tool call (alone, the model echoes as before)."""
     decoder = json.JSONDecoder()
-    found: list[tuple[str, JSON]] = []
-    position = 0
-    while match := _MARKER.search(text, position):
-        position = match.end()
+    found: list[tuple[int, wire.Part]] = []
+    for match in _MARKER.finditer(text):
         try:
-            arguments, position = decoder.raw_decode(text, match.end())
+            arguments, _ = decoder.raw_decode(text, match.end())
         except ValueError:
             continue
         if isinstance(arguments, dict) and match.group(1) in offered:
-            found.append((match.group(1), arguments))
-    return found
+            found.append((match.start(), wire.ToolCall("", match.group(1), arguments)))
+    for match in _SPOKEN.finditer(text):
+        try:
+            said, _ = decoder.raw_decode(text, match.end())
+        except ValueError:
+            continue
+        if isinstance(said, str):
+            kind = wire.Text if match.group(1) == "say" else wire.Reasoning
+            found.append((match.start(), kind(said)))
+    found.sort(key=lambda item: item[0])
+    if not any(isinstance(part, wire.ToolCall) for _, part in found):
+        return []
+    parts: list[wire.Part] = []
+    calls = 0
+    for _, part in found:
+        if isinstance(part, wire.ToolCall):
+            ident = wire.make_id(seed, call_prefix, calls, part.name)
+            part = wire.ToolCall(ident, part.name, part.arguments)
+            calls += 1
+        parts.append(part)
+    return parts
 
 
 def request_seed(kind: str, body: Any) -> str:
@@ -196,16 +219,14 @@ def decide(turn: Turn, script: FakeScript, body: JSON, kind: str, call_prefix: s
     seed = request_seed(kind, body)
     scripted = script.drifted(turn.text)
     source = scripted if scripted is not None else ("" if turn.from_tool else turn.text)
-    calls = tuple(
-        wire.ToolCall(wire.make_id(seed, call_prefix, index, name), name, arguments)
-        for index, (name, arguments) in enumerate(parse_markers(source, turn.tools))
-    )
-    if calls:
-        text = ""
-        output_words = _words(f"{c.name} {c.arguments_json}" for c in calls)
+    parts: tuple[wire.Part, ...] = tuple(parse_parts(source, turn.tools, seed, call_prefix))
+    if parts:
+        output_words = _words(f"{p.name} {p.arguments_json}" if isinstance(p, wire.ToolCall)
+                              else p.text for p in parts)
     else:
         text = scripted if scripted is not None else (
             ("tool said: " if turn.from_tool else "echo: ") + turn.text)
+        parts = (wire.Text(text),)
         output_words = wire.count_words(text)
     model = script.served_model(str(body.get("model") or "fakellm"))
-    return wire.Reply(seed, model, text, calls, turn.input_words, output_words, script.created)
+    return wire.Reply(seed, model, parts, turn.input_words, output_words, script.created)

@@ -85,8 +85,12 @@ def _usage(reply: wire.Reply, final: bool) -> JSON:
     return usage
 
 
-def _call_parts(reply: wire.Reply) -> list[JSON]:
-    return [{"functionCall": {"name": c.name, "args": c.arguments}} for c in reply.tool_calls]
+def _part(part: wire.Part) -> JSON:
+    if isinstance(part, wire.ToolCall):
+        return {"functionCall": {"name": part.name, "args": part.arguments}}
+    if isinstance(part, wire.Reasoning):
+        return {"text": part.text, "thought": True}
+    return {"text": part.text}
 
 
 def _chunk(reply: wire.Reply, parts: list[JSON], finish: bool) -> JSON:
@@ -104,18 +108,25 @@ def _chunk(reply: wire.Reply, parts: list[JSON], finish: bool) -> JSON:
 
 def generate_content(reply: wire.Reply) -> JSON:
     """A non-streamed ``GenerateContentResponse``."""
-    parts = _call_parts(reply) if reply.tool_calls else [{"text": reply.text}]
-    return _chunk(reply, parts, finish=True)
+    return _chunk(reply, [_part(p) for p in reply.parts or (wire.Text(""),)], finish=True)
 
 
 def stream_generate_content(reply: wire.Reply) -> list[str]:
-    """The SSE events of ``streamGenerateContent?alt=sse``: text in pieces, then the finish."""
-    if reply.tool_calls:
-        chunks = [_chunk(reply, _call_parts(reply), finish=True)]
-    else:
-        pieces = wire.split_text(reply.text) or [""]
-        chunks = [_chunk(reply, [{"text": p}], finish=i == len(pieces) - 1)
-                  for i, p in enumerate(pieces)]
+    """The SSE events of ``streamGenerateContent?alt=sse``: the parts in order, text in
+    pieces, function calls whole (consecutive ones in one chunk); the last chunk carries the
+    finish."""
+    pieces: list[list[JSON]] = []
+    for index, part in enumerate(reply.parts or (wire.Text(""),)):
+        if isinstance(part, wire.ToolCall):
+            after_call = index and isinstance(reply.parts[index - 1], wire.ToolCall)
+            if after_call:
+                pieces[-1].append(_part(part))
+            else:
+                pieces.append([_part(part)])
+        else:
+            shaped = _part(part)
+            pieces += [[{**shaped, "text": p}] for p in wire.split_text(part.text) or [""]]
+    chunks = [_chunk(reply, p, finish=i == len(pieces) - 1) for i, p in enumerate(pieces)]
     return [f"data: {json.dumps(c, separators=(',', ':'))}\r\n\r\n" for c in chunks]
 
 

@@ -18,6 +18,12 @@ from rewind.replay.timetravel.bisect import RunFacts, prompt_hash
 from rewind.replay.timetravel.stats import epoch_ns
 
 
+def _llm_with(name: str) -> str:
+    """An LLM span that has ``name``: a call's shadows (an SDK's own span) often have no
+    content, so the first or last call is read from a span that has it."""
+    return f"{IS_LLM_CALL} AND {span_attribute(name)} != ''"
+
+
 def _parts_text(raw: str) -> str:
     """Text of a GenAI parts message list; tool calls as ``name(arguments)``."""
     try:
@@ -89,11 +95,11 @@ SELECT TraceId,
     anyIf(ResourceAttributes['service.version'], ResourceAttributes['service.version'] != '')
         AS Version,
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
-    argMaxIf({a(A.OUTPUT_MESSAGES)}, Timestamp, {IS_LLM_CALL}) AS LastOutput,
-    argMinIf({a(A.RESPONSE_MODEL)}, Timestamp, {IS_LLM_CALL}) AS Model,
-    argMinIf({a(A.SYSTEM_INSTRUCTIONS)}, Timestamp, {IS_LLM_CALL})
+    argMaxIf({a(A.OUTPUT_MESSAGES)}, Timestamp, {_llm_with(A.OUTPUT_MESSAGES)}) AS LastOutput,
+    argMinIf({a(A.RESPONSE_MODEL)}, Timestamp, {_llm_with(A.RESPONSE_MODEL)}) AS Model,
+    argMinIf({a(A.SYSTEM_INSTRUCTIONS)}, Timestamp, {_llm_with(A.SYSTEM_INSTRUCTIONS)})
         AS SystemInstructions,
-    argMinIf({a(A.INPUT_MESSAGES)}, Timestamp, {IS_LLM_CALL}) AS FirstInput
+    argMinIf({a(A.INPUT_MESSAGES)}, Timestamp, {_llm_with(A.INPUT_MESSAGES)}) AS FirstInput
 FROM {TRACES}
 WHERE {' AND '.join(where)}
 GROUP BY TraceId

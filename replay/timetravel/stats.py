@@ -1,10 +1,11 @@
 """Tokens and cost per model and service over a period.
 
-Usage comes from the store's ``rewind_llm_calls`` table (one row per LLM call, filled as spans
-arrive), summed per service and model in the query. Cost is put on it here, from a price table:
-the maintained list in ``collector/prices.json`` (which also seeds ``rewind_model_prices``),
-overridden or extended by a user file (JSON, or TOML on Python 3.11+) named by ``--prices`` or
-``REWIND_PRICES``. A model missing from the table is reported as unpriced, not counted as free.
+Usage comes from the store's ``rewind_llm_steps`` view (one row per LLM call however many
+spans describe it, see ``collector/llm_steps.py``), summed per service and model in the
+query. Cost is put on it here, from a price table: the maintained list in
+``collector/prices.json`` (which also seeds ``rewind_model_prices``), overridden or extended
+by a user file (JSON, or TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A
+model missing from the table is reported as unpriced, not counted as free.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from rewind.collector.llm_steps import LLM_STEPS
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.reader import tenant_condition
-from rewind.collector.schema import LLM_CALLS, MODEL_VERSION_SUFFIX, TRACES
+from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
 from rewind.collector.store import Store
 
 ENV_PRICES = "REWIND_PRICES"
@@ -144,7 +146,7 @@ def usage_from_store(store: Store, since: datetime | None = None, until: datetim
 SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
        count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
        countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
-FROM {LLM_CALLS}
+FROM {LLM_STEPS}
 WHERE {' AND '.join(where)}
 GROUP BY service, model
 ORDER BY service, model

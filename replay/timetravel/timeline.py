@@ -11,8 +11,10 @@
     fix = run.fork(3, edit_user_message="Only look the order up.")
     outcome = fix.continue_from(my_agent)    # see fork.py
 
-Every span of the trace is an :class:`Event` (``llm``, ``tool``, ``agent`` or ``span``);
-those with a recorded exchange carry their ``rewind.step`` and :class:`Interaction`.
+Every span of the trace is an :class:`Event` (``llm``, ``tool``, ``agent``, ``context`` or
+``span``); those with a recorded exchange carry their ``rewind.step`` and :class:`Interaction`.
+An LLM span describing a call another span stands for (an SDK's own span, a second
+instrumentation's: ``cassette/calls.py``) is ``context``: shown, never counted as a call.
 """
 
 from __future__ import annotations
@@ -25,14 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
+from rewind.replay.cassette.calls import has_exchange, is_llm_span
 from rewind.replay.cassette.messages import Message, conversation_of
-from rewind.replay.cassette.model import (
-    Cassette,
-    Interaction,
-    build_cassette,
-    has_exchange,
-    is_llm_span,
-)
+from rewind.replay.cassette.model import Cassette, Interaction, build_cassette
 from rewind.replay.timetravel.diff import StepView, preview
 from rewind.replay.timetravel.stats import PriceTable, load_prices
 
@@ -58,11 +55,12 @@ def _int(value: Any) -> int:
 @dataclass
 class Event:
     index: int
-    type: str  # "llm", "tool", "agent" or "span"
+    type: str  # "llm", "tool", "agent", "context" or "span"
     name: str
     step: int | None
     span: Mapping[str, Any] = field(repr=False)
     interaction: Interaction | None = field(default=None, repr=False)
+    shadow_of: str | None = None  # context: the span id of the span standing for the call
 
     @property
     def attributes(self) -> Mapping[str, str]:
@@ -177,9 +175,10 @@ class Timeline:
             interaction = by_span.get(span["SpanId"])
             step = interaction.step if interaction is not None else (
                 _int(span["SpanAttributes"][A.STEP]) if has_exchange(span) else None)
-            kind = _event_type(span)
+            shadow_of = self.cassette.shadows.get(span["SpanId"])
+            kind = "context" if shadow_of else _event_type(span)
             self.events.append(Event(len(self.events), kind, span["SpanName"], step, span,
-                                     interaction))
+                                     interaction, shadow_of))
         self._by_step = {e.step: e for e in self.events if e.step is not None}
 
     # -- loading --------------------------------------------------------------------------

@@ -1,0 +1,100 @@
+"""One LLM call is one row, in SQL: the rule of ``rewind.replay.cassette.calls`` as closely as
+SQL over ``rewind_llm_calls`` (or ``otel_traces``) allows.
+
+Several spans may describe one call: an SDK's own span (anthropic's), another
+instrumentation's, Rewind's. A row is a *shadow* when another LLM row of the same trace,
+written by another instrumentation (scope), with the same operation (or one unnamed) and an
+agreeing model (the same, one unnamed, or one a prefix of the other), overlaps it in time and
+is preferred: Rewind's exchange first, then the one that started first, then the longer one.
+Two rows with Rewind's exchange are never one call (each is one HTTP request). Ancestry, which
+the pure rule also requires, is not in these rows: two concurrent calls to one model written
+by different instrumentations and neither by Rewind can be taken for one call.
+
+``rewind_llm_steps`` (migration 4) is ``rewind_llm_calls`` without the shadows; ``stats``,
+``rewind_llm_costs`` and the dashboards read it. :data:`LLM_CALLS_IN_TRACE` counts the calls
+of one trace in a query over ``otel_traces`` grouped by trace (listings).
+"""
+
+from __future__ import annotations
+
+from rewind.exporter import attributes as A
+
+from .schema import (
+    IS_LLM_CALL,
+    LLM_CALLS,
+    LLM_CALLS_MV,
+    LLM_COSTS,
+    SINGLE_NODE,
+    Layout,
+    llm_calls_view,
+    llm_costs_view,
+    span_attribute,
+)
+
+LLM_STEPS = "rewind_llm_steps"
+
+
+def shadowed_by(peer: str, span_id: str, start: str, end: str, operation: str, model: str,
+                exact: str, scope: str) -> str:
+    """True when the row described by the other arguments is a shadow of ``peer``, a tuple
+    (SpanId, StartNs, EndNs, Operation, Model, Exact, Scope)."""
+    p = [f"{peer}.{i}" for i in range(1, 8)]
+    return f"""({p[0]} != {span_id}
+        AND ({p[6]} != {scope} OR {p[6]} = '' OR {scope} = '')
+        AND ({p[3]} = {operation} OR {p[3]} = '' OR {operation} = '')
+        AND ({p[4]} = '' OR {model} = '' OR startsWith({p[4]}, {model})
+             OR startsWith({model}, {p[4]}))
+        AND {p[1]} <= {end} AND {start} <= {p[2]}
+        AND NOT ({p[5]} AND {exact})
+        AND (1 - {p[5]}, {p[1]}, {p[1]} - {p[2]}, {p[0]})
+            < (1 - {exact}, {start}, {start} - {end}, {span_id}))"""
+
+
+def _row(span_id: str, start: str, end: str, operation: str, model: str, exact: str,
+         scope: str) -> tuple[str, ...]:
+    return span_id, start, end, operation, model, exact, scope
+
+
+# A rewind_llm_calls row, and the same fields of an otel_traces span.
+_CALL_ROW = _row("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
+                 "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)", "Operation",
+                 "RequestModel", "toUInt8(Step >= 0)", "ScopeName")
+_SPAN_ROW = _row("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
+                 "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)",
+                 span_attribute(A.OPERATION), span_attribute(A.REQUEST_MODEL),
+                 f"toUInt8(mapContains(SpanAttributes, '{A.STEP}'))", "ScopeName")
+_LAMBDA_ROW = _row(*(f"c.{i}" for i in range(1, 8)))
+
+# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
+LLM_CALLS_IN_TRACE = f"""arrayCount(c -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)},
+        groupArrayIf(({', '.join(_SPAN_ROW)}), {IS_LLM_CALL})),
+    groupArrayIf(({', '.join(_SPAN_ROW)}), {IS_LLM_CALL}))"""
+
+
+def llm_steps_view(layout: Layout = SINGLE_NODE) -> str:
+    """One row per LLM call: ``rewind_llm_calls`` without the shadows."""
+    peers = f"groupArray(({', '.join(_CALL_ROW)})) OVER (PARTITION BY TraceId)"
+    return f"""
+CREATE VIEW IF NOT EXISTS {layout.name(LLM_STEPS)}{layout.on_cluster} AS
+SELECT * EXCEPT (Peers)
+FROM (SELECT *, {peers} AS Peers FROM {layout.name(LLM_CALLS)})
+WHERE NOT arrayExists(p -> {shadowed_by('p', *_CALL_ROW)}, Peers)
+"""
+
+
+def statements(layout: Layout) -> tuple[str, ...]:
+    """Migration 4: rewind_llm_calls learns each row's scope (a table created since has the
+    column already, last like the ALTER puts it); rewind_llm_steps; costs read it."""
+    add = "ADD COLUMN IF NOT EXISTS ScopeName LowCardinality(String) DEFAULT ''"
+    alters = [f"ALTER TABLE {layout.local(LLM_CALLS)}{layout.on_cluster} {add}"]
+    if layout.cluster:
+        alters.append(f"ALTER TABLE {layout.name(LLM_CALLS)}{layout.on_cluster} {add}")
+    return (
+        *alters,
+        f"DROP VIEW IF EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}",
+        llm_calls_view(layout, with_scope=True),
+        llm_steps_view(layout),
+        f"DROP VIEW IF EXISTS {layout.name(LLM_COSTS)}{layout.on_cluster}",
+        llm_costs_view(layout, source=LLM_STEPS),
+    )
+

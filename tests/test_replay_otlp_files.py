@@ -1,0 +1,135 @@
+"""A trace kept elsewhere, as OTLP files: JSON lines as the OpenTelemetry Collector's file
+exporter writes them (one export request per line) and protobuf (length-prefixed requests, as
+its ``format: proto`` writes them). ``rewind import`` loads them, and they replay offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from rewind.replay.testing.fakellm import FakeLLMServer
+from tests.support.harness import Recording
+
+pytest.importorskip("opentelemetry.instrumentation.genai.openai")
+
+AGENT = textwrap.dedent(
+    """
+    import base64, json, os, struct
+    from google.protobuf import json_format
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+    from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+    import openai
+
+    def hex_ids(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("traceId", "spanId", "parentSpanId") and value:
+                    node[key] = base64.b64decode(value).hex()
+                else:
+                    hex_ids(value)
+        elif isinstance(node, list):
+            for item in node:
+                hex_ids(item)
+
+    class FileExporter(SpanExporter):  # what the Collector's file exporter writes
+        def export(self, spans):
+            request = encode_spans(spans)
+            if os.environ.get("JSONL"):
+                document = json_format.MessageToDict(request)
+                hex_ids(document)
+                with open(os.environ["JSONL"], "a") as out:
+                    out.write(json.dumps(document) + "\\n")
+            if os.environ.get("PROTO"):
+                raw = request.SerializeToString()
+                with open(os.environ["PROTO"], "ab") as out:
+                    out.write(struct.pack(">I", len(raw)) + raw)
+            return 0
+
+    if os.environ.get("JSONL") or os.environ.get("PROTO"):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+        trace.set_tracer_provider(provider)
+        OpenAIInstrumentor().instrument()
+
+    client = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-x", max_retries=0)
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"order": {"type": "string"}}}}}]
+    with trace.get_tracer("agent").start_as_current_span("run"):
+        messages = [{"role": "user",
+                     "content": 'say "One moment." call lookup {"order": "A-17"}'}]
+        first = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+        message = first.choices[0].message
+        print("said:", message.content, [c.function.arguments for c in message.tool_calls])
+        messages.append(message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": message.tool_calls[0].id,
+                         "content": "shipped"})
+        final = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+        print("final:", final.choices[0].message.content)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("otlp-files")
+    script = tmp / "agent.py"
+    script.write_text(AGENT)
+    with FakeLLMServer() as llm:
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+            env={**_env(), "LLM_URL": llm.base_url, "JSONL": str(tmp / "traces.jsonl"),
+                 "PROTO": str(tmp / "traces.pb"),
+                 "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
+                 "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"})
+    assert done.returncode == 0, done.stderr
+    return tmp, script, done.stdout
+
+
+def _env() -> dict[str, str]:
+    """No worker: the CLI opens the store it is given."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("REWIND_URL", None)
+    return env
+
+
+def _rewind(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", *args],
+                          env={**_env(), **env}, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", ["traces.jsonl", "traces.pb"])
+def test_otlp_file_imports_and_replays(files, name):
+    tmp, script, output = files
+    assert "One moment." in output and "final: tool said: shipped" in output
+    assert len((tmp / "traces.jsonl").read_text().splitlines()) == 3  # one request per line
+    store = f"chdb://{tmp / ('store-' + name)}"
+
+    imported = _rewind("import", str(tmp / name), "--clickhouse", store)
+    assert imported.returncode == 0, imported.stderr
+    trace_id = imported.stdout.strip()
+    assert len(trace_id) == 32
+    again = _rewind("import", str(tmp / name), "--clickhouse", store)
+    assert again.stdout.strip() == trace_id
+
+    dead = Recording.dead_url()
+    for source in (("--trace-id", trace_id, "--clickhouse", store),
+                   ("--cassette", str(tmp / name))):
+        replayed = _rewind("replay", *source, "--", sys.executable, str(script), LLM_URL=dead)
+        assert replayed.returncode == 0, replayed.stderr
+        assert replayed.stdout == output
+        assert "replayed 2/2" in replayed.stderr and "0 live calls" in replayed.stderr
+
+
+def test_a_file_that_is_neither_says_what_it_tried(tmp_path):
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text('{"resourceSpans": 3}\n')
+    done = _rewind("import", str(bad), "--clickhouse", f"chdb://{tmp_path / 'store'}")
+    assert done.returncode == 2
+    assert "nor an OTLP file" in done.stderr and "line 1" in done.stderr
