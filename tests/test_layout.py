@@ -19,6 +19,7 @@ REPLAY_LAYERS = {"cassette": 0, "testing": 1, "play": 2, "timetravel": 3, "worke
 # Pure logic: no store, no network, no process; imports nothing from the collector.
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
+        "replay/cassette/calls.py", "replay/cassette/wire_anthropic.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py"}
 MAX_LINES = 400
