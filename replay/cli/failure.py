@@ -44,7 +44,11 @@ def attempt(work: Callable[[], T], problems: tuple[type[Exception], ...] = PROBL
 
 
 def fix_for(error: Exception) -> str:
-    """The fix of a failure whose message cannot know it (a port already taken)."""
+    """The fix the error carries (``SourceError.fix``), or the fix of a failure whose message
+    cannot know it (a port already taken)."""
+    fix = getattr(error, "fix", "")
+    if fix:
+        return str(fix)
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:

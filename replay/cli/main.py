@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import os
 import sys
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from rewind.collector.command import collector
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
-from rewind.replay.cassette.source import ENV_API, SourceError, open_source
-from rewind.replay.cli.failure import err, fail, fix_for
+from rewind.replay.cassette.source import ENV_API, SourceError, open_source, resolve_trace_id
+from rewind.replay.cli.failure import attempt, err, fail, fix_for
+from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import player
 
@@ -121,37 +121,26 @@ def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
         out.print(f"{where} is up to date")
 
 
-def _ms(ns: Any) -> str:
-    return f"{int(ns) / 1e6:,.0f} ms"
-
-
 @main.command()
 @api_option
 @clickhouse_option
 @click.option("--service", default=None, help="Only traces of this service.")
 @click.option("--errors", is_flag=True, help="Only traces with an error span.")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", default=20, show_default=True, help="At most this many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def traces(api: str | None, clickhouse: str | None, service: str | None, errors: bool,
-           limit: int) -> None:
-    """List recent traces."""
-    try:
-        rows = open_source(api, clickhouse).list_traces(
-            service=service, errors_only=errors, limit=limit
-        )
-    except (SourceError, StoreError) as error:
-        fail(str(error))
-    table = Table(title=f"{len(rows)} traces")
-    for column in ("trace id", "start", "service", "root span", "spans", "LLM calls",
-                   "duration", "errors"):
-        table.add_column(column)
-    for row in rows:
-        start = row["Start"]
-        if isinstance(start, dt.datetime):
-            start = start.strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(row["TraceId"], str(start)[:19], row["Service"], row["RootSpan"],
-                      str(row["Spans"]), str(row["LlmCalls"]), _ms(row["DurationNs"]),
-                      str(row["Errors"]))
-    out.print(table)
+           limit: int, as_json: bool) -> None:
+    """List recent traces, newest first, with their whole ids (any unique prefix of one is
+    accepted wherever a trace id is)."""
+    from rewind.replay.cli.render import trace_rows, traces_table
+
+    rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(
+        service=service, errors_only=errors, limit=limit)))
+    if as_json:
+        print_json(rows)
+        return
+    listing = out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=10_000)
+    listing.print(traces_table(rows))
 
 
 @main.command("export")
@@ -166,10 +155,12 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
     from rewind.replay.cassette.archive import ArchiveError, write_file
 
     try:
-        data = open_source(api, clickhouse).export_archive(trace_id)
+        source = open_source(api, clickhouse)
+        trace_id = resolve_trace_id(source, trace_id)
+        data = source.export_archive(trace_id)
         write_file(output, data)
-    except (SourceError, StoreError, ArchiveError) as error:
-        fail(str(error))
+    except (SourceError, StoreError, ArchiveError, ValueError) as error:
+        fail(str(error), fix_for(error))
     err.print(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)", highlight=False)
 
 
@@ -183,9 +174,9 @@ def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
     from rewind.replay.cassette.archive import ArchiveError, read_file
 
     try:
-        trace_id = open_source(api, clickhouse).import_archive(read_file(file))
+        trace_id = open_source(api, clickhouse, create=True).import_archive(read_file(file))
     except (SourceError, StoreError, ArchiveError) as error:
-        fail(str(error))
+        fail(str(error), fix_for(error))
     click.echo(trace_id)
 
 
@@ -201,7 +192,8 @@ everything after it go live.
 
 
 @click.command(help=REPLAY_HELP, context_settings={"ignore_unknown_options": True})
-@click.option("--trace-id", default=None, help="The stored trace to replay.")
+@click.option("--trace-id", default=None, help="The stored trace to replay (its id or a unique "
+              "prefix).")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
               help="A .rw file (from rewind export) to replay instead of a stored trace.")
 @click.option("--strict/--lenient", default=True, help="Stop at the first divergence (default)"
@@ -219,11 +211,13 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
-    try:
-        cassette = (read_cassette(cassette_file) if cassette_file
-                    else open_source(api, clickhouse).cassette(str(trace_id)))
-    except (SourceError, StoreError, CassetteError, ArchiveError) as error:
-        fail(str(error))
+    def load() -> Any:
+        if cassette_file:
+            return read_cassette(cassette_file)
+        source = open_source(api, clickhouse)
+        return source.cassette(resolve_trace_id(source, str(trace_id)))
+
+    cassette = attempt(load, (SourceError, StoreError, CassetteError, ArchiveError, ValueError))
     for skipped in cassette.skipped:
         err.print(f"[yellow]warning:[/yellow] span {skipped.span_id} ({skipped.name}) is not "
                   f"replayable: {skipped.reason}", highlight=False)

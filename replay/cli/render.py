@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -35,6 +37,35 @@ def _usd(cost: float | None) -> str:
     if cost is None:
         return "?"
     return f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.6f}"
+
+
+def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Listing rows as ``rewind traces`` shows them (and prints them with ``--json``)."""
+    def start(value: Any) -> str:
+        return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) \
+            else str(value)[:19]
+
+    return [{"trace_id": r["TraceId"], "start": start(r["Start"]), "service": r["Service"],
+             "root_span": r["RootSpan"], "spans": int(r["Spans"]),
+             "llm_calls": int(r["LlmCalls"]), "duration_ms": round(int(r["DurationNs"]) / 1e6, 3),
+             "errors": int(r["Errors"])} for r in rows]
+
+
+def traces_table(rows: list[dict[str, Any]]) -> Table:
+    """Whole trace ids, never cut: the other columns wrap first."""
+    table = Table(title=f"{len(rows)} trace{'' if len(rows) == 1 else 's'}", box=box.SIMPLE_HEAD,
+                  show_edge=False, title_justify="left", padding=(0, 1, 0, 0), pad_edge=False)
+    table.add_column("trace id", no_wrap=True, min_width=32)
+    table.add_column("start", no_wrap=True)
+    for column in ("service", "root span"):
+        table.add_column(column, overflow="fold")
+    for column in ("spans", "LLM", "duration", "errors"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(row["trace_id"], row["start"][:16], row["service"], row["root_span"],
+                      str(row["spans"]), str(row["llm_calls"]), f"{row['duration_ms']:,.0f} ms",
+                      str(row["errors"]))
+    return table
 
 
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),

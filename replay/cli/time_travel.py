@@ -17,12 +17,18 @@ from rich.console import Console
 
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
-from rewind.replay.cassette.source import ApiSource, StoreSource, TraceSource, open_source
+from rewind.replay.cassette.source import (
+    ApiSource,
+    StoreSource,
+    TraceSource,
+    open_source,
+    resolve_trace_id,
+)
 from rewind.replay.cli.failure import attempt, err, fail
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
-from rewind.replay.timetravel.timeline import Timeline, load_all
+from rewind.replay.timetravel.timeline import Timeline, is_file_ref
 
 out = Console()
 Decorator = Callable[[Any], Any]
@@ -71,7 +77,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         REF is a trace id or a .rw file."""
         from rewind.replay.cli.render import lineage_line, timeline_table
 
-        run = attempt(lambda: load_all([ref], api, clickhouse)[0])
+        run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
         run.prices = attempt(lambda: load_prices(prices))
         if messages_at is not None:
             print_json(attempt(lambda: run.messages_at(messages_at)))
@@ -109,7 +115,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
         from rewind.replay.cli.render import diff_table
 
-        a, b = attempt(lambda: load_all([left, right], api, clickhouse))
+        a, b = attempt(lambda: load_runs([left, right], api, clickhouse))
         show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
 
     @group.command("bisect")
@@ -143,7 +149,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             return
         if len(runs) != 2:
             fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
-        good, bad = attempt(lambda: load_all(list(runs), api, clickhouse))
+        good, bad = attempt(lambda: load_runs(list(runs), api, clickhouse))
         show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
 
     @group.command(context_settings={"ignore_unknown_options": True})
@@ -178,7 +184,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         if not collector_reachable(target):
             err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind "
                       "serve` or the new run's spans will be dropped", highlight=False)
-        run = attempt(lambda: load_all([trace], api, clickhouse)[0])
+        run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
         checkpoint = attempt(lambda: run.fork(step, **edits))
         outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
         if as_json:
@@ -223,6 +229,20 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         from rewind.replay.cli.demo import main as run_demo
 
         sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
+
+
+def load_runs(refs: list[str], api: str | None, clickhouse: str | None) -> list[Timeline]:
+    """Each ref a ``.rw`` file, a trace id or a unique prefix of one; ids are resolved and
+    read through one source (a worker if one answers, else the store)."""
+    source: TraceSource | None = None
+    runs = []
+    for ref in refs:
+        if is_file_ref(ref):
+            runs.append(Timeline.from_file(ref))
+            continue
+        source = source or open_source(api, clickhouse)
+        runs.append(Timeline.from_source(source, resolve_trace_id(source, ref)))
+    return runs
 
 
 def _param(text: str) -> tuple[str, Any]:
