@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 
 from rewind.collector.prices import PriceError
 from rewind.collector.store import StoreError
@@ -30,9 +31,25 @@ err = Console(stderr=True, soft_wrap=True)
 
 def fail(message: str, fix: str = "") -> NoReturn:
     """Print the error line (and its fix) and exit with :data:`USAGE_ERROR`."""
-    line = f"[red]error:[/red] {message}"
-    err.print(f"{line} ({fix})" if fix else line, highlight=False)
-    sys.exit(USAGE_ERROR)
+    exit_with(USAGE_ERROR, message, fix)
+
+
+def exit_with(code: int, message: str, fix: str = "") -> NoReturn:
+    """The error line (messages quote recorded text and user input: never markup), then exit
+    ``code``."""
+    line = f"[red]error:[/red] {escape(message)}"
+    err.print(f"{line} ({escape(fix)})" if fix else line, highlight=False)
+    sys.exit(code)
+
+
+def warn(message: str, label: str = "warning") -> None:
+    """One ``warning:`` line on stderr; ``message`` is literal text, not markup."""
+    err.print(f"[yellow]{label}:[/yellow] {escape(message)}", highlight=False)
+
+
+def note(message: str) -> None:
+    """A plain line on stderr (``rewind: …``), literal text."""
+    err.print(message, markup=False, highlight=False)
 
 
 def attempt(work: Callable[[], T], problems: tuple[type[Exception], ...] = PROBLEMS) -> T:

@@ -14,7 +14,7 @@ from rewind.collector.command import collector
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.cassette.source import ENV_API, SourceError, open_source, resolve_trace_id
-from rewind.replay.cli.failure import attempt, err, fail, fix_for
+from rewind.replay.cli.failure import attempt, fail, fix_for, note, warn
 from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import player
@@ -161,7 +161,7 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
         write_file(output, data)
     except (SourceError, StoreError, ArchiveError, ValueError) as error:
         fail(str(error), fix_for(error))
-    err.print(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)", highlight=False)
+    note(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)")
 
 
 @main.command("import")
@@ -219,20 +219,19 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
 
     cassette = attempt(load, (SourceError, StoreError, CassetteError, ArchiveError, ValueError))
     for skipped in cassette.skipped:
-        err.print(f"[yellow]warning:[/yellow] span {skipped.span_id} ({skipped.name}) is not "
-                  f"replayable: {skipped.reason}", highlight=False)
+        warn(f"span {skipped.span_id} ({skipped.name}) is not replayable: {skipped.reason}")
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
     outcome = run_command(cassette, list(command), mode=mode, speed=speed)
     if not outcome.installed:
-        err.print("[yellow]warning:[/yellow] the replay was not installed in the command "
-                  "(not a Python process, or rewind is not importable there)")
+        warn("the replay was not installed in the command (not a Python process, or rewind is "
+             "not importable there)")
     summary = f"rewind: {outcome.report.headline()}"
     divergence = outcome.report.divergence
     if divergence:
         summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
-    err.print(summary, highlight=False)
+    note(summary)
     sys.exit(outcome.exit_code)
 
 
@@ -254,19 +253,18 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
     target = endpoint_for(endpoint)
     if not collector_reachable(target):
-        err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind serve`"
-                  " or spans will be dropped", highlight=False)
+        warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
     outcome = run_recorded(list(command), endpoint, name, capture)
     if not outcome.installed:
-        err.print("[yellow]warning:[/yellow] recording was not installed in the command (not a "
-                  "Python process, or rewind is not importable there)")
+        warn("recording was not installed in the command (not a Python process, or rewind is "
+             "not importable there)")
     totals = outcome.export_totals()
     for trace_id in outcome.trace_ids:
-        err.print(f"rewind: recorded trace {trace_id}", highlight=False)
+        note(f"rewind: recorded trace {trace_id}")
     if totals.get("dropped_spans") or totals.get("failed_spans"):
-        err.print(f"[yellow]warning:[/yellow] {totals.get('exported_spans', 0)} spans exported, "
-                  f"{totals.get('failed_spans', 0)} failed, {totals.get('dropped_spans', 0)} "
-                  f"dropped (collector at {outcome.endpoint})", highlight=False)
+        warn(f"{totals.get('exported_spans', 0)} spans exported, {totals.get('failed_spans', 0)} "
+             f"failed, {totals.get('dropped_spans', 0)} dropped (collector at "
+             f"{outcome.endpoint})")
     sys.exit(outcome.exit_code)
 
 

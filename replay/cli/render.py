@@ -1,5 +1,8 @@
 """Rich renderings of timelines, diffs, bisections, run groups and stats, shared by the CLI and
-``rewind demo``. Only presentation: everything shown is computed elsewhere."""
+``rewind demo``. Only presentation: everything shown is computed elsewhere.
+
+Recorded text (answers, prompts, names) is never read as rich markup: an answer holding
+``[/INST]`` or ``[bold]`` is shown as written. Every cell goes through :func:`row`."""
 
 from __future__ import annotations
 
@@ -27,6 +30,11 @@ from rewind.replay.timetravel.timeline import Timeline
 
 STATUS_STYLE = {SAME: "green", CHANGED: "yellow", ANSWER: "magenta", REMOVED: "red",
                 INSERTED: "cyan"}
+
+
+def row(table: Table, *cells: Any, style: str | None = None) -> None:
+    """Adds a row whose strings are literal text, not markup."""
+    table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), style=style)
 
 
 def _ms(ns: int) -> str:
@@ -61,17 +69,18 @@ def traces_table(rows: list[dict[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     for column in ("spans", "LLM", "duration", "errors"):
         table.add_column(column, justify="right", no_wrap=True)
-    for row in rows:
-        table.add_row(row["trace_id"], row["start"][:16], row["service"], row["root_span"],
-                      str(row["spans"]), str(row["llm_calls"]), f"{row['duration_ms']:,.0f} ms",
-                      str(row["errors"]))
+    for trace in rows:
+        row(table, trace["trace_id"], trace["start"][:16], trace["service"],
+            trace["root_span"], trace["spans"], trace["llm_calls"],
+            f"{trace['duration_ms']:,.0f} ms", trace["errors"])
     return table
 
 
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
                    title: str | None = None) -> Table:
     totals = run.totals()
-    table = Table(title=title or f"trace {run.trace_id}: {totals['steps']} steps, "
+    steps = totals["steps"]
+    table = Table(title=title or f"trace {run.trace_id}: {steps} step{'' if steps == 1 else 's'}, "
                   f"{totals['input_tokens'] + totals['output_tokens']:,} tokens, "
                   f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms")
     for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
@@ -83,8 +92,8 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
         if event.type not in kinds:
             continue
         llm = event.type == "llm"
-        table.add_row(
-            "" if event.step is None else str(event.step), event.type, event.name,
+        row(
+            table, "" if event.step is None else str(event.step), event.type, event.name,
             event.model if llm else "",
             f"{event.input_tokens:,}/{event.output_tokens:,}" if llm else "",
             _ms(event.duration_ns), _usd(run.cost_of(event)) if llm else "",
@@ -93,12 +102,12 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
     return table
 
 
-def lineage_line(run: Timeline) -> str | None:
+def lineage_line(run: Timeline) -> Text | None:
     lineage = run.lineage
     if lineage is None:
         return None
-    return (f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
-            f"with {lineage['edits']}")
+    return Text(f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
+                f"with {lineage['edits']}")
 
 
 def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
@@ -118,10 +127,10 @@ def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
             changes.append(f"… {hidden} more")
         if step.status in (REMOVED, INSERTED):
             changes.append(preview(left or right, 50))
-        table.add_row("" if left is None else str(left.step), left.name if left else "",
-                      Text(step.status, style=STATUS_STYLE[step.status]),
-                      "" if right is None else str(right.step), right.name if right else "",
-                      "\n".join(changes))
+        row(table, "" if left is None else str(left.step), left.name if left else "",
+            Text(step.status, style=STATUS_STYLE[step.status]),
+            "" if right is None else str(right.step), right.name if right else "",
+            "\n".join(changes))
     return table
 
 
@@ -150,7 +159,7 @@ def bisection_view(result: Bisection) -> Group:
         fields.add_column(column)
     for title, diffs in (("request", result.request), ("answer", result.response)):
         for diff in diffs[:10]:
-            fields.add_row(title, diff.path, shorten(diff.expected, 50), shorten(diff.actual, 50))
+            row(fields, title, diff.path, shorten(diff.expected, 50), shorten(diff.actual, 50))
     if fields.row_count:
         lines.append(fields)
     return Group(*lines)
@@ -161,9 +170,9 @@ def runs_table(report: RunsBisection) -> Group:
     for column in ("value", "runs", "failures", "failure rate", "first", "usual answer"):
         table.add_column(column)
     for group in report.groups:
-        table.add_row(group.value, str(group.runs), str(group.failures),
-                      f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
-                      f"{shorten(group.answer, 50)} ({group.answer_share:.0%})")
+        row(table, group.value, str(group.runs), str(group.failures),
+            f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
+            f"{shorten(group.answer, 50)} ({group.answer_share:.0%})")
     changes = [Text(f"changed: {c}", style="bold red") for c in report.changes] or [
         Text("no change in failure rate or usual answer between groups", style="green")]
     return Group(table, *changes)
@@ -177,7 +186,7 @@ def stats_table(stats: Stats) -> Table:
         cost = _usd(line.cost) + (f" (+{line.unpriced_calls} unpriced)"
                                   if line.unpriced_calls else "")
         key = list(line.key) + [""] * (len(stats.by) - len(line.key))
-        table.add_row(*key, f"{line.calls:,}", f"{line.input_tokens:,}",
-                      f"{line.output_tokens:,}", str(line.errors), cost,
-                      style="bold" if line is stats.total else None)
+        row(table, *key, f"{line.calls:,}", f"{line.input_tokens:,}",
+            f"{line.output_tokens:,}", str(line.errors), cost,
+            style="bold" if line is stats.total else None)
     return table

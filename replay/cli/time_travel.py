@@ -24,7 +24,7 @@ from rewind.replay.cassette.source import (
     open_source,
     resolve_trace_id,
 )
-from rewind.replay.cli.failure import attempt, err, fail
+from rewind.replay.cli.failure import attempt, fail, note, warn
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
@@ -87,7 +87,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             if as_json:
                 print_json([{"step": s, "text": t} for s, t in found])
             for step, text in [] if as_json else found:
-                out.print(f"step {step}: {text}", highlight=False)
+                out.print(f"step {step}: {text}", markup=False, highlight=False)
             return
         kinds = ("llm", "tool", "agent", "span") if show_all else ("llm", "tool")
         if as_json:
@@ -101,8 +101,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         if line:
             out.print(line, highlight=False)
         for skipped in run.cassette.skipped:
-            err.print(f"[yellow]not replayable:[/yellow] {skipped.name} ({skipped.span_id}): "
-                      f"{skipped.reason}", highlight=False)
+            warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
 
     @group.command("diff")
     @click.argument("left")
@@ -182,8 +181,8 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             edits["edit_tool_result"] = json_or_text(tool_result)
         target = endpoint_for(endpoint)
         if not collector_reachable(target):
-            err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind "
-                      "serve` or the new run's spans will be dropped", highlight=False)
+            warn(f"nothing answers at {target}; start `rewind serve` or the new run's spans will "
+                 "be dropped")
         run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
         checkpoint = attempt(lambda: run.fork(step, **edits))
         outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
@@ -193,9 +192,9 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                    f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
         if outcome.divergence:
             summary += f"; stopped: {outcome.divergence['reason']}"
-        err.print(summary, highlight=False)
+        note(summary)
         for warning in outcome.warnings:
-            err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+            warn(warning)
         sys.exit(3 if outcome.divergence else outcome.exit_code or 0)
 
     @group.command()
@@ -217,8 +216,8 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             load_prices(prices), by))
         show(report, as_json, stats_table)
         if report.unpriced and not as_json:
-            err.print(f"[yellow]no price for:[/yellow] {', '.join(report.unpriced)} (add them "
-                      "with --prices or REWIND_PRICES)", highlight=False)
+            warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
+                 "no price for")
 
     @group.command()
     @click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
