@@ -1,6 +1,7 @@
 """How a command fails: one line on stderr, ``error: <what went wrong>``, then what fixes it
 when that is known, and exit status 2, the README's code for a usage error (unknown trace,
-unreachable store, bad flag or file). Every command fails through here.
+unreachable store, bad flag or file); a command that cannot be started exits as a shell would
+(127 not found, 126 not executable). Every command fails through here.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from rewind.collector.store import StoreError
 from rewind.replay.cassette.archive import ArchiveError
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.cassette.source import SourceError
+from rewind.replay.play.launch import LaunchError
 from rewind.replay.timetravel.fork import ForkError
 from rewind.replay.timetravel.timeline import TimelineError
 
 USAGE_ERROR = 2
 # What a command can fail with for a reason its message explains.
 PROBLEMS: tuple[type[Exception], ...] = (SourceError, StoreError, ArchiveError, CassetteError,
-                                         TimelineError, ForkError, PriceError, ValueError)
+                                         TimelineError, ForkError, PriceError, LaunchError,
+                                         ValueError)
 T = TypeVar("T")
 err = Console(stderr=True, soft_wrap=True)
 
@@ -53,11 +56,12 @@ def note(message: str) -> None:
 
 
 def attempt(work: Callable[[], T], problems: tuple[type[Exception], ...] = PROBLEMS) -> T:
-    """``work()``, or :func:`fail` with its message when it raises one of ``problems``."""
+    """``work()``, or its error line when it raises one of ``problems``: exit 2, or the
+    error's own ``exit_code`` (a command that could not be started: 127 or 126)."""
     try:
         return work()
     except problems as error:
-        fail(str(error), fix_for(error))
+        exit_with(getattr(error, "exit_code", USAGE_ERROR), str(error), fix_for(error))
 
 
 def fix_for(error: Exception) -> str:

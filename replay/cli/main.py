@@ -17,7 +17,7 @@ from rewind.replay.cassette.source import ENV_API, SourceError, open_source, res
 from rewind.replay.cli.failure import attempt, fail, fix_for, note, warn
 from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
-from rewind.replay.play import player
+from rewind.replay.play import launch, player
 
 out = Console()
 
@@ -211,6 +211,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
+    attempt(lambda: launch.check_command(command))
     def load() -> Any:
         if cassette_file:
             return read_cassette(cassette_file)
@@ -223,7 +224,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
-    outcome = run_command(cassette, list(command), mode=mode, speed=speed)
+    outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed))
     if not outcome.installed:
         warn("the replay was not installed in the command (not a Python process, or rewind is "
              "not importable there)")
@@ -251,10 +252,11 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
     """
     from rewind.replay.play.recorder import collector_reachable, endpoint_for, run_recorded
 
+    attempt(lambda: launch.check_command(command))
     target = endpoint_for(endpoint)
     if not collector_reachable(target):
         warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
-    outcome = run_recorded(list(command), endpoint, name, capture)
+    outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture))
     if not outcome.installed:
         warn("recording was not installed in the command (not a Python process, or rewind is "
              "not importable there)")

@@ -25,6 +25,7 @@ from rewind.replay.cassette.source import (
     resolve_trace_id,
 )
 from rewind.replay.cli.failure import attempt, fail, note, warn
+from rewind.replay.play import launch
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
@@ -175,6 +176,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         """
         from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
+        attempt(lambda: launch.check_command(command))
         edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
                                  "params": dict(_param(p) for p in params)}
         if tool_result is not None:
