@@ -201,11 +201,14 @@ everything after it go live.
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
+@click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
+              help="On a divergence, also print the command's traceback [env: REWIND_DEBUG].")
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+           debug: bool, api: str | None, clickhouse: str | None,
+           command: tuple[str, ...]) -> None:
     from rewind.replay.cassette.archive import ArchiveError, read_cassette
     from rewind.replay.play.runner import run_command
 
@@ -224,7 +227,8 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
-    outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed))
+    outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
+                                          debug=debug))
     if not outcome.installed:
         warn("the replay was not installed in the command (not a Python process, or rewind is "
              "not importable there)")
@@ -232,6 +236,8 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     divergence = outcome.report.divergence
     if divergence:
         summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
+        if strict and not debug:
+            summary += " (the traceback with --debug)"
     note(summary)
     sys.exit(outcome.exit_code)
 
