@@ -8,6 +8,7 @@ says so and names the flags that point at one.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -95,6 +96,28 @@ class ApiSource:
 
     def import_archive(self, data: bytes) -> str:
         return self._send("POST", "/v1/import", content=data).json()["trace_id"]
+
+    def wait_for_spans(self, trace_ids: list[str], spans: int, timeout: float) -> bool | None:
+        """Polls until the traces hold ``spans`` spans together (what their recording
+        exported), so that a command returning a trace id returns a readable one; False when
+        ``timeout`` seconds pass first, None when the worker will not say (it wants a token)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stored = 0
+            for trace_id in trace_ids:
+                try:
+                    response = self._http.get(f"/v1/traces/{trace_id}")
+                except httpx.HTTPError:
+                    return None
+                if response.status_code in (401, 403):
+                    return None
+                if response.status_code == 200:
+                    stored += len(response.json()["spans"])
+            if stored >= spans:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
 
 
 class StoreSource:

@@ -256,7 +256,12 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
         rewind record -- python my_agent.py
     """
-    from rewind.replay.play.recorder import collector_reachable, endpoint_for, run_recorded
+    from rewind.replay.play.recorder import (
+        READABLE_TIMEOUT,
+        collector_reachable,
+        endpoint_for,
+        run_recorded,
+    )
 
     attempt(lambda: launch.check_command(command))
     target = endpoint_for(endpoint)
@@ -269,6 +274,10 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
     totals = outcome.export_totals()
     for trace_id in outcome.trace_ids:
         note(f"rewind: recorded trace {trace_id}")
+    if outcome.readable is False:
+        warn(f"the worker at {outcome.worker} does not serve every span of the run yet "
+             f"(waited {READABLE_TIMEOUT:.0f} s): `rewind inspect` may say not found for a "
+             "moment; is the collector busy, or writing to another store?")
     if totals.get("dropped_spans") or totals.get("failed_spans"):
         warn(f"{totals.get('exported_spans', 0)} spans exported, {totals.get('failed_spans', 0)} "
              f"failed, {totals.get('dropped_spans', 0)} dropped (collector at "
