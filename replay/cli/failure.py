@@ -9,8 +9,9 @@ from __future__ import annotations
 import errno
 import sys
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+import click
 from rich.console import Console
 from rich.markup import escape
 
@@ -76,3 +77,39 @@ def fix_for(error: Exception) -> str:
             return "stop what listens there, or pick another port with the command's port flag"
         cause = cause.__cause__
     return ""
+
+
+class OneLineUsage:
+    """Mixed into the CLI's click classes: a usage error click finds (missing argument, bad
+    value, unknown option) is an ``error:`` line like ours, naming the help to read, instead of
+    click's usage block ending in ``Error:``."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        run = super().main  # type: ignore[misc]
+        if not standalone_mode:
+            return run(args, prog_name, complete_var, False, **extra)
+        try:
+            code = run(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as error:
+            if type(error).__name__ == "NoArgsIsHelpError":  # bare `rewind`: the help itself
+                error.show()
+                sys.exit(error.exit_code)
+            context = getattr(error, "ctx", None)
+            where = f"`{context.command_path} --help`" if context else "--help"
+            exit_with(error.exit_code, error.format_message(), f"see {where}")
+        except click.exceptions.Abort:
+            err.print("aborted", markup=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class Group(OneLineUsage, click.Group):
+    """The ``rewind`` group; its subcommands are made with :class:`Command`."""
+
+    command_class = type("Command", (OneLineUsage, click.Command), {})
+
+
+class Command(OneLineUsage, click.Command):
+    """A standalone command (``rewind-replay``)."""

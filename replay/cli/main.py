@@ -11,10 +11,11 @@ import click
 from rich.console import Console
 
 from rewind.collector.command import collector
+from rewind.collector.config import ENV
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.cassette.source import ENV_API, SourceError, open_source, resolve_trace_id
-from rewind.replay.cli.failure import attempt, fail, fix_for, note, warn
+from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
 from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import launch, player
@@ -37,7 +38,11 @@ api_option = click.option(
 )
 
 
-@click.group()
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
+@click.version_option(package_name="rewind-otel", prog_name="rewind")
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
 def main(verbose: bool) -> None:
     """Rewind: record LLM-agent runs as OpenTelemetry spans and replay any trace offline."""
@@ -50,10 +55,14 @@ def main(verbose: bool) -> None:
 @main.command()
 @clickhouse_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--grpc-port", default=4317, show_default=True, help="OTLP/gRPC port (0: any).")
-@click.option("--api-port", default=8787, show_default=True, help="Worker API port (0: any).")
-@click.option("--http-port", default=4318, show_default=True, help="OTLP/HTTP port (0: any).")
-@click.option("--spool-dir", default=None, help="Ingest spool (default: next to the store).")
+@click.option("--grpc-port", envvar=ENV["grpc_port"], default=4317, show_default=True,
+              help="OTLP/gRPC port (0: any).")
+@click.option("--api-port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+              help="Worker API port (0: any).")
+@click.option("--http-port", envvar=ENV["http_port"], default=4318, show_default=True,
+              help="OTLP/HTTP port (0: any).")
+@click.option("--spool-dir", envvar=ENV["spool_dir"], default=None,
+              help="Ingest spool (default: next to the store).")
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None) -> None:
     """Collector and replay worker together, on the embedded store by default."""
@@ -182,6 +191,7 @@ def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
 
 REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
 
+\b
     rewind-replay --trace-id 4bf92f3577b34da6a3ce929d0e0e4736 -- python agent.py
     rewind-replay --cassette incident.rw -- python agent.py
 
@@ -191,7 +201,8 @@ everything after it go live.
 """
 
 
-@click.command(help=REPLAY_HELP, context_settings={"ignore_unknown_options": True})
+@click.command(cls=Command, help=REPLAY_HELP,
+               context_settings={"ignore_unknown_options": True, **HELP_OPTIONS})
 @click.option("--trace-id", default=None, help="The stored trace to replay (its id or a unique "
               "prefix).")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
@@ -202,7 +213,7 @@ everything after it go live.
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
 @click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
-              help="On a divergence, also print the command's traceback [env: REWIND_DEBUG].")
+              help="On a divergence, also print the command's traceback.")
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
@@ -254,6 +265,7 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
            command: tuple[str, ...]) -> None:
     """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
 
+    \b
         rewind record -- python my_agent.py
     """
     from rewind.replay.play.recorder import (
@@ -288,6 +300,18 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 main.add_command(replay)
 main.add_command(collector)
 register_time_travel(main, api_option, clickhouse_option)
+
+
+def _show_envvars(command: click.Command) -> None:
+    """Every option read from an environment variable says which in ``--help``."""
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar:
+            param.show_envvar = True
+    for sub in getattr(command, "commands", {}).values():
+        _show_envvars(sub)
+
+
+_show_envvars(main)
 
 
 def replay_main() -> None:

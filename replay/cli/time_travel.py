@@ -134,6 +134,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                        clickhouse: str | None) -> None:
         """The first step where BAD departed from GOOD, and its likely cause.
 
+        \b
             rewind bisect GOOD BAD
             rewind bisect --between 7d now --by model
             rewind bisect --between 1.4.0 1.5.0
@@ -172,6 +173,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
         at --step, and everything from there live; the new run is recorded with its lineage.
 
+        \b
             rewind fork 4bf9… --step 3 --user-message "Only look it up." -- python agent.py
         """
         from rewind.replay.play.recorder import collector_reachable, endpoint_for
