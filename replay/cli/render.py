@@ -114,14 +114,14 @@ def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
     counts = diff.counts()
     table = Table(title=f"{diff.left_trace} (left) vs {diff.right_trace} (right): "
                   + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
-    for column in ("left step", "left", "", "right step", "right", "differences"):
+    for column in ("left step", "left", "", "right step", "right"):
         table.add_column(column)
+    table.add_column("differences", overflow="fold")  # a field path is never cut
     for step in diff.steps:
         left, right = step.left, step.right
-        changes = [f"request {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
-                   for d in step.request[:max_fields]]
-        changes += [f"answer {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
-                    for d in step.response[:max_fields]]
+        changes = [f"{kind} {d.path}: {' -> '.join(contrast(d.expected, d.actual, 40))}"
+                   for kind, diffs in (("request", step.request), ("answer", step.response))
+                   for d in diffs[:max_fields]]
         hidden = len(step.request) + len(step.response) - len(changes)
         if hidden > 0:
             changes.append(f"… {hidden} more")
@@ -132,6 +132,24 @@ def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
             "" if right is None else str(right.step), right.name if right else "",
             "\n".join(changes))
     return table
+
+
+def contrast(left: Any, right: Any, width: int = 40) -> tuple[str, str]:
+    """Two values as :func:`shorten` shows them, cut to about ``width`` characters around where
+    they start to differ, so the difference is what is left (not the common beginning)."""
+    a, b = shorten(left, 1 << 30), shorten(right, 1 << 30)
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    same = 0
+    while same < min(len(a), len(b)) and a[same] == b[same]:
+        same += 1
+    start = max(0, same - width // 3)
+    return _window(a, start, width), _window(b, start, width)
+
+
+def _window(text: str, start: int, width: int) -> str:
+    piece = text[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
 
 
 def bisection_view(result: Bisection) -> Group:
@@ -159,7 +177,7 @@ def bisection_view(result: Bisection) -> Group:
         fields.add_column(column)
     for title, diffs in (("request", result.request), ("answer", result.response)):
         for diff in diffs[:10]:
-            row(fields, title, diff.path, shorten(diff.expected, 50), shorten(diff.actual, 50))
+            row(fields, title, diff.path, *contrast(diff.expected, diff.actual, 50))
     if fields.row_count:
         lines.append(fields)
     return Group(*lines)
