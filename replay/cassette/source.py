@@ -187,7 +187,29 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     if path is not None and not path.is_dir():
         raise SourceError(f"no Rewind store in {path} and no worker answers at {url}",
                           f"start `rewind serve` where you recorded, or {ENV_HINT}")
+    if store_in_use(store_url):
+        raise SourceError(f"the store in {path} is open in another process (a `rewind serve`?) "
+                          f"and no worker answers at {url}", "point --api / "
+                          f"{ENV_API} at that process's worker URL, or stop it")
     return StoreSource(_existing(Store(store_url)))
+
+
+def store_in_use(url: str) -> bool:
+    """Whether another process holds the embedded store at ``url`` (the engine locks its
+    ``status`` file); opening it would fail with the engine's own messages."""
+    import fcntl
+
+    path = _embedded_path(url)
+    status = path / "status" if path is not None else None
+    if status is None or not status.is_file():
+        return False
+    with open(status, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
 
 
 def _embedded_path(url: str) -> Path | None:

@@ -66,9 +66,14 @@ def main(verbose: bool) -> None:
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None) -> None:
     """Collector and replay worker together, on the embedded store by default."""
+    from rewind.replay.cli.preflight import check_ports, check_store
     from rewind.replay.worker.server import ServeOptions
     from rewind.replay.worker.server import serve as run
 
+    check_store(clickhouse)
+    check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
+                       "--http-port": (http_port, ENV["http_port"]),
+                       "--api-port": (api_port, "REWIND_WORKER_PORT")})
     try:
         run(
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir),
