@@ -38,6 +38,7 @@ api_option = click.option(
 )
 
 
+OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 
@@ -263,8 +264,9 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
               "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317).")
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")
-@click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
-              help="What to capture (REWIND_CAPTURE; default full).")
+@click.option("--capture", envvar="REWIND_CAPTURE",
+              type=click.Choice(["full", "content", "metadata"]), default=None,
+              help="What to capture (default full).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, name: str | None, capture: str | None,
            command: tuple[str, ...]) -> None:
@@ -282,22 +284,31 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
     attempt(lambda: launch.check_command(command))
     target = endpoint_for(endpoint)
-    if not collector_reachable(target):
+    reachable = collector_reachable(target)
+    if not reachable:
         warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
-    outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture))
+    # Nothing to wait for at exit when nothing listens: the exporter gives up after a second.
+    quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
+    outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
     if not outcome.installed:
         warn("recording was not installed in the command (not a Python process, or rewind is "
              "not importable there)")
     totals = outcome.export_totals()
+    exported, failed = totals.get("exported_spans", 0), totals.get("failed_spans", 0)
+    dropped = totals.get("dropped_spans", 0)
+    if outcome.trace_ids and not exported and (failed or dropped):
+        warn(f"nothing was stored: the {failed + dropped} spans of trace "
+             f"{', '.join(outcome.trace_ids)} did not reach {outcome.endpoint} (start `rewind "
+             "serve`, or give the collector with --endpoint)")
+        sys.exit(outcome.exit_code)
     for trace_id in outcome.trace_ids:
         note(f"rewind: recorded trace {trace_id}")
     if outcome.readable is False:
         warn(f"the worker at {outcome.worker} does not serve every span of the run yet "
              f"(waited {READABLE_TIMEOUT:.0f} s): `rewind inspect` may say not found for a "
              "moment; is the collector busy, or writing to another store?")
-    if totals.get("dropped_spans") or totals.get("failed_spans"):
-        warn(f"{totals.get('exported_spans', 0)} spans exported, {totals.get('failed_spans', 0)} "
-             f"failed, {totals.get('dropped_spans', 0)} dropped (collector at "
+    if failed or dropped:
+        warn(f"{exported} spans exported, {failed} failed, {dropped} dropped (collector at "
              f"{outcome.endpoint})")
     sys.exit(outcome.exit_code)
 
