@@ -22,12 +22,20 @@ from rewind.replay.play import launch, player
 
 out = Console()
 
+def _store_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bare directory is an embedded store there (``--clickhouse ./data``)."""
+    if value and "://" not in value:
+        return f"chdb://{os.path.abspath(value)}"
+    return value
+
+
 clickhouse_option = click.option(
     "--clickhouse",
     envvar=ENV_URL,
     default=None,
-    help="Store URL: chdb:///abs/path (embedded) or http(s)://user:pass@host:8123/db. "
-    "Default: an embedded store in ./.rewind/store.",
+    callback=_store_url,
+    help="Store: a directory or chdb:///abs/path (embedded), or "
+    "http(s)://user:pass@host:8123/db. Default: an embedded store in ./.rewind/store.",
 )
 api_option = click.option(
     "--api",
@@ -247,8 +255,8 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug))
     if not outcome.installed:
-        warn("the replay was not installed in the command (not a Python process, or rewind is "
-             "not importable there)")
+        warn("the replay was not installed in the command "
+             f"({launch.why_not_installed(command)})")
     summary = f"rewind: {outcome.report.headline()}"
     divergence = outcome.report.divergence
     if divergence:
@@ -291,8 +299,7 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
     quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
     outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
     if not outcome.installed:
-        warn("recording was not installed in the command (not a Python process, or rewind is "
-             "not importable there)")
+        warn(f"recording was not installed in the command ({launch.why_not_installed(command)})")
     totals = outcome.export_totals()
     exported, failed = totals.get("exported_spans", 0), totals.get("failed_spans", 0)
     dropped = totals.get("dropped_spans", 0)

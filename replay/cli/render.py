@@ -28,6 +28,10 @@ from rewind.replay.timetravel.diff import (
 from rewind.replay.timetravel.stats import Stats
 from rewind.replay.timetravel.timeline import Timeline
 
+# Listings that must fit a terminal: a rule under the header and one space between columns.
+COMPACT: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1, 0, 0),
+                           "pad_edge": False}
+NAME_WIDTHS = {"name": 14, "model": 12}
 STATUS_STYLE = {SAME: "green", CHANGED: "yellow", ANSWER: "magenta", REMOVED: "red",
                 INSERTED: "cyan"}
 
@@ -42,9 +46,11 @@ def _ms(ns: int) -> str:
 
 
 def _usd(cost: float | None) -> str:
+    """One format for every cost shown (inspect and stats alike): cents and fractions of them
+    to the millionth of a dollar, larger sums to the cent."""
     if cost is None:
         return "?"
-    return f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.6f}"
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.6f}"
 
 
 def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,8 +67,8 @@ def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def traces_table(rows: list[dict[str, Any]]) -> Table:
     """Whole trace ids, never cut: the other columns wrap first."""
-    table = Table(title=f"{len(rows)} trace{'' if len(rows) == 1 else 's'}", box=box.SIMPLE_HEAD,
-                  show_edge=False, title_justify="left", padding=(0, 1, 0, 0), pad_edge=False)
+    table = Table(title=f"{len(rows)} trace{'' if len(rows) == 1 else 's'}", title_justify="left",
+                  **COMPACT)
     table.add_column("trace id", no_wrap=True, min_width=32)
     table.add_column("start", no_wrap=True)
     for column in ("service", "root span"):
@@ -82,12 +88,16 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
     steps = totals["steps"]
     table = Table(title=title or f"trace {run.trace_id}: {steps} step{'' if steps == 1 else 's'}, "
                   f"{totals['input_tokens'] + totals['output_tokens']:,} tokens, "
-                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms")
+                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms",
+                  **COMPACT)
     for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
-                            ("model", "left"), ("tokens in/out", "right"),
-                            ("latency", "right"), ("cost", "right"), ("status", "left"),
-                            ("preview", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+                            ("model", "left"), ("tokens", "right"), ("latency", "right"),
+                            ("cost", "right"), ("status", "left")):
+        # Names wrap within a bound; the preview gets the rest of the line.
+        bound = NAME_WIDTHS.get(column)
+        table.add_column(column, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=bound is None, max_width=bound)
+    table.add_column("preview")
     for event in run.events:
         if event.type not in kinds:
             continue

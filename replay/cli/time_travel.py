@@ -146,6 +146,10 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                 fail("give either GOOD BAD or --between, not both")
             facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
                                                limit))
+            if not facts:
+                fail(f"no runs between {between[0]} and {between[1]}"
+                     + (f" of service {service}" if service else ""),
+                     "widen the range, or check the versions with `rewind traces`")
             show(attempt(lambda: bisect_runs(facts, by)), as_json, runs_table)
             return
         if len(runs) != 2:
@@ -179,6 +183,9 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
         attempt(lambda: launch.check_command(command))
+        if user_message is None and tool_result is None and model is None and not params:
+            warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
+                 "--tool-result, --model or --param)")
         edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
                                  "params": dict(_param(p) for p in params)}
         if tool_result is not None:

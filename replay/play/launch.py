@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -71,6 +72,17 @@ def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = 
         raise _not_found(command[0]) from None
     except PermissionError:
         raise _not_executable(command[0]) from None
+
+
+def why_not_installed(command: Sequence[str]) -> str:
+    """Why a child ran without Rewind, and the fix: most often a ``python`` that is not the
+    one Rewind is installed in (the virtualenv is not active)."""
+    found = shutil.which(command[0]) if command else None
+    if found and os.path.basename(command[0]).startswith("python") and \
+            os.path.realpath(found) != os.path.realpath(sys.executable):
+        return (f"{command[0]} is {found}, where rewind is not installed: activate the "
+                f"virtualenv that has it, or run {sys.executable}")
+    return "not a Python process, or rewind is not importable there"
 
 
 def _not_found(program: str) -> LaunchError:

@@ -69,6 +69,8 @@ def run_name(command: list[str]) -> str:
     if program.startswith("python"):
         if len(rest) >= 2 and rest[0] == "-m":
             return rest[1]
+        if rest and rest[0] == "-c":
+            return program  # not the code itself
         scripts = [a for a in rest if not a.startswith("-")]
         if scripts:
             return Path(scripts[0]).stem
