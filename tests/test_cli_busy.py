@@ -3,21 +3,11 @@ that fixes it, exit 2, none of the engine's or gRPC's own messages."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
+from tests.support.cli import rewind
 from tests.support.harness import start_serve
 from tests.support.ports import taken_port
-
-
-def rewind(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REWIND_URL", "GRPC_VERBOSITY")}
-    env["COLUMNS"] = "100"
-    return subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")

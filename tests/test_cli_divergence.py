@@ -3,7 +3,6 @@ through the SDK's internals unless ``--debug``."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -11,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import StoreSource
-from tests.support.harness import Recording, lab_in
+from tests.support.cli import rewind, user_env, weather_run_file
+from tests.support.harness import Recording
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = textwrap.dedent(
@@ -31,23 +29,17 @@ AGENT = textwrap.dedent(
 def incident(tmp_path_factory) -> Path:
     """The weather agent's run as a .rw file, and the same agent as a script next to it."""
     directory = tmp_path_factory.mktemp("diverge")
-    with lab_in(directory) as lab:
-        trace_id = lab.record()
-        lab.flush()
-        data = archive.pack(trace_id, StoreSource(lab.store).spans(trace_id))
-    archive.write_file(directory / "run.rw", data)
+    weather_run_file(directory)
     (directory / "agent.py").write_text(AGENT)
     return directory
 
 
 def replay(directory: Path, *flags: str, **env: str) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": str(ROOT),
-                "LLM_URL": Recording.dead_url(), **env}
+    full_env = user_env(PYTHONPATH=str(ROOT), LLM_URL=Recording.dead_url(), **env)
     full_env.pop("REWIND_DEBUG", None)
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "rewind-replay"), "--cassette",
-         str(directory / "run.rw"), *flags, "--", sys.executable, str(directory / "agent.py")],
-        cwd=directory, env=full_env, capture_output=True, text=True, timeout=120)
+    return rewind("--cassette", str(directory / "run.rw"), *flags, "--", sys.executable,
+                  str(directory / "agent.py"), program="rewind-replay", cwd=directory,
+                  env=full_env)
 
 
 def test_the_replay_as_recorded_passes(incident):

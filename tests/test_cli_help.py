@@ -3,7 +3,6 @@ README lists doing what their flags do."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -13,14 +12,8 @@ import click
 import pytest
 
 from rewind.replay.cli.main import main
+from tests.support.cli import rewind, user_env
 from tests.support.ports import free_port
-
-ENV = {**os.environ, "COLUMNS": "100"}
-
-
-def rewind(*args: str, program: str = "rewind", **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([os.path.join(os.path.dirname(sys.executable), program), *args],
-                          env={**ENV, **env}, capture_output=True, text=True, timeout=60)
 
 
 def test_version_and_short_help():
@@ -70,8 +63,8 @@ def test_every_option_of_the_replay_commands_has_a_description():
 
 def test_serve_listens_on_the_ports_the_environment_gives(tmp_path):
     grpc, http, api = free_port(), free_port(), free_port()
-    env = {**ENV, "REWIND_GRPC_PORT": str(grpc), "REWIND_HTTP_PORT": str(http),
-           "REWIND_WORKER_PORT": str(api)}
+    env = user_env(REWIND_GRPC_PORT=str(grpc), REWIND_HTTP_PORT=str(http),
+                   REWIND_WORKER_PORT=str(api))
     store = f"chdb://{tmp_path / 'store'}"
     process = subprocess.Popen(
         [sys.executable, "-m", "rewind.replay.cli.main", "serve", "--clickhouse", store],

@@ -3,45 +3,31 @@ to do, exit 127 as a shell answers (126 for a file that is not executable), no t
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import StoreSource
-from tests.support.harness import lab_in
+from tests.support.cli import rewind, weather_run_file
 
-BIN = Path(sys.executable).parent
 MISSING = "nonexistent-cmd-7c1f"
 
 
 @pytest.fixture(scope="module")
 def trace_file(tmp_path_factory) -> Path:
-    directory = tmp_path_factory.mktemp("missing")
-    with lab_in(directory) as lab:
-        trace_id = lab.record()
-        lab.flush()
-        data = archive.pack(trace_id, StoreSource(lab.store).spans(trace_id))
-    path = directory / "run.rw"
-    archive.write_file(path, data)
-    return path
+    return weather_run_file(tmp_path_factory.mktemp("missing"))
 
 
-def run(directory: Path, *command: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "100"}
-    return subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True,
-                          timeout=120)
+def run(directory: Path, program: str, *args: str) -> subprocess.CompletedProcess:
+    return rewind(*args, program=program, cwd=directory)
 
 
 def commands(trace: Path, program: str) -> dict[str, tuple[str, ...]]:
     return {
-        "rewind-replay": (str(BIN / "rewind-replay"), "--cassette", str(trace), "--", program),
-        "record": (str(BIN / "rewind"), "record", "--", program, "arg"),
-        "fork": (str(BIN / "rewind"), "fork", str(trace), "--step", "1", "--user-message",
-                 "hi", "--", program),
+        "rewind-replay": ("rewind-replay", "--cassette", str(trace), "--", program),
+        "record": ("rewind", "record", "--", program, "arg"),
+        "fork": ("rewind", "fork", str(trace), "--step", "1", "--user-message", "hi", "--",
+                 program),
     }
 
 

@@ -4,7 +4,6 @@ behind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,24 +11,20 @@ from pathlib import Path
 import pytest
 
 from rewind.collector.store import Store
+from tests.support.cli import rewind
 
 SOME_ID = "9c18882ba3c14f0e8d7b6a5c4d3e2f1a"
-BIN = Path(sys.executable).parent
 
 
-def run_in(directory: Path, *command: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("REWIND_CLICKHOUSE_URL", "REWIND_URL")}
-    env["COLUMNS"] = "100"
-    return subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True,
-                          timeout=120)
+def run_in(directory: Path, program: str, *args: str) -> subprocess.CompletedProcess:
+    return rewind(*args, program=program, cwd=directory)
 
 
 COMMANDS = {
-    "traces": (str(BIN / "rewind"), "traces"),
-    "inspect": (str(BIN / "rewind"), "inspect", SOME_ID),
-    "rewind-replay": (str(BIN / "rewind-replay"), "--trace-id", SOME_ID, "--", sys.executable,
-                      "-c", "pass"),
+    "traces": ("rewind", "traces"),
+    "inspect": ("rewind", "inspect", SOME_ID),
+    "rewind-replay": ("rewind-replay", "--trace-id", SOME_ID, "--", sys.executable, "-c",
+                      "pass"),
 }
 
 
@@ -48,7 +43,7 @@ def test_no_store_here_is_one_line_with_the_fix_and_creates_nothing(tmp_path, na
 
 def test_a_store_without_tables_says_nothing_was_recorded_there(tmp_path):
     Store(f"chdb://{tmp_path / '.rewind' / 'store'}").close()  # what older versions left behind
-    done = run_in(tmp_path, str(BIN / "rewind"), "inspect", SOME_ID)
+    done = run_in(tmp_path, "rewind", "inspect", SOME_ID)
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("error: nothing was ever recorded in chdb://")

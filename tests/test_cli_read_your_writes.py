@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import textwrap
-import time
 
 import httpx
 import pytest
 
 from rewind.replay.testing.fakellm import FakeLLMServer
+from tests.support.cli import rewind, timed
 from tests.support.harness import start_serve
 
 AGENT = textwrap.dedent(
@@ -41,11 +40,7 @@ def test_record_then_inspect_at_once(served, tmp_path):
     with FakeLLMServer() as llm:
         env = served.env(LLM_URL=llm.base_url, COLUMNS="100")
         env.pop("OTEL_BSP_SCHEDULE_DELAY")  # the SDK's default batching, as a user has it
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record", "--",
-                               sys.executable, str(script)], env=env, capture_output=True,
-                              text=True, timeout=120)
-        took = time.monotonic() - started
+        done, took = timed("record", "--", sys.executable, str(script), env=env)
     assert done.returncode == 0, done.stderr
     [trace_id] = re.findall(r"rewind: recorded trace ([0-9a-f]{32})", done.stderr)
     # Straight away, before anything else had time to happen: every span is served.
@@ -56,7 +51,6 @@ def test_record_then_inspect_at_once(served, tmp_path):
                                                      "invoke_agent agent"]
     assert "warning" not in done.stderr, done.stderr
     assert took < 30
-    shown = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "inspect",
-                            trace_id], env=env, capture_output=True, text=True, timeout=120)
+    shown = rewind("inspect", trace_id, env=env)
     assert shown.returncode == 0, shown.stderr
     assert f"trace {trace_id}: 2 steps" in shown.stdout

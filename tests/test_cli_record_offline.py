@@ -4,12 +4,11 @@ a trace was recorded, and does not keep the user waiting on export retries."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
-import time
 
 from rewind.replay.testing.fakellm import FakeLLMServer
+from tests.support.cli import timed
 from tests.support.harness import Recording
 
 AGENT = textwrap.dedent(
@@ -32,11 +31,7 @@ def test_record_with_the_collector_down(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     with FakeLLMServer() as llm:
         env.update(COLUMNS="100", LLM_URL=llm.base_url, OTEL_EXPORTER_OTLP_ENDPOINT=down)
-        started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record", "--",
-                               sys.executable, str(script)], env=env, capture_output=True,
-                              text=True, timeout=120)
-        took = time.monotonic() - started
+        done, took = timed("record", "--", sys.executable, str(script), env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "agent done\n"
     lines = done.stderr.splitlines()

@@ -4,16 +4,14 @@ piped, or as JSON), and a unique prefix works wherever an id does, as in git."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import StoreSource
-from tests.support.harness import lab_in, start_serve
+from tests.support.cli import rewind, weather_run
+from tests.support.harness import start_serve
 
 # Two traces sharing their first eight characters, next to the recorded one.
 TWINS = ("abcd1234" + "0" * 24, "abcd1234" + "f" * 24)
@@ -23,31 +21,19 @@ TWINS = ("abcd1234" + "0" * 24, "abcd1234" + "f" * 24)
 def traces_dir(tmp_path_factory) -> tuple[Path, str]:
     """A store holding one recorded run and two copies of it under ids sharing a prefix."""
     directory = tmp_path_factory.mktemp("ids")
-    with lab_in(directory) as lab:
-        trace_id = lab.record()
-        lab.flush()
-        spans = StoreSource(lab.store).spans(trace_id)
-        for twin in TWINS:
-            copy = [{**span, "TraceId": twin} for span in spans]
-            archive.import_into(lab.store, archive.pack(twin, copy))
-    return directory, trace_id
+    return directory, weather_run(directory, copies=TWINS)
 
 
-def rewind(directory: Path, *args: str, columns: str | None = "100",
-           **env: str) -> subprocess.CompletedProcess:
-    """The CLI in ``directory`` as a user runs it there (no worker running)."""
-    full_env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "REWIND_URL")}
-    if columns:
-        full_env["COLUMNS"] = columns
-    full_env.update(REWIND_CLICKHOUSE_URL=f"chdb://{directory / 'store'}", **env)
-    return subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", *args], cwd=directory,
-                          env=full_env, capture_output=True, text=True, timeout=120)
+def cli(directory: Path, *args: str, columns: str | None = "100",
+        **env: str) -> subprocess.CompletedProcess:
+    """The CLI in ``directory`` as a user runs it there (no worker running unless given)."""
+    return rewind(*args, cwd=directory, store=directory / "store", columns=columns, **env)
 
 
 @pytest.mark.parametrize("columns", ["100", None], ids=["100-columns", "piped"])
 def test_traces_shows_every_id_whole(traces_dir, columns):
     directory, trace_id = traces_dir
-    done = rewind(directory, "traces", columns=columns)
+    done = cli(directory, "traces", columns=columns)
     assert done.returncode == 0, done.stderr
     assert "3 traces" in done.stdout
     for whole in (trace_id, *TWINS):
@@ -59,7 +45,7 @@ def test_traces_shows_every_id_whole(traces_dir, columns):
 
 def test_traces_json_lists_whole_ids_with_their_facts(traces_dir):
     directory, _ = traces_dir
-    done = rewind(directory, "traces", "--json", "--limit", "2")
+    done = cli(directory, "traces", "--json", "--limit", "2")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert len(rows) == 2
@@ -71,13 +57,13 @@ def test_traces_json_lists_whole_ids_with_their_facts(traces_dir):
 
 def test_a_unique_prefix_is_taken_for_the_whole_id(traces_dir, tmp_path):
     directory, trace_id = traces_dir
-    shown = rewind(directory, "inspect", trace_id[:7].upper())
+    shown = cli(directory, "inspect", trace_id[:7].upper())
     assert shown.returncode == 0, shown.stderr
     assert f"trace {trace_id}:" in shown.stdout
-    exported = rewind(directory, "export", TWINS[1][:9], "-o", str(tmp_path / "twin.rw"))
+    exported = cli(directory, "export", TWINS[1][:9], "-o", str(tmp_path / "twin.rw"))
     assert exported.returncode == 0, exported.stderr
     assert f"wrote trace {TWINS[1]} to" in exported.stderr
-    replayed = rewind(directory, "replay", "--trace-id", trace_id[:6], "--", sys.executable,
+    replayed = cli(directory, "replay", "--trace-id", trace_id[:6], "--", sys.executable,
                       "-c", "pass")
     assert replayed.returncode == 0, replayed.stderr
     assert f"recorded steps of trace {trace_id}" in replayed.stderr
@@ -85,7 +71,7 @@ def test_a_unique_prefix_is_taken_for_the_whole_id(traces_dir, tmp_path):
 
 def test_an_ambiguous_prefix_is_one_line_listing_the_candidates(traces_dir):
     directory, _ = traces_dir
-    done = rewind(directory, "diff", TWINS[0][:8], TWINS[1])
+    done = cli(directory, "diff", TWINS[0][:8], TWINS[1])
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         f"error: trace id prefix abcd1234 is ambiguous: {TWINS[0]}, {TWINS[1]} "
@@ -94,11 +80,11 @@ def test_an_ambiguous_prefix_is_one_line_listing_the_candidates(traces_dir):
 
 def test_a_prefix_nothing_starts_with_and_a_malformed_one_are_one_line_each(traces_dir):
     directory, _ = traces_dir
-    unknown = rewind(directory, "bisect", "eeee0", TWINS[0])
+    unknown = cli(directory, "bisect", "eeee0", TWINS[0])
     assert unknown.returncode == 2
     assert len(unknown.stderr.splitlines()) == 1
     assert unknown.stderr.startswith("error: no trace id starts with eeee0 in chdb://")
-    short = rewind(directory, "inspect", "ab")
+    short = cli(directory, "inspect", "ab")
     assert short.returncode == 2
     assert short.stderr.strip() == ("error: trace id must be 32 hex characters or a unique "
                                     "prefix of at least 4, got 'ab'")
@@ -108,8 +94,8 @@ def test_prefixes_resolve_through_a_running_worker_too(traces_dir):
     directory, trace_id = traces_dir
     served = start_serve(directory / "store")
     try:
-        shown = rewind(directory, "inspect", trace_id[:8], REWIND_URL=served.api_url)
-        ambiguous = rewind(directory, "inspect", "abcd", REWIND_URL=served.api_url)
+        shown = cli(directory, "inspect", trace_id[:8], REWIND_URL=served.api_url)
+        ambiguous = cli(directory, "inspect", "abcd", REWIND_URL=served.api_url)
     finally:
         served.stop()
     assert shown.returncode == 0, shown.stderr
