@@ -30,6 +30,8 @@ def test_version_and_short_help():
     ("bisect", ["rewind bisect GOOD BAD", "rewind bisect --between 7d now --by model",
                 "rewind bisect --between 1.4.0 1.5.0"]),
     ("record", ["rewind record -- python my_agent.py"]),
+    ("fork", ['rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python '
+              'agent.py']),
 ])
 def test_help_examples_stay_one_per_line(command, examples):
     done = rewind(command, "--help")

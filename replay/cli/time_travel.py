@@ -178,7 +178,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         at --step, and everything from there live; the new run is recorded with its lineage.
 
         \b
-            rewind fork 4bf9… --step 3 --user-message "Only look it up." -- python agent.py
+            rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python agent.py
         """
         from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
