@@ -272,9 +272,9 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
               "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317).")
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")
-@click.option("--capture", envvar="REWIND_CAPTURE",
-              type=click.Choice(["full", "content", "metadata"]), default=None,
-              help="What to capture (default full).")
+@click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
+              help="What to capture. Default: REWIND_CAPTURE as the recorded process reads "
+              "it (an unreadable value means metadata), else full.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, name: str | None, capture: str | None,
            command: tuple[str, ...]) -> None:
