@@ -32,6 +32,7 @@ from rewind.replay.timetravel.timeline import Timeline
 COMPACT: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1, 0, 0),
                            "pad_edge": False}
 NAME_WIDTHS = {"name": 14, "model": 12}
+ROOMY = 140
 STATUS_STYLE = {SAME: "green", CHANGED: "yellow", ANSWER: "magenta", REMOVED: "red",
                 INSERTED: "cyan"}
 
@@ -83,7 +84,9 @@ def traces_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
-                   title: str | None = None) -> Table:
+                   title: str | None = None, width: int | None = None) -> Table:
+    """``width``: the terminal's; below :data:`ROOMY` columns the name and model wrap within
+    a bound, so that the preview keeps a readable width."""
     totals = run.totals()
     steps = totals["steps"]
     table = Table(title=title or f"trace {run.trace_id}: {steps} step{'' if steps == 1 else 's'}, "
@@ -93,10 +96,9 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
     for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
                             ("model", "left"), ("tokens", "right"), ("latency", "right"),
                             ("cost", "right"), ("status", "left")):
-        # Names wrap within a bound; the preview gets the rest of the line.
-        bound = NAME_WIDTHS.get(column)
+        bound = NAME_WIDTHS.get(column) if width and width < ROOMY else None
         table.add_column(column, justify=justify,  # type: ignore[arg-type]
-                         no_wrap=bound is None, max_width=bound)
+                         no_wrap=column not in NAME_WIDTHS, max_width=bound)
     table.add_column("preview")
     for event in run.events:
         if event.type not in kinds:

@@ -97,7 +97,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                                                             run.cassette.skipped],
                         "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
             return
-        out.print(timeline_table(run, kinds))
+        out.print(timeline_table(run, kinds, width=out.width))
         line = lineage_line(run)
         if line:
             out.print(line, highlight=False)
