@@ -173,7 +173,8 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     naming where it was looked for, never an empty store made on the spot."""
     url = api_url or os.environ.get(ENV_API) or DEFAULT_API
     if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
-        return StoreSource(_existing(Store(clickhouse_url)))  # a server: read it directly
+        server = Store(clickhouse_url)  # a server: read it directly
+        return StoreSource(server if create else _existing(server))
     if worker_reachable(url):
         return ApiSource(url)
     if api_url:
