@@ -49,6 +49,11 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
                 pass  # code that swallows errors still fails on a divergence
 
 
+        @pytest.mark.rewind(cassette="incidents/parcel.rw")
+        def test_uncaught_divergence():
+            support_agent.run(OFFLINE, "unused", "where is my refund")
+
+
         @pytest.mark.rewind(cassette="incidents/missing.rw")
         def test_with_a_missing_file():
             pass
@@ -60,16 +65,21 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
     ))
     result = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider",
                                            f"--rewind-api={rec.served.api_url}")
-    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.assert_outcomes(passed=3, failed=2, errors=1)
     result.stdout.fnmatch_lines([
         "*FAILED suite/test_support.py::test_after_the_prompt_changed*",
     ])
-    failure = result.stdout.str().split("test_after_the_prompt_changed ___")[1]
+    output = result.stdout.str()
+    failure = output.split("test_after_the_prompt_changed ___")[1].split("\n___")[0]
     assert "replay diverged at step 0: request differs from the recording" in failure
     assert "field body.messages[1].content:" in failure
     assert "recorded: 'where is my parcel'" in failure
     assert "now:      'where is my refund'" in failure
     assert f"replayed 0/2 recorded steps of trace {rec.trace_id} (strict)" in failure
+    assert failure.count("replay diverged at step 0") == 1
+    uncaught = output.split("test_uncaught_divergence ___")[1].split("\n===")[0]
+    assert "During handling of the above exception" not in uncaught
+    assert uncaught.count("replay diverged at step 0") == 1
     assert "rewind: cannot read trace file" in result.stdout.str()
     assert "incidents/missing.rw" in result.stdout.str()
     assert rec.llm.connections == rec.live_connections

@@ -1,31 +1,48 @@
 """Where the CLI reads traces from: a running worker when one answers, else the store itself.
 
 The embedded store can be opened by one process at a time, so while ``rewind serve`` runs, the
-CLI must go through its API.
+CLI must go through its API. Reading never creates a store: a command run where there is none
+says so and names the flags that point at one.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
 from rewind.collector import reader
 from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
+from rewind.collector.schema import TRACE_LOOKUP, TRACES
+from rewind.collector.store import ENV_URL, Store, redact_url, resolve_url
 from rewind.replay.cassette import archive
+from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
 
 ENV_API = "REWIND_URL"
 DEFAULT_API = "http://127.0.0.1:8787"
 
 
+ENV_HINT = (f"point at a store with --clickhouse chdb:///path ({ENV_URL}) or at a running "
+            f"worker with --api URL ({ENV_API})")
+PREFIX_SCAN = 10_000  # newest traces a worker is asked for to resolve a prefix
+PREFIX_MATCHES = 100
+
+
 class SourceError(RuntimeError):
-    """The trace could not be read; the message says from where and why."""
+    """The trace could not be read; the message says from where and why, ``fix`` what to do."""
+
+    def __init__(self, message: str, fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class TraceSource(Protocol):
+    def trace_ids(self, prefix: str) -> tuple[list[str], str]: ...
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]: ...
     def spans(self, trace_id: str) -> list[dict[str, Any]]: ...
     def cassette(self, trace_id: str) -> Cassette: ...
@@ -61,6 +78,13 @@ class ApiSource:
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
         return self._get("/v1/traces", **filters)["traces"]
 
+    def trace_ids(self, prefix: str) -> tuple[list[str], str]:
+        """Ids starting with ``prefix`` among the newest traces the worker lists (its listing
+        is what a caller may see), and where they were looked for."""
+        rows = self.list_traces(limit=PREFIX_SCAN)
+        ids = [r["TraceId"] for r in rows if str(r["TraceId"]).startswith(prefix)]
+        return ids, f"the {PREFIX_SCAN:,} newest traces at {self.url}"
+
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
         return self._get(f"/v1/traces/{trace_id}")["spans"]
 
@@ -73,6 +97,28 @@ class ApiSource:
     def import_archive(self, data: bytes) -> str:
         return self._send("POST", "/v1/import", content=data).json()["trace_id"]
 
+    def wait_for_spans(self, trace_ids: list[str], spans: int, timeout: float) -> bool | None:
+        """Polls until the traces hold ``spans`` spans together (what their recording
+        exported), so that a command returning a trace id returns a readable one; False when
+        ``timeout`` seconds pass first, None when the worker will not say (it wants a token)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stored = 0
+            for trace_id in trace_ids:
+                try:
+                    response = self._http.get(f"/v1/traces/{trace_id}")
+                except httpx.HTTPError:
+                    return None
+                if response.status_code in (401, 403):
+                    return None
+                if response.status_code == 200:
+                    stored += len(response.json()["spans"])
+            if stored >= spans:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
 
 class StoreSource:
     def __init__(self, store: Store) -> None:
@@ -80,6 +126,13 @@ class StoreSource:
 
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
         return reader.list_traces(self.store, **filters)
+
+    def trace_ids(self, prefix: str) -> tuple[list[str], str]:
+        rows = self.store.query(
+            f"SELECT DISTINCT TraceId FROM {TRACE_LOOKUP} WHERE startsWith(TraceId, "
+            "{prefix:String}) ORDER BY TraceId LIMIT {n:UInt32}",
+            {"prefix": prefix, "n": PREFIX_MATCHES})
+        return [r["TraceId"] for r in rows], redact_url(self.store.url)
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
         spans = reader.get_trace(self.store, trace_id)
@@ -98,6 +151,14 @@ class StoreSource:
         return archive.import_into(self.store, data).trace_id
 
 
+def resolve_trace_id(source: TraceSource, ref: str) -> str:
+    """The full id of ``ref``, a trace id or a unique prefix of one (as git takes commits)."""
+    value = parse_trace_ref(ref)
+    if len(value) == TRACE_ID_LENGTH:
+        return value
+    return pick_trace_id(value, *source.trace_ids(value))
+
+
 def worker_reachable(url: str) -> bool:
     try:
         return httpx.get(url.rstrip("/") + "/health", timeout=1.0).status_code == 200
@@ -105,13 +166,65 @@ def worker_reachable(url: str) -> bool:
         return False
 
 
-def open_source(api_url: str | None = None, clickhouse_url: str | None = None) -> TraceSource:
-    """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly."""
+def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
+                create: bool = False) -> TraceSource:
+    """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly.
+    Without ``create`` (only an import makes a store) a store that is not there is an error
+    naming where it was looked for, never an empty store made on the spot."""
     url = api_url or os.environ.get(ENV_API) or DEFAULT_API
     if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
-        return StoreSource(Store(clickhouse_url))  # a server: no need to go through a worker
+        server = Store(clickhouse_url)  # a server: read it directly
+        return StoreSource(server if create else _existing(server))
     if worker_reachable(url):
         return ApiSource(url)
     if api_url:
-        raise SourceError(f"no Rewind worker answers at {api_url}")
-    return StoreSource(Store(clickhouse_url))
+        raise SourceError(f"no Rewind worker answers at {api_url}",
+                          "start `rewind serve` or `rewind worker`, or fix --api / "
+                          f"{ENV_API}")
+    store_url = resolve_url(clickhouse_url)
+    if create:
+        return StoreSource(Store(store_url))
+    path = _embedded_path(store_url)
+    if path is not None and not path.is_dir():
+        raise SourceError(f"no Rewind store in {path} and no worker answers at {url}",
+                          f"start `rewind serve` where you recorded, or {ENV_HINT}")
+    if store_in_use(store_url):
+        raise SourceError(f"the store in {path} is open in another process (a `rewind serve`?) "
+                          f"and no worker answers at {url}", "point --api / "
+                          f"{ENV_API} at that process's worker URL, or stop it")
+    return StoreSource(_existing(Store(store_url)))
+
+
+def store_in_use(url: str) -> bool:
+    """Whether another process holds the embedded store at ``url`` (the engine locks its
+    ``status`` file); opening it would fail with the engine's own messages."""
+    import fcntl
+
+    path = _embedded_path(url)
+    status = path / "status" if path is not None else None
+    if status is None or not status.is_file():
+        return False
+    with open(status, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
+def _embedded_path(url: str) -> Path | None:
+    parts = urlsplit(url)
+    if parts.scheme != "chdb":
+        return None
+    return Path(parts.netloc + parts.path)
+
+
+def _existing(store: Store) -> Store:
+    """``store`` if it holds Rewind's tables; else closed, and an error with the fix."""
+    if store.command(f"EXISTS TABLE {TRACES}") in (1, "1"):
+        return store
+    store.close()
+    raise SourceError(f"nothing was ever recorded in {redact_url(store.url)} (it has no "
+                      f"{TRACES} table)", f"record with `rewind serve` running, run `rewind "
+                      f"migrate`, or {ENV_HINT}")

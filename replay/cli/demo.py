@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.rule import Rule
 
 from rewind.collector import reader
@@ -136,13 +137,13 @@ def _tour(store: Store, where: Path, out: Console) -> None:
     with FakeLLMServer(GOOD) as llm:
         _step(out, "1. record a good run")
         good_id, good_answer = record(llm.base_url, Desk())
-        out.print(f"trace {good_id}: {good_answer!r}")
+        out.print(f"trace {good_id}: {escape(repr(good_answer))}")
 
         _step(out, "2. the model drifts; record the same agent again")
         llm.script = DRIFTED
         bad_desk = Desk()
         bad_id, bad_answer = record(llm.base_url, bad_desk)
-        out.print(f"trace {bad_id}: {bad_answer!r}  "
+        out.print(f"trace {bad_id}: {escape(repr(bad_answer))}  "
                   f"[red](cancel_order ran {bad_desk.runs['cancel_order']}x)[/red]")
         provider.force_flush()
         good, bad = Timeline.from_store(store, good_id), Timeline.from_store(store, bad_id)
@@ -180,10 +181,10 @@ def _tour(store: Store, where: Path, out: Console) -> None:
         verdict = ("[green]fixed: it looked the order up[/green]"
                    if fork_desk.runs["lookup_order"] and not fork_desk.runs["cancel_order"]
                    else "[red]still wrong[/red]")
-        out.print(f"answer: {outcome.result!r}  {verdict}")
+        out.print(f"answer: {escape(repr(outcome.result))}  {verdict}")
         provider.force_flush()
         forked = Timeline.from_store(store, outcome.trace_id or "")
-        out.print(lineage_line(forked) or "")
+        out.print(lineage_line(forked) or "", highlight=False)
 
         _step(out, f"7. diff the bad run and its fork   (rewind diff {bad_id} "
                    f"{outcome.trace_id})")

@@ -2,31 +2,40 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import os
 import sys
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from rewind.collector.command import collector
+from rewind.collector.config import ENV
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
-from rewind.replay.cassette.source import ENV_API, SourceError, open_source
-from rewind.replay.cli.failure import err, fail, fix_for
+from rewind.replay.cassette.source import ENV_API, SourceError, open_source, resolve_trace_id
+from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
+from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
-from rewind.replay.play import player
+from rewind.replay.play import launch, player
 
 out = Console()
+
+def _store_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bare directory is an embedded store there (``--clickhouse ./data``)."""
+    if value and "://" not in value:
+        return f"chdb://{os.path.abspath(value)}"
+    return value
+
 
 clickhouse_option = click.option(
     "--clickhouse",
     envvar=ENV_URL,
     default=None,
-    help="Store URL: chdb:///abs/path (embedded) or http(s)://user:pass@host:8123/db. "
-    "Default: an embedded store in ./.rewind/store.",
+    callback=_store_url,
+    help="Store: a directory or chdb:///abs/path (embedded), or "
+    "http(s)://user:pass@host:8123/db. Default: an embedded store in ./.rewind/store.",
 )
 api_option = click.option(
     "--api",
@@ -37,7 +46,12 @@ api_option = click.option(
 )
 
 
-@click.group()
+OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
+@click.version_option(package_name="rewind-otel", prog_name="rewind")
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
 def main(verbose: bool) -> None:
     """Rewind: record LLM-agent runs as OpenTelemetry spans and replay any trace offline."""
@@ -50,10 +64,14 @@ def main(verbose: bool) -> None:
 @main.command()
 @clickhouse_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--grpc-port", default=4317, show_default=True, help="OTLP/gRPC port (0: any).")
-@click.option("--api-port", default=8787, show_default=True, help="Worker API port (0: any).")
-@click.option("--http-port", default=4318, show_default=True, help="OTLP/HTTP port (0: any).")
-@click.option("--spool-dir", default=None, help="Ingest spool (default: next to the store).")
+@click.option("--grpc-port", envvar=ENV["grpc_port"], default=4317, show_default=True,
+              help="OTLP/gRPC port (0: any).")
+@click.option("--api-port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+              help="Worker API port (0: any).")
+@click.option("--http-port", envvar=ENV["http_port"], default=4318, show_default=True,
+              help="OTLP/HTTP port (0: any).")
+@click.option("--spool-dir", envvar=ENV["spool_dir"], default=None,
+              help="Ingest spool (default: next to the store).")
 @click.option("--auth-tokens-file", "--tokens-file", "auth_tokens_file",
               envvar=["REWIND_AUTH_TOKENS_FILE", "REWIND_API_TOKENS_FILE"], show_envvar=True,
               default=None, type=click.Path(exists=True, dir_okay=False),
@@ -72,9 +90,14 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
           spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
           auth_reload_seconds: float, allow_insecure_bind: bool) -> None:
     """Collector and replay worker together, on the embedded store by default."""
+    from rewind.replay.cli.preflight import check_ports, check_store
     from rewind.replay.worker.server import ServeOptions
     from rewind.replay.worker.server import serve as run
 
+    check_store(clickhouse)
+    check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
+                       "--http-port": (http_port, ENV["http_port"]),
+                       "--api-port": (api_port, "REWIND_WORKER_PORT")})
     try:
         run(
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
@@ -138,37 +161,26 @@ def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
         out.print(f"{where} is up to date")
 
 
-def _ms(ns: Any) -> str:
-    return f"{int(ns) / 1e6:,.0f} ms"
-
-
 @main.command()
 @api_option
 @clickhouse_option
 @click.option("--service", default=None, help="Only traces of this service.")
 @click.option("--errors", is_flag=True, help="Only traces with an error span.")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--limit", default=20, show_default=True, help="At most this many, newest first.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def traces(api: str | None, clickhouse: str | None, service: str | None, errors: bool,
-           limit: int) -> None:
-    """List recent traces."""
-    try:
-        rows = open_source(api, clickhouse).list_traces(
-            service=service, errors_only=errors, limit=limit
-        )
-    except (SourceError, StoreError) as error:
-        fail(str(error))
-    table = Table(title=f"{len(rows)} traces")
-    for column in ("trace id", "start", "service", "root span", "spans", "LLM calls",
-                   "duration", "errors"):
-        table.add_column(column)
-    for row in rows:
-        start = row["Start"]
-        if isinstance(start, dt.datetime):
-            start = start.strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(row["TraceId"], str(start)[:19], row["Service"], row["RootSpan"],
-                      str(row["Spans"]), str(row["LlmCalls"]), _ms(row["DurationNs"]),
-                      str(row["Errors"]))
-    out.print(table)
+           limit: int, as_json: bool) -> None:
+    """List recent traces, newest first, with their whole ids (any unique prefix of one is
+    accepted wherever a trace id is)."""
+    from rewind.replay.cli.render import trace_rows, traces_table
+
+    rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(
+        service=service, errors_only=errors, limit=limit)))
+    if as_json:
+        print_json(rows)
+        return
+    listing = out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=10_000)
+    listing.print(traces_table(rows))
 
 
 @main.command("export")
@@ -183,11 +195,13 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
     from rewind.replay.cassette.archive import ArchiveError, write_file
 
     try:
-        data = open_source(api, clickhouse).export_archive(trace_id)
+        source = open_source(api, clickhouse)
+        trace_id = resolve_trace_id(source, trace_id)
+        data = source.export_archive(trace_id)
         write_file(output, data)
-    except (SourceError, StoreError, ArchiveError) as error:
-        fail(str(error))
-    err.print(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)", highlight=False)
+    except (SourceError, StoreError, ArchiveError, ValueError) as error:
+        fail(str(error), fix_for(error))
+    note(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)")
 
 
 @main.command("import")
@@ -200,14 +214,15 @@ def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
     from rewind.replay.cassette.archive import ArchiveError, read_file
 
     try:
-        trace_id = open_source(api, clickhouse).import_archive(read_file(file))
+        trace_id = open_source(api, clickhouse, create=True).import_archive(read_file(file))
     except (SourceError, StoreError, ArchiveError) as error:
-        fail(str(error))
+        fail(str(error), fix_for(error))
     click.echo(trace_id)
 
 
 REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
 
+\b
     rewind-replay --trace-id 4bf92f3577b34da6a3ce929d0e0e4736 -- python agent.py
     rewind-replay --cassette incident.rw -- python agent.py
 
@@ -217,8 +232,10 @@ everything after it go live.
 """
 
 
-@click.command(help=REPLAY_HELP, context_settings={"ignore_unknown_options": True})
-@click.option("--trace-id", default=None, help="The stored trace to replay.")
+@click.command(cls=Command, help=REPLAY_HELP,
+               context_settings={"ignore_unknown_options": True, **HELP_OPTIONS})
+@click.option("--trace-id", default=None, help="The stored trace to replay (its id or a unique "
+              "prefix).")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
               help="A .rw file (from rewind export) to replay instead of a stored trace.")
 @click.option("--strict/--lenient", default=True, help="Stop at the first divergence (default)"
@@ -226,36 +243,44 @@ everything after it go live.
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
+@click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
+              help="On a divergence, also print the command's traceback.")
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+           debug: bool, api: str | None, clickhouse: str | None,
+           command: tuple[str, ...]) -> None:
     from rewind.replay.cassette.archive import ArchiveError, read_cassette
     from rewind.replay.play.runner import run_command
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
-    try:
-        cassette = (read_cassette(cassette_file) if cassette_file
-                    else open_source(api, clickhouse).cassette(str(trace_id)))
-    except (SourceError, StoreError, CassetteError, ArchiveError) as error:
-        fail(str(error))
+    attempt(lambda: launch.check_command(command))
+    def load() -> Any:
+        if cassette_file:
+            return read_cassette(cassette_file)
+        source = open_source(api, clickhouse)
+        return source.cassette(resolve_trace_id(source, str(trace_id)))
+
+    cassette = attempt(load, (SourceError, StoreError, CassetteError, ArchiveError, ValueError))
     for skipped in cassette.skipped:
-        err.print(f"[yellow]warning:[/yellow] span {skipped.span_id} ({skipped.name}) is not "
-                  f"replayable: {skipped.reason}", highlight=False)
+        warn(f"span {skipped.span_id} ({skipped.name}) is not replayable: {skipped.reason}")
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
-    outcome = run_command(cassette, list(command), mode=mode, speed=speed)
+    outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
+                                          debug=debug))
     if not outcome.installed:
-        err.print("[yellow]warning:[/yellow] the replay was not installed in the command "
-                  "(not a Python process, or rewind is not importable there)")
+        warn("the replay was not installed in the command "
+             f"({launch.why_not_installed(command)})")
     summary = f"rewind: {outcome.report.headline()}"
     divergence = outcome.report.divergence
     if divergence:
         summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
-    err.print(summary, highlight=False)
+        if strict and not debug:
+            summary += " (the traceback with --debug)"
+    note(summary)
     sys.exit(outcome.exit_code)
 
 
@@ -265,37 +290,68 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")
 @click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
-              help="What to capture (REWIND_CAPTURE; default full).")
+              help="What to capture. Default: REWIND_CAPTURE as the recorded process reads "
+              "it (an unreadable value means metadata), else full.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, name: str | None, capture: str | None,
            command: tuple[str, ...]) -> None:
     """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
 
+    \b
         rewind record -- python my_agent.py
     """
-    from rewind.replay.play.recorder import collector_reachable, endpoint_for, run_recorded
+    from rewind.replay.play.recorder import (
+        READABLE_TIMEOUT,
+        collector_reachable,
+        endpoint_for,
+        run_recorded,
+    )
 
+    attempt(lambda: launch.check_command(command))
     target = endpoint_for(endpoint)
-    if not collector_reachable(target):
-        err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind serve`"
-                  " or spans will be dropped", highlight=False)
-    outcome = run_recorded(list(command), endpoint, name, capture)
+    reachable = collector_reachable(target)
+    if not reachable:
+        warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
+    # Nothing to wait for at exit when nothing listens: the exporter gives up after a second.
+    quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
+    outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
     if not outcome.installed:
-        err.print("[yellow]warning:[/yellow] recording was not installed in the command (not a "
-                  "Python process, or rewind is not importable there)")
+        warn(f"recording was not installed in the command ({launch.why_not_installed(command)})")
     totals = outcome.export_totals()
+    exported, failed = totals.get("exported_spans", 0), totals.get("failed_spans", 0)
+    dropped = totals.get("dropped_spans", 0)
+    if outcome.trace_ids and not exported and (failed or dropped):
+        warn(f"nothing was stored: the {failed + dropped} spans of trace "
+             f"{', '.join(outcome.trace_ids)} did not reach {outcome.endpoint} (start `rewind "
+             "serve`, or give the collector with --endpoint)")
+        sys.exit(outcome.exit_code)
     for trace_id in outcome.trace_ids:
-        err.print(f"rewind: recorded trace {trace_id}", highlight=False)
-    if totals.get("dropped_spans") or totals.get("failed_spans"):
-        err.print(f"[yellow]warning:[/yellow] {totals.get('exported_spans', 0)} spans exported, "
-                  f"{totals.get('failed_spans', 0)} failed, {totals.get('dropped_spans', 0)} "
-                  f"dropped (collector at {outcome.endpoint})", highlight=False)
+        note(f"rewind: recorded trace {trace_id}")
+    if outcome.readable is False:
+        warn(f"the worker at {outcome.worker} does not serve every span of the run yet "
+             f"(waited {READABLE_TIMEOUT:.0f} s): `rewind inspect` may say not found for a "
+             "moment; is the collector busy, or writing to another store?")
+    if failed or dropped:
+        warn(f"{exported} spans exported, {failed} failed, {dropped} dropped (collector at "
+             f"{outcome.endpoint})")
     sys.exit(outcome.exit_code)
 
 
 main.add_command(replay)
 main.add_command(collector)
 register_time_travel(main, api_option, clickhouse_option)
+
+
+def _show_envvars(command: click.Command) -> None:
+    """Every option read from an environment variable says which in ``--help``."""
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar:
+            param.show_envvar = True
+    for sub in getattr(command, "commands", {}).values():
+        _show_envvars(sub)
+
+
+_show_envvars(main)
 
 
 def replay_main() -> None:

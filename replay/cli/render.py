@@ -1,10 +1,15 @@
 """Rich renderings of timelines, diffs, bisections, run groups and stats, shared by the CLI and
-``rewind demo``. Only presentation: everything shown is computed elsewhere."""
+``rewind demo``. Only presentation: everything shown is computed elsewhere.
+
+Recorded text (answers, prompts, names) is never read as rich markup: an answer holding
+``[/INST]`` or ``[bold]`` is shown as written. Every cell goes through :func:`row`."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -23,8 +28,18 @@ from rewind.replay.timetravel.diff import (
 from rewind.replay.timetravel.stats import Stats
 from rewind.replay.timetravel.timeline import Timeline
 
+# Listings that must fit a terminal: a rule under the header and one space between columns.
+COMPACT: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1, 0, 0),
+                           "pad_edge": False}
+NAME_WIDTHS = {"name": 14, "model": 12}
+ROOMY = 140
 STATUS_STYLE = {SAME: "green", CHANGED: "yellow", ANSWER: "magenta", REMOVED: "red",
                 INSERTED: "cyan"}
+
+
+def row(table: Table, *cells: Any, style: str | None = None) -> None:
+    """Adds a row whose strings are literal text, not markup."""
+    table.add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), style=style)
 
 
 def _ms(ns: int) -> str:
@@ -32,28 +47,65 @@ def _ms(ns: int) -> str:
 
 
 def _usd(cost: float | None) -> str:
+    """One format for every cost shown (inspect and stats alike): cents and fractions of them
+    to the millionth of a dollar, larger sums to the cent."""
     if cost is None:
         return "?"
-    return f"${cost:.4f}" if cost >= 0.0001 or cost == 0 else f"${cost:.6f}"
+    return f"${cost:,.2f}" if cost >= 1 else f"${cost:.6f}"
+
+
+def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Listing rows as ``rewind traces`` shows them (and prints them with ``--json``)."""
+    def start(value: Any) -> str:
+        return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) \
+            else str(value)[:19]
+
+    return [{"trace_id": r["TraceId"], "start": start(r["Start"]), "service": r["Service"],
+             "root_span": r["RootSpan"], "spans": int(r["Spans"]),
+             "llm_calls": int(r["LlmCalls"]), "duration_ms": round(int(r["DurationNs"]) / 1e6, 3),
+             "errors": int(r["Errors"])} for r in rows]
+
+
+def traces_table(rows: list[dict[str, Any]]) -> Table:
+    """Whole trace ids, never cut: the other columns wrap first."""
+    table = Table(title=f"{len(rows)} trace{'' if len(rows) == 1 else 's'}", title_justify="left",
+                  **COMPACT)
+    table.add_column("trace id", no_wrap=True, min_width=32)
+    table.add_column("start", no_wrap=True)
+    for column in ("service", "root span"):
+        table.add_column(column, overflow="fold")
+    for column in ("spans", "LLM", "duration", "errors"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for trace in rows:
+        row(table, trace["trace_id"], trace["start"][:16], trace["service"],
+            trace["root_span"], trace["spans"], trace["llm_calls"],
+            f"{trace['duration_ms']:,.0f} ms", trace["errors"])
+    return table
 
 
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
-                   title: str | None = None) -> Table:
+                   title: str | None = None, width: int | None = None) -> Table:
+    """``width``: the terminal's; below :data:`ROOMY` columns the name and model wrap within
+    a bound, so that the preview keeps a readable width."""
     totals = run.totals()
-    table = Table(title=title or f"trace {run.trace_id}: {totals['steps']} steps, "
+    steps = totals["steps"]
+    table = Table(title=title or f"trace {run.trace_id}: {steps} step{'' if steps == 1 else 's'}, "
                   f"{totals['input_tokens'] + totals['output_tokens']:,} tokens, "
-                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms")
+                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms",
+                  **COMPACT)
     for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
-                            ("model", "left"), ("tokens in/out", "right"),
-                            ("latency", "right"), ("cost", "right"), ("status", "left"),
-                            ("preview", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+                            ("model", "left"), ("tokens", "right"), ("latency", "right"),
+                            ("cost", "right"), ("status", "left")):
+        bound = NAME_WIDTHS.get(column) if width and width < ROOMY else None
+        table.add_column(column, justify=justify,  # type: ignore[arg-type]
+                         no_wrap=column not in NAME_WIDTHS, max_width=bound)
+    table.add_column("preview")
     for event in run.events:
         if event.type not in kinds:
             continue
         llm = event.type == "llm"
-        table.add_row(
-            "" if event.step is None else str(event.step), event.type, event.name,
+        row(
+            table, "" if event.step is None else str(event.step), event.type, event.name,
             event.model if llm else "",
             f"{event.input_tokens:,}/{event.output_tokens:,}" if llm else "",
             _ms(event.duration_ns), _usd(run.cost_of(event)) if llm else "",
@@ -62,36 +114,54 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
     return table
 
 
-def lineage_line(run: Timeline) -> str | None:
+def lineage_line(run: Timeline) -> Text | None:
     lineage = run.lineage
     if lineage is None:
         return None
-    return (f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
-            f"with {lineage['edits']}")
+    return Text(f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
+                f"with {lineage['edits']}")
 
 
 def diff_table(diff: TraceDiff, max_fields: int = 3) -> Table:
     counts = diff.counts()
     table = Table(title=f"{diff.left_trace} (left) vs {diff.right_trace} (right): "
                   + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
-    for column in ("left step", "left", "", "right step", "right", "differences"):
+    for column in ("left step", "left", "", "right step", "right"):
         table.add_column(column)
+    table.add_column("differences", overflow="fold")  # a field path is never cut
     for step in diff.steps:
         left, right = step.left, step.right
-        changes = [f"request {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
-                   for d in step.request[:max_fields]]
-        changes += [f"answer {d.path}: {shorten(d.expected, 30)} -> {shorten(d.actual, 30)}"
-                    for d in step.response[:max_fields]]
+        changes = [f"{kind} {d.path}: {' -> '.join(contrast(d.expected, d.actual, 40))}"
+                   for kind, diffs in (("request", step.request), ("answer", step.response))
+                   for d in diffs[:max_fields]]
         hidden = len(step.request) + len(step.response) - len(changes)
         if hidden > 0:
             changes.append(f"… {hidden} more")
         if step.status in (REMOVED, INSERTED):
             changes.append(preview(left or right, 50))
-        table.add_row("" if left is None else str(left.step), left.name if left else "",
-                      Text(step.status, style=STATUS_STYLE[step.status]),
-                      "" if right is None else str(right.step), right.name if right else "",
-                      "\n".join(changes))
+        row(table, "" if left is None else str(left.step), left.name if left else "",
+            Text(step.status, style=STATUS_STYLE[step.status]),
+            "" if right is None else str(right.step), right.name if right else "",
+            "\n".join(changes))
     return table
+
+
+def contrast(left: Any, right: Any, width: int = 40) -> tuple[str, str]:
+    """Two values as :func:`shorten` shows them, cut to about ``width`` characters around where
+    they start to differ, so the difference is what is left (not the common beginning)."""
+    a, b = shorten(left, 1 << 30), shorten(right, 1 << 30)
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    same = 0
+    while same < min(len(a), len(b)) and a[same] == b[same]:
+        same += 1
+    start = max(0, same - width // 3)
+    return _window(a, start, width), _window(b, start, width)
+
+
+def _window(text: str, start: int, width: int) -> str:
+    piece = text[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(text) else "")
 
 
 def bisection_view(result: Bisection) -> Group:
@@ -119,7 +189,7 @@ def bisection_view(result: Bisection) -> Group:
         fields.add_column(column)
     for title, diffs in (("request", result.request), ("answer", result.response)):
         for diff in diffs[:10]:
-            fields.add_row(title, diff.path, shorten(diff.expected, 50), shorten(diff.actual, 50))
+            row(fields, title, diff.path, *contrast(diff.expected, diff.actual, 50))
     if fields.row_count:
         lines.append(fields)
     return Group(*lines)
@@ -130,9 +200,9 @@ def runs_table(report: RunsBisection) -> Group:
     for column in ("value", "runs", "failures", "failure rate", "first", "usual answer"):
         table.add_column(column)
     for group in report.groups:
-        table.add_row(group.value, str(group.runs), str(group.failures),
-                      f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
-                      f"{shorten(group.answer, 50)} ({group.answer_share:.0%})")
+        row(table, group.value, str(group.runs), str(group.failures),
+            f"{group.failure_rate:.0%}", f"{group.first:%Y-%m-%d %H:%M:%S}",
+            f"{shorten(group.answer, 50)} ({group.answer_share:.0%})")
     changes = [Text(f"changed: {c}", style="bold red") for c in report.changes] or [
         Text("no change in failure rate or usual answer between groups", style="green")]
     return Group(table, *changes)
@@ -146,7 +216,7 @@ def stats_table(stats: Stats) -> Table:
         cost = _usd(line.cost) + (f" (+{line.unpriced_calls} unpriced)"
                                   if line.unpriced_calls else "")
         key = list(line.key) + [""] * (len(stats.by) - len(line.key))
-        table.add_row(*key, f"{line.calls:,}", f"{line.input_tokens:,}",
-                      f"{line.output_tokens:,}", str(line.errors), cost,
-                      style="bold" if line is stats.total else None)
+        row(table, *key, f"{line.calls:,}", f"{line.input_tokens:,}",
+            f"{line.output_tokens:,}", str(line.errors), cost,
+            style="bold" if line is stats.total else None)
     return table

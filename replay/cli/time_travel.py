@@ -17,12 +17,19 @@ from rich.console import Console
 
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
-from rewind.replay.cassette.source import ApiSource, StoreSource, TraceSource, open_source
-from rewind.replay.cli.failure import attempt, err, fail
+from rewind.replay.cassette.source import (
+    ApiSource,
+    StoreSource,
+    TraceSource,
+    open_source,
+    resolve_trace_id,
+)
+from rewind.replay.cli.failure import attempt, fail, note, warn
+from rewind.replay.play import launch
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
-from rewind.replay.timetravel.timeline import Timeline, load_all
+from rewind.replay.timetravel.timeline import Timeline, is_file_ref
 
 out = Console()
 Decorator = Callable[[Any], Any]
@@ -71,7 +78,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         REF is a trace id or a .rw file."""
         from rewind.replay.cli.render import lineage_line, timeline_table
 
-        run = attempt(lambda: load_all([ref], api, clickhouse)[0])
+        run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
         run.prices = attempt(lambda: load_prices(prices))
         if messages_at is not None:
             print_json(attempt(lambda: run.messages_at(messages_at)))
@@ -81,7 +88,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             if as_json:
                 print_json([{"step": s, "text": t} for s, t in found])
             for step, text in [] if as_json else found:
-                out.print(f"step {step}: {text}", highlight=False)
+                out.print(f"step {step}: {text}", markup=False, highlight=False)
             return
         kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
         if as_json:
@@ -90,13 +97,12 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                                                             run.cassette.skipped],
                         "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
             return
-        out.print(timeline_table(run, kinds))
+        out.print(timeline_table(run, kinds, width=out.width))
         line = lineage_line(run)
         if line:
             out.print(line, highlight=False)
         for skipped in run.cassette.skipped:
-            err.print(f"[yellow]not replayable:[/yellow] {skipped.name} ({skipped.span_id}): "
-                      f"{skipped.reason}", highlight=False)
+            warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
 
     @group.command("diff")
     @click.argument("left")
@@ -109,7 +115,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
         from rewind.replay.cli.render import diff_table
 
-        a, b = attempt(lambda: load_all([left, right], api, clickhouse))
+        a, b = attempt(lambda: load_runs([left, right], api, clickhouse))
         show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
 
     @group.command("bisect")
@@ -128,6 +134,7 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                        clickhouse: str | None) -> None:
         """The first step where BAD departed from GOOD, and its likely cause.
 
+        \b
             rewind bisect GOOD BAD
             rewind bisect --between 7d now --by model
             rewind bisect --between 1.4.0 1.5.0
@@ -139,11 +146,15 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                 fail("give either GOOD BAD or --between, not both")
             facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
                                                limit))
+            if not facts:
+                fail(f"no runs between {between[0]} and {between[1]}"
+                     + (f" of service {service}" if service else ""),
+                     "widen the range, or check the versions with `rewind traces`")
             show(attempt(lambda: bisect_runs(facts, by)), as_json, runs_table)
             return
         if len(runs) != 2:
             fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
-        good, bad = attempt(lambda: load_all(list(runs), api, clickhouse))
+        good, bad = attempt(lambda: load_runs(list(runs), api, clickhouse))
         show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
 
     @group.command(context_settings={"ignore_unknown_options": True})
@@ -166,19 +177,24 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
         at --step, and everything from there live; the new run is recorded with its lineage.
 
-            rewind fork 4bf9… --step 3 --user-message "Only look it up." -- python agent.py
+        \b
+            rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python agent.py
         """
         from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
+        attempt(lambda: launch.check_command(command))
+        if user_message is None and tool_result is None and model is None and not params:
+            warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
+                 "--tool-result, --model or --param)")
         edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
                                  "params": dict(_param(p) for p in params)}
         if tool_result is not None:
             edits["edit_tool_result"] = json_or_text(tool_result)
         target = endpoint_for(endpoint)
         if not collector_reachable(target):
-            err.print(f"[yellow]warning:[/yellow] nothing answers at {target}; start `rewind "
-                      "serve` or the new run's spans will be dropped", highlight=False)
-        run = attempt(lambda: load_all([trace], api, clickhouse)[0])
+            warn(f"nothing answers at {target}; start `rewind serve` or the new run's spans will "
+                 "be dropped")
+        run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
         checkpoint = attempt(lambda: run.fork(step, **edits))
         outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
         if as_json:
@@ -187,9 +203,9 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                    f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
         if outcome.divergence:
             summary += f"; stopped: {outcome.divergence['reason']}"
-        err.print(summary, highlight=False)
+        note(summary)
         for warning in outcome.warnings:
-            err.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+            warn(warning)
         sys.exit(3 if outcome.divergence else outcome.exit_code or 0)
 
     @group.command()
@@ -212,8 +228,8 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
             _usage(open_source(api, clickhouse), start, end, service), load_prices(prices), by))
         show(report, as_json, stats_table)
         if report.unpriced and not as_json:
-            err.print(f"[yellow]no price for:[/yellow] {', '.join(report.unpriced)} (add them "
-                      "with --prices or REWIND_PRICES)", highlight=False)
+            warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
+                 "no price for")
 
     @group.command()
     @click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
@@ -224,6 +240,20 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
         from rewind.replay.cli.demo import main as run_demo
 
         sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
+
+
+def load_runs(refs: list[str], api: str | None, clickhouse: str | None) -> list[Timeline]:
+    """Each ref a ``.rw`` file, a trace id or a unique prefix of one; ids are resolved and
+    read through one source (a worker if one answers, else the store)."""
+    source: TraceSource | None = None
+    runs = []
+    for ref in refs:
+        if is_file_ref(ref):
+            runs.append(Timeline.from_file(ref))
+            continue
+        source = source or open_source(api, clickhouse)
+        runs.append(Timeline.from_source(source, resolve_trace_id(source, ref)))
+    return runs
 
 
 def _param(text: str) -> tuple[str, Any]:

@@ -9,13 +9,27 @@ place that builds the environment and runs the command.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rewind.replay.play import bootstrap
 
+NOT_FOUND_EXIT = 127  # the shell's codes for a command that cannot be run
+NOT_EXECUTABLE_EXIT = 126
 Settings = Mapping[str, "str | None"]  # None: the variable is removed from the child's environment
+
+
+class LaunchError(RuntimeError):
+    """The command could not be started at all; ``exit_code`` is the shell's for the reason
+    (127 not found, 126 not executable) and ``fix`` what to do about it."""
+
+    def __init__(self, message: str, exit_code: int, fix: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.fix = fix
 
 
 def environment(settings: Settings, installers: Sequence[str] = (),
@@ -37,7 +51,45 @@ def environment(settings: Settings, installers: Sequence[str] = (),
     return env
 
 
+def check_command(command: Sequence[str]) -> None:
+    """:class:`LaunchError` now if ``command`` could not be started, so that a command says so
+    before it does anything else."""
+    if not command:
+        raise ValueError("no command given (put it after --)")
+    program = command[0]
+    if shutil.which(program) is None:
+        if os.sep in program and os.path.isfile(program):
+            raise _not_executable(program)
+        raise _not_found(program)
+
+
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
     """Run ``command`` to its end with that environment; its exit code."""
     env = environment(settings, installers)
-    return subprocess.run(list(command), env=env, check=False).returncode
+    try:
+        return subprocess.run(list(command), env=env, check=False).returncode
+    except FileNotFoundError:
+        raise _not_found(command[0]) from None
+    except PermissionError:
+        raise _not_executable(command[0]) from None
+
+
+def why_not_installed(command: Sequence[str]) -> str:
+    """Why a child ran without Rewind, and the fix: most often a ``python`` that is not the
+    one Rewind is installed in (the virtualenv is not active)."""
+    found = shutil.which(command[0]) if command else None
+    if found and os.path.basename(command[0]).startswith("python") and \
+            os.path.realpath(found) != os.path.realpath(sys.executable):
+        return (f"{command[0]} is {found}, where rewind is not installed: activate the "
+                f"virtualenv that has it, or run {sys.executable}")
+    return "not a Python process, or rewind is not importable there"
+
+
+def _not_found(program: str) -> LaunchError:
+    return LaunchError(f"command not found: {program}", NOT_FOUND_EXIT, "check its name, give "
+                       "its path, or activate the virtualenv that has it")
+
+
+def _not_executable(program: str) -> LaunchError:
+    return LaunchError(f"cannot execute {program}: permission denied", NOT_EXECUTABLE_EXIT,
+                       f"chmod +x {program}, or run it through its interpreter")

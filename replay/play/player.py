@@ -30,6 +30,7 @@ ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"
 ENV_MODE = "REWIND_REPLAY_MODE"
 ENV_SPEED = "REWIND_REPLAY_SPEED"
+ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
 ENV_SOURCE = ENV_REPLAY_SOURCE
 INSTALLER = f"{__name__}:install_from_env"  # what the child's sitecustomize runs
 
@@ -46,25 +47,42 @@ class ReplayDivergence(BaseException):
         self.divergence = divergence
 
 
-def _checked(session: ReplaySession, found: Interaction | Divergence | None) -> Interaction | None:
+def _checked(session: ReplaySession, found: Interaction | Divergence | None,
+             announce: bool = True) -> Interaction | None:
+    """``found`` if it answers; a strict divergence is raised, and printed first when
+    ``announce`` (code that swallows the error cannot hide it; the pytest plugin reports it
+    itself)."""
     if isinstance(found, Divergence) and session.mode == STRICT:
-        print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
+        if announce:
+            print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
         raise ReplayDivergence(found)
     return found if isinstance(found, Interaction) else None
+
+
+def divergence_in(error: BaseException | None) -> ReplayDivergence | None:
+    """The :class:`ReplayDivergence` that ``error`` is, or was raised from or while handling."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ReplayDivergence):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 class TransportResponder:
     """Adapts a session to the transport's responder slot, for sync and async clients alike."""
 
-    def __init__(self, session: ReplaySession) -> None:
+    def __init__(self, session: ReplaySession, announce: bool = True) -> None:
         self.session = session
+        self.announce = announce
 
     def _answer(self, request: Any) -> Answer | None:
         body = bytes(request.content)
         found = self.session.decide(
             request.method, str(request.url), dict(request.headers.multi_items()), body
         )
-        found = _checked(self.session, found)
+        found = _checked(self.session, found, self.announce)
         return recorded_answer(found, body) if found else None
 
     def __call__(self, flavor: Flavor, request: Any, asynchronous: bool = False) -> Any:
@@ -82,11 +100,12 @@ class TransportResponder:
 class ToolResponder:
     """Answers ``@tool`` functions with their recorded results."""
 
-    def __init__(self, session: ReplaySession) -> None:
+    def __init__(self, session: ReplaySession, announce: bool = True) -> None:
         self.session = session
+        self.announce = announce
 
     def __call__(self, name: str, arguments: dict[str, Any]) -> tools.ToolAnswer | None:
-        found = _checked(self.session, self.session.decide_tool(name, arguments))
+        found = _checked(self.session, self.session.decide_tool(name, arguments), self.announce)
         if found is None:
             return None
         if found.tool_error:
@@ -109,9 +128,10 @@ def plug(http: transport.Responder | None, tool: tools.ToolResponder | None
     return unplug
 
 
-def install(session: ReplaySession) -> ReplaySession:
-    """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette."""
-    plug(TransportResponder(session), ToolResponder(session))
+def install(session: ReplaySession, announce: bool = True) -> ReplaySession:
+    """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette;
+    ``announce``: print a strict divergence on stderr where it is raised."""
+    plug(TransportResponder(session, announce), ToolResponder(session, announce))
     return session
 
 
@@ -135,4 +155,34 @@ def install_from_env() -> ReplaySession | None:
     )
     install(session)
     atexit.register(session.write_report)
+    if not os.environ.get(ENV_DEBUG):
+        _quiet_divergences()
     return session
+
+
+def _quiet_divergences() -> None:
+    """A divergence that ends the replayed program was printed where it happened and the
+    parent sums it up: no traceback through the SDK's internals on top (``--debug`` keeps it).
+    An error the program raised from it is shown in one line."""
+    import threading
+
+    def brief(error: BaseException | None) -> bool:
+        divergence = divergence_in(error)
+        if divergence is None:
+            return False
+        if error is not divergence:
+            print(f"{type(error).__name__}: {error} (raised from the divergence above)",
+                  file=sys.stderr, flush=True)
+        return True
+
+    previous, previous_thread = sys.excepthook, threading.excepthook
+
+    def excepthook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        if not brief(error):
+            previous(kind, error, tb)
+
+    def thread_excepthook(args: Any) -> None:
+        if not brief(args.exc_value):
+            previous_thread(args)
+
+    sys.excepthook, threading.excepthook = excepthook, thread_excepthook

@@ -121,7 +121,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
         problem = ""
     if problem:  # failed outside the handler, so the report is the message, not a chain
         pytest.fail(problem, pytrace=False)
-    player.install(session)
+    player.install(session, announce=False)  # the failure report says it, once
     try:
         yield session
     finally:
@@ -140,10 +140,23 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if session is None:
         return (yield)
     try:
-        return (yield)
-    finally:
-        from rewind.replay.play.session import STRICT
+        result = yield
+    except BaseException:
+        if not _stopped(session):
+            item.add_report_section("call", "rewind", _report(session))
+            raise
+    else:
+        if not _stopped(session):
+            item.add_report_section("call", "rewind", _report(session))
+            return result
+    # Out of the handler: the report alone, not chained to whatever the code raised.
+    divergence = session.divergence
+    pytest.fail(f"{divergence.describe() if divergence else ''}\n{_report(session)}",
+                pytrace=False)
 
-        if session.divergence is not None and session.mode == STRICT:
-            pytest.fail(f"{session.divergence.describe()}\n{_report(session)}", pytrace=False)
-        item.add_report_section("call", "rewind", _report(session))
+
+def _stopped(session: ReplaySession) -> bool:
+    """A strict replay that met a divergence, whatever the code did with the error."""
+    from rewind.replay.play.session import STRICT
+
+    return session.divergence is not None and session.mode == STRICT

@@ -22,9 +22,11 @@ from urllib.parse import urlsplit
 
 from rewind.exporter import autorecord
 from rewind.exporter.config import ENV_CAPTURE
+from rewind.replay.cassette.source import DEFAULT_API, ENV_API, ApiSource, worker_reachable
 from rewind.replay.play import launch
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
+READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
@@ -33,6 +35,10 @@ class RecordOutcome:
     exit_code: int
     endpoint: str
     processes: list[dict[str, Any]] = field(default_factory=list)
+    # None: not checked (nothing exported, or no worker to ask); else whether the worker at
+    # ``worker`` could read every exported span before the command returned
+    readable: bool | None = None
+    worker: str = ""
 
     @property
     def installed(self) -> bool:
@@ -63,6 +69,8 @@ def run_name(command: list[str]) -> str:
     if program.startswith("python"):
         if len(rest) >= 2 and rest[0] == "-m":
             return rest[1]
+        if rest and rest[0] == "-c":
+            return program  # not the code itself
         scripts = [a for a in rest if not a.startswith("-")]
         if scripts:
             return Path(scripts[0]).stem
@@ -137,4 +145,22 @@ def run_recorded(
         report_path = os.path.join(tmp, "report.jsonl")
         recording = record_settings(base, report_path, chosen, name or run_name(command), capture)
         exit_code = launch.run(command, {**recording, **(settings or {})}, installers)
-        return RecordOutcome(exit_code, chosen, read_report(report_path))
+        outcome = RecordOutcome(exit_code, chosen, read_report(report_path))
+    wait_until_readable(outcome)
+    return outcome
+
+
+def wait_until_readable(outcome: RecordOutcome, timeout: float = READABLE_TIMEOUT) -> None:
+    """Read your writes: the spans a run exported are acknowledged by the collector before
+    they reach the store, so the trace id printed at exit could be "not found" for a moment.
+    Waits (bounded) until the worker the CLI reads through (``REWIND_URL``) serves them all,
+    and sets ``outcome.readable``."""
+    totals = outcome.export_totals()
+    exported = totals.get("exported_spans", 0)
+    if not exported or totals.get("failed_spans") or not outcome.trace_ids:
+        return
+    url = os.environ.get(ENV_API) or DEFAULT_API
+    if not worker_reachable(url):
+        return
+    outcome.worker = url
+    outcome.readable = ApiSource(url).wait_for_spans(outcome.trace_ids, exported, timeout)

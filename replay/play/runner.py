@@ -25,8 +25,10 @@ class ReplayOutcome:
 
 
 def run_command(
-    cassette: Cassette, command: list[str], mode: str = player.STRICT, speed: float | None = None
+    cassette: Cassette, command: list[str], mode: str = player.STRICT, speed: float | None = None,
+    debug: bool = False,
 ) -> ReplayOutcome:
+    """``debug``: the child prints a divergence's traceback too."""
     if not command:
         raise ValueError("no command to run under replay (give it after --)")
     with tempfile.TemporaryDirectory(prefix="rewind-replay-") as tmp:
@@ -35,7 +37,8 @@ def run_command(
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         settings = {player.ENV_CASSETTE: cassette_path, player.ENV_REPORT: str(report_path),
                     player.ENV_MODE: mode, player.ENV_SOURCE: cassette.trace_id,
-                    player.ENV_SPEED: str(speed) if speed else None}
+                    player.ENV_SPEED: str(speed) if speed else None,
+                    player.ENV_DEBUG: "1" if debug else None}
         exit_code = launch.run(command, settings, [player.INSTALLER])
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))

@@ -9,6 +9,8 @@ registers it), so a helper's failed check reads like a test's.
   recorded through it against the fake LLM, the shared support-desk recording, and the weather
   agent recorded in process for the time-travel tests.
 - ``ports``: the one free loopback port helper.
+- ``cli``: the ``rewind`` commands run as a user runs them (a subprocess in a 100-column
+  terminal), for the ``test_cli_*`` modules, and the weather agent's run as a store or file.
 - ``weather_agent``: the agent the time-travel tests record (also run as a child process).
 - ``collector_client``: what the collector tests send (SDK spans, raw OTLP) and expect stored.
 - ``collector_process``: the real ``rewind collector`` as a child process, started and stopped.
