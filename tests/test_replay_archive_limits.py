@@ -16,7 +16,7 @@ from rewind.replay.cassette import archive
 from rewind.replay.cassette.document import MAX_DOCUMENT_BYTES
 from rewind.replay.worker.archives import MAX_UPLOAD_BYTES
 from tests.support.harness import Served, start_serve
-from tests.test_replay_archive import TRACE, chat_spans, tampered
+from tests.support.trace_files import TRACE, chat_spans, tampered
 
 MIB = 1 << 20
 BOMB_BYTES = 900 * MIB

@@ -13,7 +13,7 @@ from rewind.collector import reader
 from rewind.replay.cassette import archive
 from rewind.replay.cassette.archive import CredentialInTrace
 from rewind.replay.cassette.credentials import attribute_findings, span_findings
-from tests.test_replay_archive import TRACE, chat_spans, tampered
+from tests.support.trace_files import TRACE, chat_spans, tampered
 
 # Made-up keys, assembled so that no file holds one whole.
 OPENAI = "sk-" + "proj-" + "Zq8vN3kL0pW7xR2mT5yB9cD4"
