@@ -13,31 +13,33 @@ checked on the way in. A trace that carries a credential is refused both ways.
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import zstandard
+from typing import IO, Any
 
 from rewind.collector import reader
 from rewind.collector.auth import TENANT_ATTRIBUTE
+from rewind.collector.intake import MAX_TIME_NS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cassette import otlp_files
 from rewind.replay.cassette.credentials import Finding, span_findings
+from rewind.replay.cassette.document import (
+    FORMAT,
+    VERSION,
+    ArchiveError,
+    decode_document,
+    document_digest,
+    encode_document,
+)
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
 
-FORMAT = "rewind-trace"
-VERSION = 1
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
 BLOB_MIN_CHARS = 256
-MAX_DOCUMENT_BYTES = 1 << 30  # decompressed; a bigger file is refused rather than read
 
 # The span fields, as collector.reader returns them.
 SPAN_FIELDS = (
@@ -48,12 +50,9 @@ SPAN_FIELDS = (
 )
 _TEXT_FIELDS = ("TraceState", "SpanName", "SpanKind", "ServiceName", "ScopeName",
                 "ScopeVersion", "StatusCode", "StatusMessage")
+_MAX_DURATION_NS = 2**64 - 1  # the Duration column is UInt64
 _LIST_FIELDS = ("EventTimesNs", "EventNames", "EventAttributes", "LinkTraceIds",
                 "LinkSpanIds", "LinkTraceStates", "LinkAttributes")
-
-
-class ArchiveError(ValueError):
-    """A trace file that cannot be written or read; the message says which part and why."""
 
 
 class CredentialInTrace(ArchiveError):
@@ -73,44 +72,6 @@ class Archive:
     trace_id: str
     spans: list[dict[str, Any]]
     digest: str  # sha256 of the decoded document: the same content gives the same digest
-
-
-# -- the document layer: a JSON object in a zstd frame ------------------------------------------
-
-def encode_document(document: Mapping[str, Any]) -> bytes:
-    text = json.dumps(document, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return zstandard.ZstdCompressor(level=10, write_checksum=True).compress(text.encode("utf-8"))
-
-
-def decode_document(data: bytes) -> dict[str, Any]:
-    """The JSON object of a file, after the format and version are checked."""
-    try:
-        params = zstandard.get_frame_parameters(data)
-    except zstandard.ZstdError as error:
-        raise ArchiveError(f"not a Rewind trace file (not zstd-compressed): {error}") from error
-    if params.content_size > MAX_DOCUMENT_BYTES:
-        raise ArchiveError(f"trace file expands to {params.content_size:,} bytes, over the "
-                           f"{MAX_DOCUMENT_BYTES:,}-byte limit")
-    try:
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as stream:
-            raw = stream.read(MAX_DOCUMENT_BYTES + 1)
-    except zstandard.ZstdError as error:
-        raise ArchiveError(f"trace file is damaged (decompression failed: {error})") from error
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise ArchiveError(f"trace file expands past the {MAX_DOCUMENT_BYTES:,}-byte limit")
-    try:
-        document = json.loads(raw)
-    except ValueError as error:
-        raise ArchiveError(f"trace file is damaged (its content is not JSON: {error})") from error
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        found = document.get("format") if isinstance(document, dict) else None
-        raise ArchiveError(f"not a Rewind trace file (format {found!r}, expected {FORMAT!r})")
-    if document.get("version") != VERSION:
-        raise ArchiveError(
-            f"trace file version {document.get('version')!r} is not supported: this Rewind "
-            f"reads version {VERSION} (a newer file needs a newer Rewind)"
-        )
-    return document
 
 
 # -- blobs ---------------------------------------------------------------------------------
@@ -221,6 +182,16 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
     })
 
 
+def _check_nanoseconds(value: Any, top: int, what: str) -> None:
+    """Times must fit the store's DateTime64(9) (durations its UInt64): refused here, with
+    the span and field, rather than failing the insert."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArchiveError(f"{what} is not an integer (nanoseconds)")
+    if not 0 <= value <= top:
+        raise ArchiveError(f"{what} = {value} is out of range: nanoseconds from 0 to {top:,}"
+                           + (" (2262-04-11)" if top == MAX_TIME_NS else ""))
+
+
 def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
                   ) -> dict[str, Any]:
     if not isinstance(entry, dict):
@@ -243,14 +214,15 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
             _resolve(value, {}, f"{where} {name}")
     if any(not isinstance(span[name], str) for name in ("SpanId", "ParentSpanId", *_TEXT_FIELDS)):
         raise ArchiveError(f"{where}: an id, name or status field is not text")
-    for name in ("StartNs", "Duration"):
-        if not isinstance(span[name], int) or span[name] < 0:
-            raise ArchiveError(f"{where}: {name} is not a non-negative integer")
+    for name, top in (("StartNs", MAX_TIME_NS), ("Duration", _MAX_DURATION_NS)):
+        _check_nanoseconds(span[name], top, f"{where}: {name}")
     lists = [span[name] for name in _LIST_FIELDS]
     if any(not isinstance(value, list) for value in lists):
         raise ArchiveError(f"{where}: event and link fields must be lists")
     if len({len(v) for v in lists[:3]}) > 1 or len({len(v) for v in lists[3:]}) > 1:
         raise ArchiveError(f"{where}: event or link fields have different lengths")
+    for i, time in enumerate(span["EventTimesNs"]):
+        _check_nanoseconds(time, MAX_TIME_NS, f"{where}: EventTimesNs[{i}]")
     return span
 
 
@@ -273,11 +245,19 @@ def _from_otlp(data: bytes) -> Archive:
     return Archive(traces[0], spans, hashlib.sha256(data).hexdigest())
 
 
-def unpack(data: bytes) -> Archive:
+def unpack(data: bytes | IO[bytes]) -> Archive:
     """A file's trace; refused (with the reason) when damaged, altered or carrying a credential.
-    An OTLP file (JSON lines, one JSON document, protobuf) holding one trace is taken too."""
-    if otlp_files.is_otlp(data):
-        return _from_otlp(data)
+    An OTLP file (JSON lines, one JSON document, protobuf) holding one trace is taken too; a
+    stream is peeked at, and read whole only when it is OTLP (its size was bounded upstream)."""
+    if isinstance(data, bytes):
+        if otlp_files.is_otlp(data):
+            return _from_otlp(data)
+    elif data.seekable():
+        start = data.tell()
+        head = data.read(len(otlp_files.ZSTD_MAGIC))
+        data.seek(start)
+        if otlp_files.is_otlp(head):
+            return _from_otlp(data.read())
     document = decode_document(data)
     try:
         trace_id = parse_trace_id(document.get("trace_id", ""))
@@ -292,8 +272,7 @@ def unpack(data: bytes) -> Archive:
     findings = [f for span in spans for f in span_findings(span)]
     if findings:
         raise CredentialInTrace(trace_id, findings, "import")
-    canonical = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return Archive(trace_id, spans, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+    return Archive(trace_id, spans, document_digest(document))
 
 
 def span_row(span: Mapping[str, Any]) -> list[Any]:
@@ -323,7 +302,7 @@ class ImportResult:
     already_present: int
 
 
-def import_into(store: Store, data: bytes, tenant: str | None = None) -> ImportResult:
+def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None) -> ImportResult:
     """Writes a file's spans that the store does not hold yet; importing twice adds nothing.
 
     Everything is checked before the first row is written. ``tenant`` (the importer's, from

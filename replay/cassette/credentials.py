@@ -2,18 +2,40 @@
 
 The exporter already keeps credentials out of what it records; spans from other
 instrumentations, hand-made files and old recordings give no such promise, so a trace file is
-checked on its way out of a store and again on its way in. Pure: strings in, findings out.
+checked on its way out of a store and again on its way in. Every string of a span is read,
+names included (span, scope, event and attribute names), and each is also read as it would be
+decoded: base64 bodies (per ``*.body_encoding``), JSON escapes, URL encoding. Key shapes are
+detect-secrets' detectors plus the providers we record. Pure: strings in, findings out.
 Findings name what was found and show at most a few characters of it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from rewind.exporter import attributes as A
 from rewind.exporter.redaction import SECRET_QUERY_PARAMS
@@ -30,22 +52,60 @@ CREDENTIAL_HEADERS = frozenset(
         "x-auth-token",
     }
 )
+# Any other header with one of these words in its name (``x-custom-token``,
+# ``openai-api-key``, ``x-amz-security-token``) is taken as a credential too.
+_CREDENTIAL_WORDS = frozenset({"auth", "authorization", "token", "key", "apikey", "secret",
+                               "password", "passwd", "cookie", "session", "credential",
+                               "credentials", "signature", "sig"})
+_NOT_CREDENTIAL_HEADERS = frozenset({"idempotency-key"})  # set by SDKs on retries
 # Attributes holding a JSON object of HTTP headers (``rewind.*``), or one captured header
 # (OpenTelemetry HTTP conventions: ``http.request.header.<name>``).
 HEADER_ATTRIBUTES = frozenset({A.REQUEST_HEADERS, A.RESPONSE_HEADERS})
 HEADER_PREFIXES = ("http.request.header.", "http.response.header.")
 URL_ATTRIBUTES = frozenset({A.REQUEST_URL, "url.full", "http.url", "server.url"})
+BODY_ENCODINGS = {A.REQUEST_BODY: A.REQUEST_BODY_ENCODING,
+                  A.RESPONSE_BODY: A.RESPONSE_BODY_ENCODING}
 
-# Key shapes of the providers we record, and bearer tokens anywhere in text; group 1 is the
+# Key shapes of the providers we record, and what detect-secrets leaves out; group 1 is the
 # secret itself.
 _TOKENS = (
     ("Anthropic API key", re.compile(r"(?<![\w-])(sk-ant-[\w-]{16,})")),
     ("OpenAI-style API key", re.compile(r"(?<![\w-])(sk-(?!ant-)[\w-]{16,})")),
     ("Google API key", re.compile(r"(?<![\w-])(AIza[\w-]{30,})")),
     ("bearer token", re.compile(r"\bBearer\s+((?=[\w.~+/-]*\d)[\w.~+/-]{12,}=*)")),
+    # a header and a payload that are both JSON objects ({"... in base64url)
+    ("JSON Web Token", re.compile(r"(?<![\w-])(eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]*)")),
+    ("npm token", re.compile(r"(?<![\w-])(npm_[A-Za-z0-9]{36})(?!\w)")),
+    # unquoted too (an env file, a shell line), which detect-secrets' pattern is not
+    ("AWS secret access key", re.compile(
+        r"(?i)aws.{0,20}?(?:secret|key).{0,20}?[=:]\s*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])")),
 )
+# detect-secrets' own JWT, npm and OpenAI detectors are left out: crafted text ("eyJeyJ...",
+# "sk-sk-...") makes their patterns take minutes per megabyte; the table above has those.
+_DETECTORS: tuple[RegexBasedDetector, ...] = tuple(
+    detector() for detector in (
+        AWSKeyDetector, AzureStorageKeyDetector, GitHubTokenDetector, GitLabTokenDetector,
+        SlackDetector, PrivateKeyDetector, StripeDetector, TwilioKeyDetector,
+        SendGridDetector, PypiTokenDetector, DiscordBotTokenDetector,
+        TelegramBotTokenDetector, SquareOAuthDetector, MailchimpDetector,
+        ArtifactoryDetector,
+    )
+)
+# Text a pattern cannot match without: a substring test is far cheaper than the pattern.
+_TOKEN_LITERALS = {"Anthropic API key": "sk-ant-", "OpenAI-style API key": "sk-",
+                   "Google API key": "AIza", "bearer token": "Bearer", "JSON Web Token": "eyJ",
+                   "npm token": "npm_"}
+_DETECTOR_LITERALS: dict[type, tuple[str, ...]] = {
+    AzureStorageKeyDetector: ("AccountKey=",), GitHubTokenDetector: ("gh",),
+    GitLabTokenDetector: ("gl", "GR1348941"), PrivateKeyDetector: ("PRIVATE KEY", "PuTTY"),
+    StripeDetector: ("k_live_",), SendGridDetector: ("SG.",), PypiTokenDetector: ("pypi-",),
+    SquareOAuthDetector: ("sq0csp-",), MailchimpDetector: ("-us",),
+    ArtifactoryDetector: ("AKC", "AP"),
+}
 # A header value already blanked out by whoever recorded it: "", "***", "[REDACTED]", ...
 _BLANKED = re.compile(r"[\s*x.<>\[\]()-]*(redacted|hidden|removed)?[\s*x.<>\[\]()-]*", re.I)
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\([\\/\"])")
+_URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 
 
 @dataclass(frozen=True)
@@ -63,14 +123,71 @@ def _hint(secret: str) -> str:
     return secret[:6] + "…"
 
 
-def token_findings(text: str) -> list[str]:
-    """Provider keys and bearer tokens in free text (bodies, messages, events)."""
-    found = []
+def _json_unescaped(text: str) -> str:
+    return _JSON_ESCAPE.sub(lambda m: chr(int(m[1], 16)) if m[1] else m[2], text)
+
+
+def decoded_forms(text: str) -> list[str]:
+    """The text, and the text with JSON escapes and URL encoding undone (each, and both)."""
+    forms = [text]
+    for form in list(forms):
+        if "\\" in form:
+            forms.append(_json_unescaped(form))
+    for form in list(forms):
+        if _URL_ESCAPE.search(form):
+            forms.append(unquote(form))
+    for form in forms[1:]:
+        if "\\" in form and _json_unescaped(form) not in forms:
+            forms.append(_json_unescaped(form))
+    return list(dict.fromkeys(forms))
+
+
+def _secrets(text: str) -> Iterator[tuple[str, str]]:
     for kind, pattern in _TOKENS:
-        match = pattern.search(text)
-        if match:
-            found.append(f"{kind} ({_hint(match.group(1))})")
+        literal = _TOKEN_LITERALS.get(kind)
+        if literal is None or literal in text:
+            for match in pattern.finditer(text):
+                yield kind, match.group(1)
+    for detector in _DETECTORS:
+        literals = _DETECTOR_LITERALS.get(type(detector))
+        if literals is None or any(literal in text for literal in literals):
+            for secret in detector.analyze_string(text):
+                yield detector.secret_type, secret
+
+
+def token_findings(text: str) -> list[str]:
+    """Keys and tokens in free text (bodies, messages, events, names), in any decoded form;
+    each secret once, under the first kind that matched it."""
+    seen: dict[str, str] = {}
+    for form in decoded_forms(text):
+        for kind, secret in _secrets(form):
+            seen.setdefault(secret, kind)
+    return list(dict.fromkeys(f"{kind} ({_hint(secret)})" for secret, kind in seen.items()))
+
+
+def masked(text: str) -> str:
+    """A name for a message: itself, or only its start when it carries a credential."""
+    return _hint(text) if token_findings(text) else text
+
+
+def body_findings(body: str, encoding: str | None) -> list[str]:
+    """A body recorded as base64 (not UTF-8) is read decoded, as well as as it is."""
+    found = token_findings(body)
+    if (encoding or "").lower() == "base64":
+        try:
+            raw = base64.b64decode(body, validate=False)
+        except (binascii.Error, ValueError):
+            return found
+        found += [f for f in token_findings(raw.decode("latin-1")) if f not in found]
     return found
+
+
+def credential_header(name: str) -> bool:
+    low = name.strip().lower()
+    if low in CREDENTIAL_HEADERS:
+        return True
+    words = set(re.split(r"[-_.\s]+", low))
+    return low not in _NOT_CREDENTIAL_HEADERS and bool(words & _CREDENTIAL_WORDS)
 
 
 def is_blanked(value: Any) -> bool:
@@ -88,7 +205,7 @@ def header_findings(headers_json: str) -> list[str]:
     found = [
         f"{str(name).lower()} header"
         for name, value in headers.items()
-        if str(name).lower() in CREDENTIAL_HEADERS and not is_blanked(value)
+        if credential_header(str(name)) and not is_blanked(value)
     ]
     return found + token_findings(headers_json)
 
@@ -109,15 +226,18 @@ def url_findings(url: str) -> list[str]:
     return found + token_findings(url)
 
 
-def attribute_findings(name: str, value: str) -> list[str]:
-    """What one attribute value gives away, judged by what kind of attribute it is."""
+def attribute_findings(name: str, value: str, encoding: str | None = None) -> list[str]:
+    """What one attribute value gives away, judged by what kind of attribute it is.
+    ``encoding``: the body's ``*.body_encoding``, for a body attribute."""
     if name in HEADER_ATTRIBUTES:
         return header_findings(value)
     if name in URL_ATTRIBUTES:
         return url_findings(value)
+    if name in BODY_ENCODINGS:
+        return body_findings(value, encoding)
     for prefix in HEADER_PREFIXES:
         header = name[len(prefix):].replace("_", "-").lower()
-        if name.startswith(prefix) and header in CREDENTIAL_HEADERS and not _all_blanked(value):
+        if name.startswith(prefix) and credential_header(header) and not _all_blanked(value):
             return [f"{header} header", *token_findings(value)]
     return token_findings(value)
 
@@ -140,15 +260,36 @@ def _attribute_maps(span: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str,
         yield f"Links[{index}].Attributes", attributes or {}
 
 
+def _map_findings(column: str, attributes: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    for key, value in attributes.items():
+        key = str(key)
+        name_found = token_findings(key)
+        label = f"{column}[{key!r}]" if not name_found else f"{column}[{_hint(key)}]"
+        for what in name_found:
+            yield f"{column}: an attribute name", what
+        encoding = attributes.get(BODY_ENCODINGS.get(key, ""))
+        for what in attribute_findings(key, str(value), encoding and str(encoding)):
+            yield label, what
+
+
+def _field_strings(span: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """Every string of a span outside its attribute maps: names, ids, states, messages."""
+    for field, value in span.items():
+        if isinstance(value, str):
+            yield str(field), value
+        elif isinstance(value, list):
+            yield from ((f"{field}[{i}]", item) for i, item in enumerate(value)
+                        if isinstance(item, str))
+
+
 def span_findings(span: Mapping[str, Any]) -> list[Finding]:
-    """Every credential in a span's attributes and status message."""
-    span_id, name = str(span.get("SpanId", "?")), str(span.get("SpanName", ""))
+    """Every credential in a span: its attributes (names and values), names and messages."""
+    span_id, name = masked(str(span.get("SpanId", "?"))), masked(str(span.get("SpanName", "")))
     found = [
-        Finding(span_id, name, f"{column}[{key!r}]", what)
+        Finding(span_id, name, where, what)
         for column, attributes in _attribute_maps(span)
-        for key, value in attributes.items()
-        for what in attribute_findings(str(key), str(value))
+        for where, what in _map_findings(column, attributes)
     ]
-    found += [Finding(span_id, name, "StatusMessage", what)
-              for what in token_findings(str(span.get("StatusMessage") or ""))]
+    found += [Finding(span_id, name, where, what)
+              for where, text in _field_strings(span) for what in token_findings(text)]
     return found

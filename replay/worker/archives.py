@@ -1,11 +1,13 @@
 """Worker API routes for trace files: export a stored trace as ``.rw``, import one.
 
 The embedded store opens in one process at a time, so while a worker holds it the CLI imports
-and exports through these routes.
+and exports through these routes. An upload is counted as it arrives and kept on disk past a
+few MiB; the file is then decoded as a stream within ``MAX_DOCUMENT_BYTES``.
 """
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -15,10 +17,19 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rewind.replay.cassette import archive
+from rewind.replay.cassette.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
 from rewind.replay.worker.routing import route
 from rewind.replay.worker.tenancy import TenantView
 
-MAX_UPLOAD_BYTES = 512 * 1024 * 1024
+# A zstd frame is never much bigger than what it holds (incompressible data grows by under
+# 1/128), so no valid file is larger than this; bodies are counted as they are read.
+MAX_UPLOAD_BYTES = MAX_DOCUMENT_BYTES + MAX_DOCUMENT_BYTES // 128
+IN_MEMORY_BYTES = 8 << 20  # an upload past this waits on disk, not in memory
+
+
+def _too_large(size: str) -> str:
+    return (f"trace file {size} is over the {MAX_UPLOAD_BYTES:,}-byte upload limit (a file "
+            f"may expand to at most {MAX_DOCUMENT_BYTES:,} bytes)")
 
 
 def routes() -> list[Route]:
@@ -36,12 +47,21 @@ def routes() -> list[Route]:
     async def import_file(request: Request, view: TenantView) -> Any:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES:
-            raise HTTPException(413, f"trace file of {int(declared):,} bytes is over the "
-                                     f"{MAX_UPLOAD_BYTES:,}-byte limit")
-        data = await request.body()
-        if not data:
-            raise ValueError("empty body: send the bytes of a .rw trace file")
-        done = await run_in_threadpool(view.import_file, data)  # stamped with the caller's tenant
+            raise HTTPException(413, _too_large(f"of {int(declared):,} bytes"))
+        with tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES) as upload:
+            received = 0
+            async for chunk in request.stream():  # counted as read: chunked bodies too
+                received += len(chunk)
+                if received > MAX_UPLOAD_BYTES:
+                    raise HTTPException(413, _too_large(f"of more than {MAX_UPLOAD_BYTES:,} "
+                                                        "bytes"))
+                upload.write(chunk)
+            if not received:
+                raise ValueError("empty body: send the bytes of a .rw trace file")
+            try:  # stamped with the caller's tenant
+                done = await run_in_threadpool(view.import_file, upload)
+            except DocumentTooLarge as error:
+                raise HTTPException(413, str(error)) from error
         return {"trace_id": done.trace_id, "written": done.written,
                 "already_present": done.already_present}
 

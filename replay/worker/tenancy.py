@@ -12,7 +12,7 @@ auth (loopback development).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 from rewind.collector import reader
 from rewind.collector.store import Store
@@ -53,7 +53,7 @@ class TenantView:
     def runs(self, **filters: Any) -> list[dict[str, Any]]:
         return run_rows(self._store, tenant=self.tenant, **filters)
 
-    def import_file(self, data: bytes) -> archive.ImportResult:
+    def import_file(self, data: bytes | IO[bytes]) -> archive.ImportResult:
         """The file's spans are stamped with this tenant, whatever the file says."""
         return archive.import_into(self._store, data, tenant=self.tenant)
 
