@@ -10,9 +10,9 @@ import json
 import pytest
 
 from rewind.collector import reader
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.archive import CredentialInTrace
-from rewind.replay.cassette.credentials import attribute_findings, span_findings
+from rewind.replay.sources import archive
+from rewind.replay.sources.archive import CredentialInTrace
+from rewind.replay.sources.credentials import attribute_findings, span_findings
 from tests.support.trace_files import TRACE, chat_spans, tampered
 
 # Made-up keys, assembled so that no file holds one whole.

@@ -9,9 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import StoreSource
 from rewind.replay.cli.main import main
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeScript
 from rewind.replay.timetravel.bisect import CAUSES, bisect, bisect_runs
 from rewind.replay.timetravel.diff import INSERTED, SAME, diff_runs

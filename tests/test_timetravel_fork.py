@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from rewind.exporter import attributes as A
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import ApiSource
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import ApiSource
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.fork import Checkpoint, ForkError
 from rewind.replay.timetravel.timeline import Timeline

@@ -9,9 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import ApiSource
 from rewind.replay.cli.main import main
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import ApiSource
 from rewind.replay.timetravel.stats import load_prices, summarise, usage_from_store
 from rewind.replay.timetravel.timeline import Timeline, TimelineError
 from tests.support.harness import lab_in, start_serve

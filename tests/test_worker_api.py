@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import instrument, uninstrument
-from rewind.replay.cassette import archive
+from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
 

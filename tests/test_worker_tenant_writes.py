@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from rewind.replay.cassette import archive
+from rewind.replay.sources import archive
 from tests.support.harness import start_serve
 from tests.support.tenants import Tenancy, bearer, provider_for, send_run, send_span_into, tenancy
 

@@ -17,10 +17,10 @@ from rich.markup import escape
 
 from rewind.collector.prices import PriceError
 from rewind.collector.store import StoreError
-from rewind.replay.cassette.archive import ArchiveError
 from rewind.replay.cassette.model import CassetteError
-from rewind.replay.cassette.source import SourceError
 from rewind.replay.play.launch import LaunchError
+from rewind.replay.sources.archive import ArchiveError
+from rewind.replay.sources.locate import SourceError
 from rewind.replay.timetravel.fork import ForkError
 from rewind.replay.timetravel.timeline import TimelineError
 

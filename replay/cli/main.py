@@ -14,11 +14,11 @@ from rewind.collector.command import collector
 from rewind.collector.config import ENV
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
-from rewind.replay.cassette.source import ENV_API, SourceError, open_source, resolve_trace_id
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
 from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import launch, player
+from rewind.replay.sources.locate import ENV_API, SourceError, open_source, resolve_trace_id
 
 out = Console()
 
@@ -192,7 +192,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
 def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | None) -> None:
     """Write a trace to a portable .rw file: every span, compressed, blobs hash-checked.
     A trace that carries a credential is refused."""
-    from rewind.replay.cassette.archive import ArchiveError, write_file
+    from rewind.replay.sources.archive import ArchiveError, write_file
 
     try:
         source = open_source(api, clickhouse)
@@ -211,7 +211,7 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
 def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
     """Load a .rw file into the store (through the worker when one runs); prints the trace id.
     Importing the same file again adds nothing."""
-    from rewind.replay.cassette.archive import ArchiveError, read_file
+    from rewind.replay.sources.archive import ArchiveError, read_file
 
     try:
         trace_id = open_source(api, clickhouse, create=True).import_archive(read_file(file))
@@ -251,8 +251,8 @@ everything after it go live.
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
            debug: bool, api: str | None, clickhouse: str | None,
            command: tuple[str, ...]) -> None:
-    from rewind.replay.cassette.archive import ArchiveError, read_cassette
     from rewind.replay.play.runner import run_command
+    from rewind.replay.sources.archive import ArchiveError, read_cassette
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")

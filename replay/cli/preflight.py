@@ -7,8 +7,8 @@ import errno
 import socket
 
 from rewind.collector.store import ENV_URL, resolve_url
-from rewind.replay.cassette.source import store_in_use
 from rewind.replay.cli.failure import fail
+from rewind.replay.sources.locate import store_in_use
 
 
 def check_store(url: str | None) -> None:

@@ -17,15 +17,15 @@ from rich.console import Console
 
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
-from rewind.replay.cassette.source import (
+from rewind.replay.cli.failure import attempt, fail, note, warn
+from rewind.replay.play import launch
+from rewind.replay.sources.locate import (
     ApiSource,
     StoreSource,
     TraceSource,
     open_source,
     resolve_trace_id,
 )
-from rewind.replay.cli.failure import attempt, fail, note, warn
-from rewind.replay.play import launch
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise

@@ -82,8 +82,8 @@ def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
 
 
 def _load(config: pytest.Config, test_dir: Path, settings: dict[str, Any]) -> Cassette:
-    from rewind.replay.cassette.archive import read_cassette
-    from rewind.replay.cassette.source import open_source
+    from rewind.replay.sources.archive import read_cassette
+    from rewind.replay.sources.locate import open_source
 
     cache = config.stash.setdefault(_CASSETTES, {})
     if settings.get("cassette") is not None:

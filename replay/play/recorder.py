@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from rewind.exporter import autorecord
 from rewind.exporter.config import ENV_CAPTURE
-from rewind.replay.cassette.source import DEFAULT_API, ENV_API, ApiSource, worker_reachable
 from rewind.replay.play import launch
+from rewind.replay.sources.locate import DEFAULT_API, ENV_API, ApiSource, worker_reachable
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported

@@ -35,7 +35,7 @@ from rewind.replay.timetravel.stats import PriceTable, load_prices
 
 if TYPE_CHECKING:
     from rewind.collector.store import Store
-    from rewind.replay.cassette.source import TraceSource
+    from rewind.replay.sources.locate import TraceSource
     from rewind.replay.timetravel.bisect import Bisection
     from rewind.replay.timetravel.diff import TraceDiff
     from rewind.replay.timetravel.fork import Checkpoint
@@ -184,21 +184,21 @@ class Timeline:
     # -- loading --------------------------------------------------------------------------
     @classmethod
     def from_store(cls, store: Store, trace_id: str) -> Timeline:
-        from rewind.replay.cassette.source import StoreSource
+        from rewind.replay.sources.locate import StoreSource
 
         return cls(trace_id.strip().lower(), StoreSource(store).spans(trace_id))
 
     @classmethod
     def from_url(cls, url: str, trace_id: str) -> Timeline:
         """From a running worker (``rewind serve`` / ``rewind worker``)."""
-        from rewind.replay.cassette.source import ApiSource
+        from rewind.replay.sources.locate import ApiSource
 
         return cls(trace_id.strip().lower(), ApiSource(url).spans(trace_id))
 
     @classmethod
     def from_file(cls, path: str | Path) -> Timeline:
         """From a ``.rw`` trace file (``rewind export``)."""
-        from rewind.replay.cassette.archive import read_archive
+        from rewind.replay.sources.archive import read_archive
 
         archive = read_archive(path)
         return cls(archive.trace_id, archive.spans)
@@ -369,7 +369,7 @@ def load_all(refs: Sequence[str], api: str | None = None,
             loaded.append(Timeline.from_file(ref))
             continue
         if source is None:
-            from rewind.replay.cassette.source import open_source
+            from rewind.replay.sources.locate import open_source
 
             source = open_source(api, clickhouse)
         loaded.append(Timeline.from_source(source, ref))

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
+from rewind.replay.sources import archive
+from rewind.replay.sources.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
 from rewind.replay.worker.routing import route
 from rewind.replay.worker.tenancy import TenantView
 

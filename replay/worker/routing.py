@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rewind.replay.cassette.archive import ArchiveError
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import CassetteError
+from rewind.replay.sources.archive import ArchiveError
 from rewind.replay.worker.cache import TraceNotFound
 from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
 

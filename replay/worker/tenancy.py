@@ -16,8 +16,8 @@ from typing import IO, Any
 
 from rewind.collector import reader
 from rewind.collector.store import Store
-from rewind.replay.cassette import archive
 from rewind.replay.cassette.model import Cassette
+from rewind.replay.sources import archive
 from rewind.replay.timetravel.runs import run_rows
 from rewind.replay.timetravel.stats import Usage, usage_from_store
 from rewind.replay.worker.cache import CassetteCache, trace_spans

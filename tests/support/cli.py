@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rewind.replay.cassette import archive
-from rewind.replay.cassette.source import StoreSource
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import StoreSource
 from tests.support.harness import lab_in
 
 BIN = Path(sys.executable).parent  # where the console scripts are installed

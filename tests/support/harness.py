@@ -36,7 +36,7 @@ from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.cassette.source import StoreSource
+from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support.ports import free_port
 from tests.support.weather_agent import Clients, Knobs, WeatherAgent

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from rewind.replay.cassette import archive
+from rewind.replay.sources import archive
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SYSTEM = "You are a careful assistant. " * 20  # long enough to be a blob, shared by both spans

@@ -24,9 +24,11 @@ from rewind.collector.auth import TENANT_ATTRIBUTE
 from rewind.collector.intake import MAX_TIME_NS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
-from rewind.replay.cassette import otlp_files
-from rewind.replay.cassette.credentials import Finding, span_findings
-from rewind.replay.cassette.document import (
+from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
+from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.sources import otlp_files
+from rewind.replay.sources.credentials import Finding, span_findings
+from rewind.replay.sources.document import (
     FORMAT,
     VERSION,
     ArchiveError,
@@ -34,8 +36,6 @@ from rewind.replay.cassette.document import (
     document_digest,
     encode_document,
 )
-from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
-from rewind.replay.cassette.model import Cassette, build_cassette
 
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
@@ -252,11 +252,11 @@ def unpack(data: bytes | IO[bytes]) -> Archive:
     if isinstance(data, bytes):
         if otlp_files.is_otlp(data):
             return _from_otlp(data)
-    elif data.seekable():
-        start = data.tell()
+    else:  # a seekable binary file, read from its start as decode_document reads it
+        data.seek(0)
         head = data.read(len(otlp_files.ZSTD_MAGIC))
-        data.seek(start)
         if otlp_files.is_otlp(head):
+            data.seek(0)
             return _from_otlp(data.read())
     document = decode_document(data)
     try:

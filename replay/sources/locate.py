@@ -19,9 +19,9 @@ from rewind.collector import reader
 from rewind.collector.migrate import migrate
 from rewind.collector.schema import TRACE_LOOKUP, TRACES
 from rewind.collector.store import ENV_URL, Store, redact_url, resolve_url
-from rewind.replay.cassette import archive
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.sources import archive
 
 ENV_API = "REWIND_URL"
 DEFAULT_API = "http://127.0.0.1:8787"
