@@ -24,6 +24,7 @@ from rewind.replay.cassette.model import Cassette, build_cassette
 from rewind.replay.sources import archive
 
 ENV_API = "REWIND_URL"
+ENV_API_TOKEN = "REWIND_API_TOKEN"  # bearer token for a worker or serve run with tokens
 DEFAULT_API = "http://127.0.0.1:8787"
 
 
@@ -51,9 +52,11 @@ class TraceSource(Protocol):
 
 
 class ApiSource:
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, timeout: float = 30.0, token: str | None = None) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        token = token if token is not None else os.environ.get(ENV_API_TOKEN)
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 
     def _get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params={k: v for k, v in params.items() if v}).json()
@@ -72,6 +75,10 @@ class ApiSource:
                 message = response.json().get("error", response.text)
             except ValueError:
                 message = response.text
+            if response.status_code == 401:
+                message += (f" (give one of its tokens in {ENV_API_TOKEN})"
+                            if not self._http.headers.get("authorization")
+                            else f" (the token in {ENV_API_TOKEN} is not one of its tokens)")
             raise SourceError(f"worker at {self.url}: {message}")
         return response
 
