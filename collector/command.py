@@ -55,7 +55,8 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 @_option("--max-message-bytes", key="max_message_bytes", default="64MiB", show_default=True,
          help="Largest request, compressed or not.")
 @_option("--max-spans-per-request", key="max_spans_per_request", type=int,
-         default=LIMITS.max_spans_per_request, show_default=True)
+         default=LIMITS.max_spans_per_request, show_default=True,
+         help="Most spans one export request may carry; a larger one is refused whole.")
 @_option("--max-attribute-bytes", key="max_attribute_bytes", default="16MiB",
          show_default=True, help="Largest attribute value; spans beyond it are rejected.")
 @_option("--batch-max-spans", key="batch_max_spans", type=int, default=BATCH.max_spans,
@@ -81,10 +82,10 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 @_option("--migrate/--no-migrate", key="migrate", default=True, show_default=True,
          help="Create or upgrade the tables when the store is first reached.")
 @_option("--log-format", key="log_format", type=click.Choice(["text", "json"]),
-         default="text", show_default=True)
+         default="text", show_default=True, help="Log lines as text or as one JSON object each.")
 @_option("--log-level", key="log_level",
          type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
-         default="info", show_default=True)
+         default="info", show_default=True, help="Least severe log lines written.")
 def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               spool_dir: Path | None, spool_max_bytes: str, auth_tokens_file: Path | None,
               auth_tokens: str | None, auth_reload_seconds: float,
