@@ -107,6 +107,8 @@ def test_timeline_and_analysis_through_a_running_worker(recorded):
         assert run.user_messages() == [(0, QUESTION), (3, FOLLOW_UP)]
         loaded = Timeline.load(recorded["chat"], api=served.api_url)
         assert [e.step for e in loaded.steps] == [0, 1, 2, 3]
+        by_prefix = Timeline.load(recorded["chat"][:8].upper(), api=served.api_url)
+        assert by_prefix.trace_id == recorded["chat"]
         with pytest.raises(Exception, match="not found"):
             Timeline.from_url(served.api_url, "0" * 32)
 

@@ -360,8 +360,8 @@ def is_file_ref(ref: str) -> bool:
 
 def load_all(refs: Sequence[str], api: str | None = None,
              clickhouse: str | None = None) -> list[Timeline]:
-    """Each ref a ``.rw`` path or a trace id; trace ids are read through one source (a worker
-    if one answers, else the store)."""
+    """Each ref a ``.rw`` path, a trace id or a unique prefix of one (as the CLI takes them);
+    trace ids are read through one source (a worker if one answers, else the store)."""
     source = None
     loaded = []
     for ref in refs:
@@ -372,5 +372,7 @@ def load_all(refs: Sequence[str], api: str | None = None,
             from rewind.replay.sources.locate import open_source
 
             source = open_source(api, clickhouse)
-        loaded.append(Timeline.from_source(source, ref))
+        from rewind.replay.sources.locate import resolve_trace_id
+
+        loaded.append(Timeline.from_source(source, resolve_trace_id(source, ref)))
     return loaded
