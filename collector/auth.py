@@ -18,11 +18,8 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from rewind.exporter import attributes as A
-
 log = logging.getLogger("rewind.collector.auth")
 
-TENANT_ATTRIBUTE = A.TENANT
 
 
 class AuthError(Exception):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .auth import TENANT_ATTRIBUTE
+from rewind.exporter import attributes as A
+
 from .llm_steps import LLM_CALLS_IN_TRACE
 from .schema import TRACE_LOOKUP, TRACES
 from .store import Store
@@ -33,7 +34,7 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
     condition that always holds when ``tenant`` is None."""
     if tenant is None:
         return "1"
-    params.update(tenant_key=TENANT_ATTRIBUTE, tenant=tenant)
+    params.update(tenant_key=A.TENANT, tenant=tenant)
     return "ResourceAttributes[{tenant_key:String}] = {tenant:String}"
 
 

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from .auth import TENANT_ATTRIBUTE
+from rewind.exporter import attributes as A
 
 SPAN_KINDS = {
     Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
@@ -92,7 +92,7 @@ def span_rows(
         resource = resource_spans.resource.attributes
         resource_map = attribute_map(resource)
         if tenant is not None:
-            resource_map[TENANT_ATTRIBUTE] = tenant
+            resource_map[A.TENANT] = tenant
         service = _service_name(resource)
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope

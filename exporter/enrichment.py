@@ -28,7 +28,6 @@ from .redaction import Redactor
 
 log = logging.getLogger("rewind.exporter")
 
-ENRICH = A.ENRICH
 _current: tuple[CaptureSettings, Redactor] = (CaptureSettings(), Redactor())
 
 
@@ -82,7 +81,7 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
            redactor: Redactor) -> dict[str, Any]:
     """The span's attributes with the pending parts derived from its own raw exchange."""
     out = dict(attrs)
-    parts = str(out.pop(ENRICH, ""))
+    parts = str(out.pop(A.ENRICH, ""))
     url = urlsplit(str(out.get(A.REQUEST_URL, "")))
     endpoint = providers.detect(url.hostname or "", url.path)
     if endpoint is None:
@@ -113,14 +112,14 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
 def enrich(span: ReadableSpan) -> ReadableSpan:
     """A copy of ``span`` with its pending attributes derived (``span`` itself when none)."""
     attrs = span.attributes or {}
-    if ENRICH not in attrs:
+    if A.ENRICH not in attrs:
         return span
     settings, redactor = _current
     try:
         derived = derive(attrs, settings, redactor)
     except Exception:
         log.exception("rewind: could not derive the semconv attributes of %s", span.name)
-        derived = {k: v for k, v in attrs.items() if k != ENRICH}
+        derived = {k: v for k, v in attrs.items() if k != A.ENRICH}
     return ReadableSpan(
         name=span.name, context=span.context, parent=span.parent, resource=span.resource,
         attributes=derived, events=span.events, links=span.links, kind=span.kind,

@@ -22,7 +22,7 @@ from . import calls, providers, scope
 from .bodies import BASE64
 from .config import CaptureSettings
 from .decoding import decoder_for
-from .enrichment import ENRICH, response_attributes
+from .enrichment import response_attributes
 from .redaction import RESPONSE_HEADERS_KEPT, Redactor, keep_headers
 from .sse import SSESplitter
 from .streams import CLOSED_EARLY, stream_classes
@@ -189,14 +189,14 @@ class Exchange:
             finished = False
         raw = text if events is None else "".join(e for _, e in events)
         if self.defer and not _may_call_tools(raw or ""):
-            attrs[ENRICH] = "request,response"
+            attrs[A.ENRICH] = "request,response"
         else:
             derived = response_attributes(self.endpoint, text, events, self.redactor,
                                           self.secrets)
             self._remember_tool_calls(derived.get(A.OUTPUT_MESSAGES))
             attrs = {**derived, **attrs}
             if self.defer:
-                attrs[ENRICH] = "request"
+                attrs[A.ENRICH] = "request"
         self.span.set_attributes(self.settings.allowed(attrs))
         return finished
 

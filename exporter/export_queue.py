@@ -67,7 +67,7 @@ def span_bytes(span: ReadableSpan) -> int:
             total += len(key) + (len(value) if value.__class__ is str else 16)
     for event in span.events:
         total += _SPAN_OVERHEAD + sum(len(str(v)) for v in (event.attributes or {}).values())
-    return total * 2 if enrichment.ENRICH in attributes else total
+    return total * 2 if A.ENRICH in attributes else total
 
 
 def _env_int(name: str, default: int) -> int:

@@ -108,7 +108,7 @@ class Recorder:
             attrs[A.REQUEST_BODY] = text
         path = urlsplit(full_url).path
         if self.defer and not oversized:
-            attrs[enrichment.ENRICH] = "request"
+            attrs[A.ENRICH] = "request"
             if changed:  # the key is of the request as sent, not of its redacted copy
                 attrs[A.MATCH_KEY] = enrichment.match_key(request.method, path, kept_headers,
                                                           body)

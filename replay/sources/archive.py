@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from rewind.collector import reader
-from rewind.collector.auth import TENANT_ATTRIBUTE
 from rewind.collector.intake import MAX_TIME_NS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
+from rewind.exporter import attributes as A
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
 from rewind.replay.sources import otlp_files
@@ -311,7 +311,7 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     archive = unpack(data)
     if tenant is not None:
         spans = [{**s, "ResourceAttributes": {**s["ResourceAttributes"],
-                                              TENANT_ATTRIBUTE: tenant}} for s in archive.spans]
+                                              A.TENANT: tenant}} for s in archive.spans]
         archive = Archive(archive.trace_id, spans, f"{archive.digest}:{tenant}")
     present = {s["SpanId"] for s in reader.get_trace(store, archive.trace_id, tenant=tenant)}
     fresh = [s for s in archive.spans if s["SpanId"] not in present]

@@ -369,10 +369,8 @@ def load_all(refs: Sequence[str], api: str | None = None,
             loaded.append(Timeline.from_file(ref))
             continue
         if source is None:
-            from rewind.replay.sources.locate import open_source
+            from rewind.replay.sources.locate import open_source, resolve_trace_id
 
             source = open_source(api, clickhouse)
-        from rewind.replay.sources.locate import resolve_trace_id
-
         loaded.append(Timeline.from_source(source, resolve_trace_id(source, ref)))
     return loaded
