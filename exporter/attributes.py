@@ -86,6 +86,12 @@ ENRICH = "rewind.enrich"
 
 KIND_LLM = "llm"
 KIND_TOOL = "tool"
+KIND_HTTP = "http"  # any other outbound HTTP call of the run (a tool's API, a search service)
+
+# OpenTelemetry HTTP client semantic conventions, on the spans of other HTTP calls.
+HTTP_REQUEST_METHOD = "http.request.method"
+HTTP_RESPONSE_STATUS = "http.response.status_code"
+URL_FULL = "url.full"
 
 # gen_ai.operation.name values that are one call to a model (one row each in rewind_llm_calls).
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")

@@ -123,6 +123,7 @@ def _finish(root: Span, seen: TraceIds, provider: Any) -> None:
     root.end()
     scope.set_process_root(None)
     from .pipeline import export_stats, mark_closing
+    from .recording import counts
 
     mark_closing()
     flush = getattr(provider, "force_flush", None)
@@ -135,6 +136,7 @@ def _finish(root: Span, seen: TraceIds, provider: Any) -> None:
         "trace_ids": list(seen.ids),
         "spans": seen.spans,
         "export": export_stats(),
+        "calls": dict(counts),
     }
     path = os.environ.get(ENV_REPORT)
     if path:

@@ -12,7 +12,7 @@ import hmac
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 # Top-level request fields that never change what the model is asked.
 VOLATILE_FIELDS = frozenset(
@@ -175,6 +175,19 @@ def canonical_parsed(
         "headers": {h: lowered[h] for h in KEY_HEADERS if h in lowered},
         "body": canonical_body(parsed),
     }
+
+
+def canonical_http(
+    method: str, url: str, headers: Mapping[str, str], body: bytes | str | Json
+) -> dict[str, Json]:
+    """An HTTP call that is no LLM call: its host and query count too (``GET /weather?city=``
+    asks something else for each city); the body as :func:`parse_body` reads it."""
+    parts = urlsplit(url)
+    parsed = parse_body(body) if isinstance(body, (bytes, str)) or body is None else body
+    form = canonical_parsed(method, parts.path, headers, parsed)
+    form["host"] = (parts.hostname or "").lower()
+    form["query"] = sorted(parse_qsl(parts.query, keep_blank_values=True))
+    return form
 
 
 def dumps(value: Json) -> str:

@@ -13,7 +13,15 @@ variable                   meaning                                              
                            captured (the span says so in ``rewind.capture_error``)
 ``REWIND_MATCH_KEY_SALT``  in ``metadata`` mode, the secret ``rewind.match_key`` is      unset
                            keyed with (HMAC-SHA256); unset: no match key is recorded
+``REWIND_HTTP``            ``off``: record LLM calls only, not the run's other HTTP      ``on``
+                           calls (``rewind.kind=http`` spans)
+``REWIND_HTTP_HOSTS``      comma-separated host globs: only these hosts' other HTTP      all
+                           calls are recorded
+``REWIND_HTTP_EXCLUDE``    comma-separated host globs never recorded                     none
 =========================  ===========================================================  =========
+
+Telemetry (OTLP exporters, the Rewind worker) is never recorded as a run's HTTP call; see
+``telemetry.py``.
 
 Why the salt: the match key is a hash of the whole request. Where the request itself is not
 recorded (``metadata``), an unsalted key would let anyone who can read spans confirm a guessed
@@ -29,6 +37,7 @@ warning: a typo must never widen what leaves the process.
 from __future__ import annotations
 
 import enum
+import fnmatch
 import json
 import logging
 import os
@@ -46,6 +55,9 @@ ENV_CAPTURE = "REWIND_CAPTURE"
 ENV_REDACT = "REWIND_REDACT"
 ENV_MAX_BODY = "REWIND_MAX_BODY_BYTES"
 ENV_MATCH_KEY_SALT = "REWIND_MATCH_KEY_SALT"
+ENV_HTTP = "REWIND_HTTP"
+ENV_HTTP_HOSTS = "REWIND_HTTP_HOSTS"
+ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 # Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
@@ -63,6 +75,15 @@ class CaptureSettings:
     redact: tuple[re.Pattern[str], ...] = field(default=())
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     match_key_salt: bytes | None = field(default=None, repr=False)  # a secret: never printed
+    http: bool = True  # record the run's other HTTP calls too
+    http_hosts: tuple[str, ...] = ()  # host globs recorded (empty: all)
+    http_exclude: tuple[str, ...] = ()  # host globs never recorded
+
+    def records_http(self, host: str) -> bool:
+        """Whether a non-LLM request to ``host`` is recorded (telemetry aside)."""
+        if not self.http or any(fnmatch.fnmatch(host, glob) for glob in self.http_exclude):
+            return False
+        return not self.http_hosts or any(fnmatch.fnmatch(host, g) for g in self.http_hosts)
 
     @property
     def keeps_raw(self) -> bool:
@@ -158,4 +179,13 @@ def settings(
     if isinstance(match_key_salt, str):
         match_key_salt = match_key_salt.encode("utf-8")
     return CaptureSettings(CaptureMode.METADATA if private else chosen, patterns, max_body_bytes,
-                           match_key_salt or None)
+                           match_key_salt or None,
+                           http=env.get(ENV_HTTP, "on").strip().lower() not in ("off", "0",
+                                                                               "false", "no"),
+                           http_hosts=host_globs(env.get(ENV_HTTP_HOSTS, "")),
+                           http_exclude=host_globs(env.get(ENV_HTTP_EXCLUDE, "")))
+
+
+def host_globs(raw: str) -> tuple[str, ...]:
+    """``"api.example.com, *.internal"`` -> the globs, lower case."""
+    return tuple(g.strip().lower() for g in raw.split(",") if g.strip())

@@ -25,7 +25,7 @@ from .decoding import decoder_for
 from .enrichment import response_attributes
 from .redaction import RESPONSE_HEADERS_KEPT, Redactor, keep_headers
 from .sse import SSESplitter
-from .streams import CLOSED_EARLY, stream_classes
+from .streams import CLOSED_EARLY
 from .transport import Flavor
 
 log = logging.getLogger("rewind.exporter")
@@ -45,7 +45,7 @@ class Exchange:
     def __init__(
         self,
         span: Span,
-        endpoint: providers.Endpoint,
+        endpoint: providers.Endpoint | None,  # None: an HTTP call that is no LLM call
         started: float,
         settings: CaptureSettings,
         redactor: Redactor,
@@ -71,25 +71,22 @@ class Exchange:
 
     # -- Observation protocol (transport) ---------------------------------------------------
     def wrap(self, flavor: Flavor, response: Any, asynchronous: bool = False) -> Any:
-        headers = keep_headers(response.headers.multi_items(), RESPONSE_HEADERS_KEPT)
-        self.span.set_attribute(A.RESPONSE_STATUS, response.status_code)
+        status, items, encoding = flavor.head(response)
+        headers = keep_headers(items, RESPONSE_HEADERS_KEPT)
+        self.span.set_attribute(A.RESPONSE_STATUS, status)
+        if self.endpoint is None:
+            self.span.set_attribute(A.HTTP_RESPONSE_STATUS, status)
         self.span.set_attribute(A.RESPONSE_HEADERS, json.dumps(headers, sort_keys=True))
-        if response.status_code >= 400:
-            self.span.set_status(Status(StatusCode.ERROR, f"HTTP {response.status_code}"))
-            self.span.set_attribute(A.ERROR_TYPE, str(response.status_code))
-        if "text/event-stream" in response.headers.get("content-type", ""):
+        if status >= 400:
+            self.span.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+            self.span.set_attribute(A.ERROR_TYPE, str(status))
+        content_type = next((v for k, v in items if k.lower() == "content-type"), "")
+        if "text/event-stream" in content_type:
             self._sse = SSESplitter()
-        if response.is_stream_consumed:  # built from bytes (a replayed answer): already read
-            self._decoder = decoder_for("")
-            self.chunk(response.content)
-            self.finish()
-            return response
-        self._decoder = decoder_for(response.headers.get("content-encoding", ""))
+        self._decoder = decoder_for(encoding)
         if self._decoder is None:
             self._broken = "content-encoding not decodable here"
-        wrapper = stream_classes(flavor)[1 if asynchronous else 0]
-        response.stream = wrapper(response.stream, self)
-        return response
+        return flavor.follow(response, self, asynchronous)
 
     def failed(self, error: BaseException) -> None:
         """The request never got a response (connection error, timeout, cancellation)."""
@@ -188,7 +185,9 @@ class Exchange:
                 text = None
             finished = False
         raw = text if events is None else "".join(e for _, e in events)
-        if self.defer and not _may_call_tools(raw or ""):
+        if self.endpoint is None:
+            pass  # an HTTP call: the exchange is all there is
+        elif self.defer and not _may_call_tools(raw or ""):
             attrs[A.ENRICH] = "request,response"
         else:
             derived = response_attributes(self.endpoint, text, events, self.redactor,

@@ -9,6 +9,7 @@ appear, configured redaction patterns, and the capture mode.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import time
@@ -19,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from . import attributes as A
-from . import canonical, enrichment, providers, scope
+from . import canonical, enrichment, providers, scope, telemetry
 from .config import CaptureSettings
 from .exchange import Exchange, body_attribute
 from .redaction import REQUEST_HEADERS_KEPT, Redactor, clean_url, keep_headers, secret_values
@@ -27,6 +28,9 @@ from .steps import start_step_span
 from .transport import Flavor
 
 log = logging.getLogger("rewind.exporter")
+
+# Calls recorded by this process, by kind (``rewind record`` reports them at exit).
+counts: collections.Counter[str] = collections.Counter()
 
 
 class Recorder:
@@ -52,7 +56,8 @@ class Recorder:
     def __call__(self, flavor: Flavor, request: Any) -> Exchange | None:
         url = request.url
         endpoint = providers.detect(url.host, url.path)
-        if endpoint is None:
+        if endpoint is None and (not self.settings.records_http(str(url.host).lower())
+                                 or telemetry.is_telemetry(url.host, url.port)):
             return None
         started = time.monotonic()
         try:
@@ -60,16 +65,17 @@ class Recorder:
         except Exception:  # streamed upload not read yet: keep metadata only
             raw = b""
         body = canonical.parse_body(raw)
-        model = endpoint.model(body)
-        span, step = start_step_span(self.tracer, f"{endpoint.operation} {model}".strip(),
-                                     SpanKind.CLIENT, scope.parent_context())
+        model = endpoint.model(body) if endpoint else ""
+        name = f"{endpoint.operation} {model}".strip() if endpoint else request.method.upper()
+        span, step = start_step_span(self.tracer, name, SpanKind.CLIENT, scope.parent_context())
+        counts[A.KIND_LLM if endpoint else A.KIND_HTTP] += 1
         try:
             return self._record(span, step, endpoint, request, raw, body, model, started)
         except BaseException:
             scope.end_quietly(span)
             raise
 
-    def _record(self, span: Any, step: int, endpoint: providers.Endpoint, request: Any,
+    def _record(self, span: Any, step: int, endpoint: providers.Endpoint | None, request: Any,
                 raw: bytes, body: Any, model: str, started: float) -> Exchange:
         url = request.url
         headers = request.headers
@@ -79,14 +85,17 @@ class Recorder:
         kept_headers = keep_headers(items, REQUEST_HEADERS_KEPT)
         attrs: dict[str, Any] = {
             A.STEP: step,
-            A.KIND: A.KIND_LLM,
-            A.OPERATION: endpoint.operation,
-            A.PROVIDER: endpoint.provider,
             A.SERVER_ADDRESS: url.host,
             A.REQUEST_METHOD: request.method,
             A.REQUEST_URL: clean_url(full_url),
             A.REQUEST_HEADERS: json.dumps(kept_headers, sort_keys=True),
         }
+        if endpoint is None:
+            attrs.update({A.KIND: A.KIND_HTTP, A.HTTP_REQUEST_METHOD: request.method,
+                          A.URL_FULL: clean_url(full_url)})
+        else:
+            attrs.update({A.KIND: A.KIND_LLM, A.OPERATION: endpoint.operation,
+                          A.PROVIDER: endpoint.provider})
         if model:
             attrs[A.REQUEST_MODEL] = model
         if url.port:
@@ -107,7 +116,10 @@ class Recorder:
                 attrs[A.REQUEST_BODY_ENCODING] = encoding
             attrs[A.REQUEST_BODY] = text
         path = urlsplit(full_url).path
-        if self.defer and not oversized:
+        if endpoint is None:
+            attrs[A.MATCH_KEY] = canonical.match_key(canonical.canonical_http(
+                request.method, full_url, kept_headers, body))
+        elif self.defer and not oversized:
             attrs[A.ENRICH] = "request"
             if changed:  # the key is of the request as sent, not of its redacted copy
                 attrs[A.MATCH_KEY] = enrichment.match_key(request.method, path, kept_headers,
@@ -124,4 +136,4 @@ class Recorder:
             attrs[A.CONVERSATION_ID] = conversation
         span.set_attributes(self.settings.allowed(attrs))
         return Exchange(span, endpoint, started, self.settings, self.redactor, secrets,
-                        self.defer and not oversized)
+                        self.defer and not oversized and endpoint is not None)

@@ -34,10 +34,13 @@ class StepCounter:
             self._next[trace_id] = step + 1
             if len(self._next) > self._max:
                 self._next.popitem(last=False)
-            return step, time.time_ns()
+            return step, now_ns()
 
 
 steps = StepCounter()
+# The clock spans are stamped with; a replay that moves the program's clock keeps this one real
+# (``rewind.replay.play.clock``), as it does the SDK's.
+now_ns = time.time_ns
 
 
 def start_step_span(tracer: Any, name: str, kind: Any, parent: Context | None) -> tuple[Any, int]:

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Protocol
+from typing import Any
 
-from .transport import Flavor
+from .transport import Flavor, Follower
 
 CLOSED_EARLY = "closed before the end of the body"
 ABANDONED = "dropped without being read to the end or closed"
 STREAM_ERROR = "the body failed mid-stream"
-
-
-class Follower(Protocol):
-    def chunk(self, raw: bytes) -> None: ...
-    def finish(self, incomplete: str | None = None) -> None: ...
-    def stream_failed(self, error: BaseException) -> None: ...
 
 
 class _Following:

@@ -1,4 +1,4 @@
-"""One hook at the HTTP client transport of httpx and httpx2.
+"""One hook at the HTTP client transport of httpx and httpx2 (aiohttp: :mod:`.aiohttp_hook`).
 
 Both libraries send every wire request through ``Client._send_single_request`` (and the async
 twin), after auth and before redirects: the request there is exactly what goes on the wire, for
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 log = logging.getLogger("rewind.exporter")
 
@@ -45,15 +46,95 @@ class Responder(Protocol):
 Observer = Callable[["Flavor", Any], "Observation | None"]
 
 
+class Follower(Protocol):
+    """Fed the bytes of a response body as the caller reads them (see :mod:`.streams`)."""
+
+    def chunk(self, raw: bytes) -> None: ...
+    def finish(self, incomplete: str | None = None) -> None: ...
+    def stream_failed(self, error: BaseException) -> None: ...
+
+
 @dataclass(frozen=True)
 class Flavor:
-    """One HTTP library (httpx or httpx2): enough to build its responses and streams."""
+    """One HTTP library: how to read its responses, follow their bodies and build new ones.
+
+    This class speaks httpx and httpx2 (same API); :mod:`.aiohttp_hook` has aiohttp's. The
+    request objects handed to observers and responders have httpx's shape either way."""
 
     module: ModuleType
 
     @property
     def name(self) -> str:
         return self.module.__name__
+
+    def head(self, response: Any) -> tuple[int, list[tuple[str, str]], str]:
+        """(status, headers, content-encoding the body bytes still carry)."""
+        headers = response.headers
+        encoding = "" if response.is_stream_consumed else headers.get("content-encoding", "")
+        return response.status_code, headers.multi_items(), encoding
+
+    def follow(self, response: Any, follower: Follower, asynchronous: bool) -> Any:
+        """``response``, its body now fed to ``follower`` as the caller reads it."""
+        if response.is_stream_consumed:  # built from bytes (a replayed answer): already read
+            follower.chunk(response.content)
+            follower.finish()
+            return response
+        from .streams import stream_classes
+
+        response.stream = stream_classes(self)[1 if asynchronous else 0](response.stream,
+                                                                          follower)
+        return response
+
+    def respond(self, status: int, headers: dict[str, str], content: Any, request: Any) -> Any:
+        """A response of this library carrying ``content`` (bytes or a byte iterator)."""
+        return self.module.Response(status, headers=headers, content=content, request=request)
+
+
+class Headers:
+    """Enough of httpx's ``Headers`` for the recorder and the player."""
+
+    def __init__(self, items: list[tuple[str, str]]) -> None:
+        self._items = items
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return list(self._items)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        wanted = name.lower()
+        return next((v for k, v in self._items if k.lower() == wanted), default)
+
+
+@dataclass(frozen=True)
+class URLView:
+    """A URL string with the parts of httpx's ``URL`` the recorder reads."""
+
+    text: str
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.text).hostname or ""
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.text).path
+
+    @property
+    def port(self) -> int | None:
+        return urlsplit(self.text).port
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class RequestView:
+    """A request of a library other than httpx, in the shape the recorder and the player read
+    (httpx's): ``url`` with ``host``, ``path``, ``port`` and ``str()``."""
+
+    method: str
+    url: Any
+    headers: Headers
+    content: bytes
 
 
 @dataclass
@@ -96,34 +177,46 @@ def _failed(seen: Observation | None, error: BaseException) -> None:
         log.exception("rewind: could not record a failed request")
 
 
+def exchange(flavor: Flavor, request: Any, send: Callable[[], Any]) -> Any:
+    """One synchronous request through the slots: observed, answered by the responder or sent
+    with ``send()``, its response followed. Every library's sync seam calls this."""
+    seen = _observe(flavor, request)
+    try:
+        responder = hooks.responder
+        response = responder(flavor, request, False) if responder is not None else None
+        if response is None:
+            response = send()
+    except BaseException as error:
+        _failed(seen, error)
+        raise
+    return _finish(flavor, seen, response, False)
+
+
+async def exchange_async(flavor: Flavor, request: Any,
+                         send: Callable[[], Awaitable[Any]]) -> Any:
+    """The same for an asynchronous client."""
+    seen = _observe(flavor, request)
+    try:
+        responder = hooks.responder
+        response = responder(flavor, request, True) if responder is not None else None
+        if response is None:
+            response = await send()
+    except BaseException as error:
+        _failed(seen, error)
+        raise
+    return _finish(flavor, seen, response, True)
+
+
 def _patch(module: ModuleType) -> None:
     flavor = Flavor(module)
     sync_original = module.Client._send_single_request
     async_original = module.AsyncClient._send_single_request
 
     def send_single_request(self: Any, request: Any) -> Any:
-        seen = _observe(flavor, request)
-        try:
-            responder = hooks.responder
-            response = responder(flavor, request, False) if responder is not None else None
-            if response is None:
-                response = sync_original(self, request)
-        except BaseException as error:
-            _failed(seen, error)
-            raise
-        return _finish(flavor, seen, response, False)
+        return exchange(flavor, request, lambda: sync_original(self, request))
 
     async def async_send_single_request(self: Any, request: Any) -> Any:
-        seen = _observe(flavor, request)
-        try:
-            responder = hooks.responder
-            response = responder(flavor, request, True) if responder is not None else None
-            if response is None:
-                response = await async_original(self, request)
-        except BaseException as error:
-            _failed(seen, error)
-            raise
-        return _finish(flavor, seen, response, True)
+        return await exchange_async(flavor, request, lambda: async_original(self, request))
 
     send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]
     async_send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]
@@ -133,7 +226,12 @@ def _patch(module: ModuleType) -> None:
 
 
 def install() -> list[str]:
-    """Patch every supported HTTP library that is importable; returns the names patched."""
+    """Patch every supported HTTP library that is importable; returns the names patched
+    (aiohttp is patched when it is imported, now or later)."""
+    from . import aiohttp_hook, requests_hook
+
+    aiohttp_hook.install()
+    requests_hook.install()
     patched = []
     for name in MODULE_NAMES:
         if name in _originals:
@@ -149,6 +247,10 @@ def install() -> list[str]:
 
 
 def uninstall() -> None:
+    from . import aiohttp_hook, requests_hook
+
+    aiohttp_hook.uninstall()
+    requests_hook.uninstall()
     for name, (sync_original, async_original) in list(_originals.items()):
         module = importlib.import_module(name)
         module.Client._send_single_request = sync_original

@@ -150,7 +150,8 @@ def test_unknown_replay_sessions_answer_404_naming_the_session(app):
         assert reply.json() == {"error": "unknown replay session nope"}
 
 
-def test_cassette_cache_is_rebuilt_when_the_trace_grows(store, app):
+def test_cassette_cache_is_rebuilt_when_the_trace_grows(store, app, monkeypatch):
+    monkeypatch.setenv("REWIND_HTTP_EXCLUDE", "testserver")  # the test's own API calls
     provider = store_provider(store, "growing-agent")
     client = TestClient(app)
     instrument(tracer_provider=provider)

@@ -77,6 +77,9 @@ class Interaction:
             return self.semantic
         if self.kind == A.KIND_TOOL:
             return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
+        if self.kind == A.KIND_HTTP:
+            return canonical.canonical_http(self.method, self.url, self.request_headers,
+                                            self.request_bytes())
         return canonical.canonical_request(
             self.method, self.url, self.request_headers, self.request_bytes()
         )
@@ -101,6 +104,8 @@ class Cassette:
     version: int = CASSETTE_VERSION
     # Spans that describe a call another span stands for (calls.py): span id -> that span's id.
     shadows: dict[str, str] = field(default_factory=dict)
+    # When the recorded run started (epoch ns; 0: unknown): the replayed clock starts here.
+    started_ns: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,7 +131,8 @@ class Cassette:
             ]
             skipped = [Skipped(**item) for item in data.get("skipped", [])]
             return cls(str(data["trace_id"]), interactions, skipped,
-                       shadows=dict(data.get("shadows") or {}))
+                       shadows=dict(data.get("shadows") or {}),
+                       started_ns=int(data.get("started_ns") or 0))
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error
 
@@ -256,4 +262,13 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
         made = _synthesized(span, next_step + offset)
         (interactions if isinstance(made, Interaction) else skipped).append(made)
     interactions.sort(key=lambda i: (i.step, i.span_id))
-    return Cassette(trace_id, interactions, skipped, shadows=shadows)
+    return Cassette(trace_id, interactions, skipped, shadows=shadows,
+                    started_ns=min((n for n in map(_start_ns, spans) if n > 0), default=0))
+
+
+def _start_ns(span: Mapping[str, Any]) -> int:
+    """A span's start in epoch ns, from the store's ``Timestamp`` or a ``StartNs``."""
+    stamp = span.get("Timestamp")
+    if hasattr(stamp, "timestamp"):
+        return int(stamp.timestamp() * 1e9)
+    return int(span.get("StartNs") or 0)

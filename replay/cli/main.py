@@ -245,12 +245,24 @@ everything after it go live.
                    "(default: no delays).")
 @click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
               help="On a divergence, also print the command's traceback.")
+@click.option("--allow-live", "allow_live", multiple=True, envvar="REWIND_ALLOW_LIVE",
+              metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
+              "hold go out; repeatable (in the variable: space-separated). Default: none, "
+              "they are refused in strict mode.")
+@click.option("--ignore", "ignore", multiple=True, envvar="REWIND_IGNORE", metavar="PATH",
+              help="A request field whose value may differ from the recording (a glob over the "
+              "paths divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
+              "space-separated).")
+@click.option("--clock", "clock_mode", type=click.Choice(["recorded", "live"]),
+              default="recorded", envvar="REWIND_CLOCK", show_default=True,
+              help="The command's wall clock: starting at the recorded run's start and moving "
+              "on normally, or the real one.")
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           debug: bool, api: str | None, clickhouse: str | None,
-           command: tuple[str, ...]) -> None:
+           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
+           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.runner import run_command
     from rewind.replay.sources.archive import ArchiveError, read_cassette
 
@@ -270,7 +282,8 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     mode = player.STRICT if strict else player.LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
-                                          debug=debug))
+                                          debug=debug, allow_live=allow_live, ignore=ignore,
+                                          clock_mode=clock_mode))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")
@@ -282,6 +295,15 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
             summary += " (the traceback with --debug)"
     note(summary)
     sys.exit(outcome.exit_code)
+
+
+NO_LLM_CALLS = (
+    "no LLM call was recorded in this run ({http} other HTTP calls were). Likely causes: the "
+    "program made none before it exited; its LLM client sends through a library Rewind does not "
+    "hook (it hooks httpx, httpx2, requests and aiohttp; not gRPC or a C extension); the "
+    "endpoint's path is not an LLM API Rewind knows (…/chat/completions, …/responses, "
+    "…/v1/messages, …:generateContent, …/embeddings); or the calls ran in a process started "
+    "with another Python, where Rewind is not installed.")
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -327,6 +349,8 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
         sys.exit(outcome.exit_code)
     for trace_id in outcome.trace_ids:
         note(f"rewind: recorded trace {trace_id}")
+    if outcome.installed and not outcome.calls().get("llm"):
+        warn(NO_LLM_CALLS.format(http=outcome.calls().get("http", 0)))
     if outcome.readable is False:
         warn(f"the worker at {outcome.worker} does not serve every span of the run yet "
              f"(waited {READABLE_TIMEOUT:.0f} s): `rewind inspect` may say not found for a "

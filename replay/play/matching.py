@@ -11,10 +11,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.semantic import semantic_key
+from rewind.replay.cassette.volatile import Tolerance, tolerable
 
 MISSING = "<missing>"
 
@@ -80,6 +83,12 @@ class Divergence:
             lines.append(f"    now:      {shorten(diff.actual)}")
         if len(self.diffs) > 20:
             lines.append(f"  … and {len(self.diffs) - 20} more differing fields")
+        scalars = [d.path for d in self.diffs
+                   if not isinstance(d.expected, (dict, list)) and d.expected != MISSING
+                   and not isinstance(d.actual, (dict, list)) and d.actual != MISSING]
+        if scalars and len(scalars) == len(self.diffs) and len(scalars) <= 3:
+            flags = " ".join(f"--ignore '{path}'" for path in scalars)
+            lines.append(f"  if this changes on every run (an id, a clock), replay with {flags}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,7 +111,10 @@ class Matcher:
     its exact key first.
     """
 
-    def __init__(self, interactions: Iterable[Interaction]) -> None:
+    def __init__(self, interactions: Iterable[Interaction],
+                 tolerance: Tolerance | None = None) -> None:
+        self.tolerance = tolerance or Tolerance()
+        self.tolerated = 0  # requests matched despite volatile values (volatile.py)
         self._all = sorted(interactions, key=lambda i: i.step)
         self._queues: dict[str, deque[Interaction]] = {}
         for interaction in self._all:
@@ -121,12 +133,12 @@ class Matcher:
     def total(self) -> int:
         return len(self._all)
 
-    def _next_expected(self) -> Interaction | None:
-        return next((i for i in self._all if id(i) not in self._used), None)
+    def _next_expected(self, kinds: tuple[str, ...]) -> Interaction | None:
+        return next((i for i in self._all if id(i) not in self._used and i.kind in kinds), None)
 
     def match(
         self, request: dict[str, Any], semantic: dict[str, Any] | None = None,
-        key: str | None = None,
+        key: str | None = None, kind: str | None = None,
     ) -> Interaction | Divergence:
         """``request`` is the canonical form (``canonical.canonical_request``, or for a tool
         ``{"tool", "arguments"}`` with ``key`` = ``canonical.tool_key``); ``semantic`` its
@@ -143,11 +155,19 @@ class Matcher:
                     found = queue.popleft()
                     self._used.add(id(found))
                     return found
-            expected = self._next_expected()
+            if semantic is None:
+                tolerated = self._tolerated(request)
+                if tolerated is not None:
+                    return tolerated
+            # An HTTP call is compared with the next recorded HTTP call; the rest with the
+            # next LLM or tool step.
+            kinds = (A.KIND_HTTP,) if kind == A.KIND_HTTP else (A.KIND_LLM, A.KIND_TOOL)
+            expected = self._next_expected(kinds)
             if expected is None:
+                what = "HTTP calls" if kind == A.KIND_HTTP else "interactions"
                 return Divergence(
                     step,
-                    f"the recording has no more interactions (it holds {self.total}); "
+                    f"the recording has no more {what} (it holds {self.total} interactions); "
                     "this run makes more calls than the recorded one",
                 )
             reason = (
@@ -158,3 +178,25 @@ class Matcher:
             actual = semantic if expected.semantic is not None and semantic else request
             diffs = diff_fields(expected.canonical_request(), actual)
             return Divergence(step, reason, expected.step, expected.name, diffs)
+
+    def _tolerated(self, request: dict[str, Any]) -> Interaction | None:
+        """The first unused recorded request (same method and path) that differs from
+        ``request`` only in values that change every run; taken out of its queue."""
+        tool = "tool" in request
+        for candidate in self._all:
+            if id(candidate) in self._used or candidate.semantic is not None:
+                continue
+            if tool:
+                if candidate.kind != A.KIND_TOOL or candidate.tool_name != request["tool"]:
+                    continue
+            elif (candidate.kind == A.KIND_TOOL
+                  or urlsplit(candidate.url).path != request.get("path")
+                  or candidate.method.upper() != request.get("method")):
+                continue
+            if tolerable(diff_fields(candidate.canonical_request(), request), self.tolerance):
+                queue = self._queues[candidate.match_key or candidate.semantic_key]
+                queue.remove(candidate)
+                self._used.add(id(candidate))
+                self.tolerated += 1
+                return candidate
+        return None

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import tools, transport
-from rewind.exporter.config import ENV_REPLAY_SOURCE
+from rewind.exporter.config import ENV_REPLAY_SOURCE, host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.play import clock
 from rewind.replay.play.matching import Divergence
 from rewind.replay.play.session import LENIENT, STRICT, Answer, ReplaySession, recorded_answer
 
@@ -31,6 +32,9 @@ ENV_REPORT = "REWIND_REPLAY_REPORT"
 ENV_MODE = "REWIND_REPLAY_MODE"
 ENV_SPEED = "REWIND_REPLAY_SPEED"
 ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
+ENV_ALLOW_LIVE = "REWIND_REPLAY_ALLOW_LIVE"  # comma-separated host globs
+ENV_IGNORE = "REWIND_REPLAY_IGNORE"  # newline-separated request path globs
+ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # recorded (default) or live
 ENV_SOURCE = ENV_REPLAY_SOURCE
 INSTALLER = f"{__name__}:install_from_env"  # what the child's sitecustomize runs
 
@@ -93,8 +97,7 @@ class TransportResponder:
         if answer.events is not None:
             speed = self.session.speed
             content = answer.iter_async(speed) if asynchronous else answer.iter_sync(speed)
-        return flavor.module.Response(answer.status, headers=answer.headers, content=content,
-                                      request=request)
+        return flavor.respond(answer.status, answer.headers, content, request)
 
 
 class ToolResponder:
@@ -152,7 +155,10 @@ def install_from_env() -> ReplaySession | None:
         mode=os.environ.get(ENV_MODE, STRICT),
         speed=float(speed) if speed else None,
         report_path=os.environ.get(ENV_REPORT),
+        allow_live=host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
+        ignore=tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p),
     )
+    clock.start(os.environ.get(ENV_CLOCK) or clock.RECORDED, cassette.started_ns)
     install(session)
     atexit.register(session.write_report)
     if not os.environ.get(ENV_DEBUG):

@@ -54,6 +54,14 @@ class RecordOutcome:
                 ordered.setdefault(trace_id, None)
         return list(ordered)
 
+    def calls(self) -> dict[str, int]:
+        """Calls recorded across the run's processes, by kind (``llm``, ``http``)."""
+        totals: dict[str, int] = {}
+        for process in self.processes:
+            for kind, value in (process.get("calls") or {}).items():
+                totals[kind] = totals.get(kind, 0) + int(value)
+        return totals
+
     def export_totals(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for process in self.processes:

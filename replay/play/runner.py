@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch, player
+from rewind.replay.play import clock, launch, player
 from rewind.replay.play.report import ReplayReport
 
 DIVERGED_EXIT = 3
@@ -26,9 +27,14 @@ class ReplayOutcome:
 
 def run_command(
     cassette: Cassette, command: list[str], mode: str = player.STRICT, speed: float | None = None,
-    debug: bool = False,
+    debug: bool = False, allow_live: Sequence[str] = (), ignore: Sequence[str] = (),
+    clock_mode: str = clock.RECORDED,
 ) -> ReplayOutcome:
-    """``debug``: the child prints a divergence's traceback too."""
+    """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
+    unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
+    ``clock_mode``: the child's wall clock (``clock.py``)."""
+    if clock_mode not in clock.CHOICES:
+        raise ValueError(f"clock must be one of {', '.join(clock.CHOICES)}, not {clock_mode!r}")
     if not command:
         raise ValueError("no command to run under replay (give it after --)")
     with tempfile.TemporaryDirectory(prefix="rewind-replay-") as tmp:
@@ -38,7 +44,10 @@ def run_command(
         settings = {player.ENV_CASSETTE: cassette_path, player.ENV_REPORT: str(report_path),
                     player.ENV_MODE: mode, player.ENV_SOURCE: cassette.trace_id,
                     player.ENV_SPEED: str(speed) if speed else None,
-                    player.ENV_DEBUG: "1" if debug else None}
+                    player.ENV_DEBUG: "1" if debug else None,
+                    player.ENV_ALLOW_LIVE: ",".join(allow_live) or None,
+                    player.ENV_IGNORE: "\n".join(ignore) or None,
+                    player.ENV_CLOCK: clock_mode}
         exit_code = launch.run(command, settings, [player.INSTALLER])
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))

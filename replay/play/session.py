@@ -7,6 +7,7 @@ it, and keeps the tally the run's report is made of.
 
 from __future__ import annotations
 
+import fnmatch
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,11 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers
+from rewind.exporter import canonical, providers, telemetry
 from rewind.replay.cassette.messages import from_parts_attributes
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
 from rewind.replay.cassette.synthesis import provider_of, render, reply_of, shape_of
+from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.matching import Divergence, Matcher
 from rewind.replay.play.report import ReplayReport
 
@@ -108,6 +110,8 @@ class ReplaySession:
     mode: str = STRICT
     speed: float | None = None  # None: no delays; 1.0: recorded timing; 2.0: twice as fast
     report_path: str | None = None
+    allow_live: tuple[str, ...] = ()  # hosts (globs) whose unrecorded HTTP calls may go out
+    ignore: tuple[str, ...] = ()  # request paths (globs) whose values may differ (volatile.py)
     matcher: Matcher = field(init=False)
     divergence: Divergence | None = None
     live_requests: int = 0
@@ -116,7 +120,8 @@ class ReplaySession:
     def __post_init__(self) -> None:
         if self.mode not in (STRICT, LENIENT):
             raise ValueError(f"replay mode must be {STRICT!r} or {LENIENT!r}, not {self.mode!r}")
-        self.matcher = Matcher(self.cassette.interactions)
+        self.matcher = Matcher(self.cassette.interactions,
+                               Tolerance(tuple(self.ignore), self.cassette.started_ns / 1e9))
 
     @property
     def live(self) -> bool:
@@ -139,7 +144,7 @@ class ReplaySession:
         request is not an LLM call, or the run has gone live."""
         parts = urlsplit(url)
         if providers.detect(parts.hostname or "", parts.path) is None:
-            return None
+            return self._decide_http(method, url, headers, body)
         if self.live:
             with self._lock:
                 self.live_requests += 1
@@ -152,6 +157,33 @@ class ReplaySession:
         )
         found = self.matcher.match(canon, semantic)
         return found if isinstance(found, Interaction) else self._diverged(found)
+
+    def _decide_http(self, method: str, url: str, headers: Mapping[str, str], body: bytes
+                     ) -> Interaction | Divergence | None:
+        """Another HTTP call of the run: answered from the recording; one it does not hold is
+        refused in strict mode (a replay never reaches production) unless its host is allowed
+        live. Telemetry (OTLP, the worker) always passes."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if telemetry.is_telemetry(host, parts.port):
+            return None
+        allowed = any(fnmatch.fnmatch(host, glob) for glob in self.allow_live)
+        if self.live:
+            with self._lock:
+                self.live_requests += 1
+            return None
+        found = self.matcher.match(canonical.canonical_http(method, url, headers, body),
+                                   kind=A.KIND_HTTP)
+        if isinstance(found, Interaction):
+            return found
+        if allowed:
+            with self._lock:
+                self.live_requests += 1
+            return None
+        found.reason = (f"{method.upper()} {host}{parts.path} is not in the recording "
+                        f"({found.reason}); a strict replay never sends it: pass "
+                        f"--allow-live {host} to let it through")
+        return self._diverged(found)
 
     def decide_tool(self, name: str, arguments: Any) -> Interaction | Divergence | None:
         """The recorded result of a tool call, a Divergence, or None to run it live."""

@@ -1,0 +1,88 @@
+"""Values that differ between two runs by nature, so a replay can look past them. Pure.
+
+A request matches a recorded one when every field that differs is one of these, at the same
+JSON path, whole or inside a string (a timestamp in the middle of a system prompt):
+
+* an RFC 4122 UUID (``8-4-4-4-12`` hex digits, any version);
+* an RFC 3339 / ISO 8601 date-time: ``2026-11-25T10:53:01``, with ``T`` or a space, with or
+  without seconds' fraction and zone (``Z``, ``+01:00``, ``+0100``);
+* epoch seconds (10 digits) or milliseconds (13 digits), as a number or inside text, within
+  :data:`EPOCH_WINDOW_S` of the recorded run's start;
+* any field whose path matches a glob given with ``--ignore`` (``body.metadata.request_id``,
+  ``body.messages[*].content``, ``query``).
+
+The decision is taken at replay time, on both requests in full, never from the match key
+stored at record time: a recording made before a rule existed benefits from it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
+TIMESTAMP = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?(?![\d])"
+)
+EPOCH = re.compile(r"(?<![\d.])(\d{13}|\d{10})(?:\.\d+)?(?![\d])")
+EPOCH_WINDOW_S = 366 * 24 * 3600  # a value this close to the recording is taken for a clock
+
+_MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "epoch": "\x00epoch\x00"}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What may differ: ``ignore`` path globs and the recording's start (epoch seconds; 0:
+    unknown, then epoch values are not recognised)."""
+
+    ignore: tuple[str, ...] = ()
+    around_s: float = 0.0
+
+    def path_ignored(self, path: str) -> bool:
+        return any(fnmatch.fnmatchcase(path, glob) for glob in self.ignore)
+
+    def _epoch_near(self, digits: str) -> bool:
+        if not self.around_s:
+            return False
+        seconds = int(digits) / (1000 if len(digits) == 13 else 1)
+        return abs(seconds - self.around_s) <= EPOCH_WINDOW_S
+
+    def masked(self, text: str) -> str:
+        """``text`` with every volatile value replaced by a marker of its kind."""
+        text = UUID.sub(_MARK["uuid"], text)
+        text = TIMESTAMP.sub(_MARK["time"], text)
+        return EPOCH.sub(lambda m: _MARK["epoch"] if self._epoch_near(m.group(1))
+                         else m.group(0), text)
+
+    def same(self, expected: Any, actual: Any) -> bool:
+        """Two leaf values that differ only in volatile values."""
+        if isinstance(expected, bool) or isinstance(actual, bool):
+            return False
+        if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+            return (self._epoch_near(str(int(expected))) and self._epoch_near(str(int(actual)))
+                    and len(str(int(expected))) == len(str(int(actual))))
+        if isinstance(expected, str) and isinstance(actual, str):
+            masked = self.masked(expected)
+            return masked != expected and masked == self.masked(actual)
+        return False
+
+
+def tolerable(diffs: Iterable[Any], tolerance: Tolerance) -> bool:
+    """True when every difference (``matching.FieldDiff``: path, expected, actual) is
+    ignored by path or differs only in volatile values."""
+    found = False
+    for diff in diffs:
+        found = True
+        if not (tolerance.path_ignored(diff.path) or tolerance.same(diff.expected, diff.actual)):
+            return False
+    return found
+
+
+def kinds_in(value: str) -> list[str]:
+    """Which volatile kinds a string holds (for a divergence's hint)."""
+    return [name for name, pattern in (("a UUID", UUID), ("a timestamp", TIMESTAMP))
+            if pattern.search(value)]

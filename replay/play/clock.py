@@ -1,0 +1,92 @@
+"""The replayed process's wall clock: by default it starts at the recorded run's start and
+moves on normally, so code that reads the date (a system prompt with today's date, a
+"last 24 hours" query) asks what it asked then.
+
+time-machine moves ``time.time``, ``datetime.now``, ``date.today`` and their relatives, in
+Python and C-implemented callers alike; monotonic clocks (timeouts, asyncio) are left alone.
+``--clock live`` keeps the real clock. Without time-machine in the replayed environment the
+clock stays live, with a warning.
+
+Two things keep the real time, read from the monotonic clock: the replay's own spans (the
+OpenTelemetry SDK's and Rewind's timestamps), so a replay made today is listed today whatever
+date its program sees; and gRPC's deadlines, which its Python layer computes from ``time.time``
+but its C core checks against the real clock (a moved clock would expire every call at once,
+the span export included).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from rewind.exporter import steps
+
+RECORDED = "recorded"
+LIVE = "live"
+CHOICES = (RECORDED, LIVE)
+
+_travel: list[Any] = []
+
+
+def start(mode: str, started_ns: int) -> bool:
+    """Start the recorded clock when asked and known; True when the clock was moved."""
+    if mode not in CHOICES:
+        raise ValueError(f"clock must be one of {', '.join(CHOICES)}, not {mode!r}")
+    if mode == LIVE or not started_ns or _travel:
+        return False
+    try:
+        import time_machine
+    except ImportError:
+        print("rewind: time-machine is not installed where the command runs; the replay uses "
+              "the live clock (pip install time-machine, or --clock live to silence this)",
+              file=sys.stderr, flush=True)
+        return False
+    _real_time_for_spans()
+    moment = datetime.fromtimestamp(started_ns / 1e9, tz=timezone.utc)
+    travel = time_machine.travel(moment, tick=True)
+    travel.start()
+    _travel.append(travel)
+    return True
+
+
+class _RealTime:
+    """The ``time`` module as gRPC's Python layer sees it: ``time()`` is the real time."""
+
+    def __init__(self, real_time_ns: Any) -> None:
+        self._real_time_ns = real_time_ns
+
+    def time(self) -> float:
+        return self._real_time_ns() / 1e9
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _real_time_for_spans() -> None:
+    """The SDK stamps spans with ``time_ns`` imported into its module, gRPC reads ``time`` in
+    two of its modules: those names get the real time (monotonic clock + the offset read before
+    travelling), now or when the modules are imported."""
+    import wrapt
+
+    offset = time.time_ns() - time.monotonic_ns()
+
+    def real_time_ns() -> int:
+        return time.monotonic_ns() + offset
+
+    def stamp(module: Any) -> None:
+        module.time_ns = real_time_ns
+
+    def deadlines(module: Any) -> None:
+        module.time = _RealTime(real_time_ns)
+
+    wrapt.register_post_import_hook(stamp, "opentelemetry.sdk.trace")
+    wrapt.register_post_import_hook(deadlines, "grpc._channel")
+    wrapt.register_post_import_hook(deadlines, "grpc._common")
+    steps.now_ns = real_time_ns
+
+
+def stop() -> None:
+    while _travel:
+        _travel.pop().stop()
