@@ -64,14 +64,21 @@ def error_response(status: int, message: str,
     return json_response({"error": message}, status, headers)
 
 
+def error_status(error: Exception) -> int | None:
+    """The status one of our errors answers with; None for anything else (a bug)."""
+    if isinstance(error, HTTPException):
+        return error.status_code
+    return next((ERROR_STATUS[k] for k in type(error).__mro__ if k in ERROR_STATUS), None)
+
+
 def answer_error(error: Exception) -> Response:
     """The answer for one of our errors; anything else is re-raised (a 500, and a bug)."""
+    status = error_status(error)
+    if status is None:
+        raise error
     if isinstance(error, HTTPException):
-        return error_response(error.status_code, str(error.detail), error.headers)
-    for kind in type(error).__mro__:
-        if kind in ERROR_STATUS:
-            return error_response(ERROR_STATUS[kind], str(error))
-    raise error
+        return error_response(status, str(error.detail), error.headers)
+    return error_response(status, str(error))
 
 
 def query_trace_id(request: Request, name: str) -> str:
