@@ -102,6 +102,11 @@ var Rewind = (function () {
     var rest = Array.prototype.slice.call(arguments, 1);
     return R.el("section", {}, R.el("h3", {}, title), rest);
   };
+  /* A section closed until asked for: long raw text stays out of the way. */
+  R.folded = function (title) {
+    var rest = Array.prototype.slice.call(arguments, 1);
+    return R.el("details", {class: "folded"}, R.el("summary", {}, title), rest);
+  };
   R.fail = function (error) {
     R.mount(R.el("p", {class: "error", id: "failure"}, String(error.message || error)));
   };

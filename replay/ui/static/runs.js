@@ -29,7 +29,8 @@
     var tokens = R.num(run.InputTokens) + " / " + R.num(run.OutputTokens);
     var origin = run.Kind ? el("span", {class: "badge " + run.Kind}, run.Kind) : null;
     var name = el("td", {class: "name", style: "padding-left:" + (0.5 + depth * 1.5) + "em"},
-      depth ? "↳ " : "", origin, " ", R.traceLink(run.TraceId, run.RootSpan || run.TraceId.slice(0, 12)));
+      depth ? "↳ " : "", origin, " ", R.traceLink(run.TraceId, run.RootSpan || run.TraceId),
+      el("span", {class: "id muted"}, " " + run.TraceId.slice(0, 8)));
     if (run.Source && !depth) name.appendChild(el("span", {class: "muted"}, " from ", R.traceLink(run.Source)));
     var cells = [
       name, el("td", {}, run.Service), el("td", {}, run.Model),
@@ -70,7 +71,7 @@
       load();
     });
     R.mount(el("h1", {}, "Runs"), form, table(data.runs),
-      el("p", {class: "muted"}, data.runs.length + " run(s) shown, newest first."));
+      el("p", {class: "muted"}, collect(data.runs, "TraceId", []).length + " run(s), newest first."));
   }
 
   function load() {

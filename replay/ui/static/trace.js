@@ -86,7 +86,7 @@
           return el("tr", {}, el("td", {class: "num"}, "+" + ev.offset_ms + " ms"), el("td", {}, R.pre(ev.data)));
         }))));
     } else parts.push(el("h4", {}, "Response"), R.pre(x.response, {class: "raw", id: "raw-response"}));
-    return R.section("Raw exchange", parts);
+    return R.folded("Raw exchange", parts);
   }
 
   function showDetail(d) {
@@ -100,12 +100,12 @@
         R.section("Result", messages(d.output, "answer"))]);
     } else {
       R.append(box, [R.section("Context the model saw", messages(d.input, "context")),
-        d.tools && d.tools.length ? R.section("Tools offered", R.pre(R.json(d.tools))) : null,
+        d.tools && d.tools.length ? R.folded("Tools offered (" + d.tools.length + ")", R.pre(R.json(d.tools))) : null,
         d.params && Object.keys(d.params).length ? R.section("Parameters", R.pre(R.json(d.params))) : null,
         R.section("Answer", messages(d.output, "answer"))]);
     }
     if (d.content) R.append(box, exchange(d.exchange));
-    R.append(box, R.section("Attributes", R.pre(R.json(d.attributes))));
+    R.append(box, R.folded("Span attributes", R.pre(R.json(d.attributes))));
     showFork(d);
   }
 
