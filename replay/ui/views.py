@@ -9,7 +9,6 @@ are read only when it is selected, so a run of thousands of steps opens fast.
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,25 +23,19 @@ CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPON
 CONTENT_PREFIXES = (A.PROMPT_PREFIX, A.COMPLETION_PREFIX)
 
 
-def replay_command(trace_id: str, command: str = "python agent.py") -> str:
+DEFAULT_COMMAND = "python agent.py"  # when the run did not record its command line
+
+
+def recorded_command(timeline: Timeline) -> str:
+    """The command that ran the service, when its resource says (``process.command_line``)."""
+    return next((str(line) for e in timeline.events
+                 if (line := (e.span.get("ResourceAttributes") or {}).get(
+                     A.PROCESS_COMMAND_LINE))), DEFAULT_COMMAND)
+
+
+def replay_command(trace_id: str, command: str = DEFAULT_COMMAND) -> str:
     """The line that replays the run offline (``rewind-replay``)."""
     return f"rewind-replay --trace-id {trace_id} -- {command}"
-
-
-def fork_command(trace_id: str, step: int, edits: Mapping[str, Any],
-                 command: str = "python agent.py") -> str:
-    """The ``rewind fork`` line for ``edits`` (user_message, tool_result, model, params),
-    quoted for a POSIX shell; the pages build the same line in the browser."""
-    words = ["rewind", "fork", trace_id, "--step", str(step)]
-    if edits.get("user_message") is not None:
-        words += ["--user-message", str(edits["user_message"])]
-    if edits.get("tool_result") is not None:
-        words += ["--tool-result", str(edits["tool_result"])]
-    if edits.get("model"):
-        words += ["--model", str(edits["model"])]
-    for key, value in (edits.get("params") or {}).items():
-        words += ["--param", f"{key}={value}"]
-    return " ".join(shlex.quote(w) for w in words) + " -- " + command
 
 
 def _ms(ns: int) -> float:
@@ -105,7 +98,8 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "replayed_from": replayed_from,
         "events": outline(timeline, content),
         "derived": list(derived),
-        "replay_command": replay_command(timeline.trace_id),
+        "command": recorded_command(timeline),
+        "replay_command": replay_command(timeline.trace_id, recorded_command(timeline)),
         "content": content,
     }
 

@@ -120,7 +120,7 @@
     var edit = el("textarea", {name: "edit", id: "fork-edit", rows: 4}, original);
     var model = el("input", {name: "model", id: "fork-model", placeholder: d.model || "same model"});
     var params = el("textarea", {name: "params", id: "fork-params", rows: 2, placeholder: "temperature=0.2"});
-    var command = el("input", {name: "command", id: "fork-run", value: "python agent.py"});
+    var command = el("input", {name: "command", id: "fork-run", value: run.command});
     var line = el("code", {id: "fork-command"});
     function update() {
       var words = ["rewind", "fork", run.trace_id, "--step", String(d.step)];
