@@ -50,6 +50,7 @@ class World:
     chromium: Any
     shots: Path
     script: Path
+    refused: list[str]  # what the pages' content security policy blocked
 
     def page(self, token: str | None = "tok-a") -> Any:
         """A fresh browser page, signed in with ``token`` (its cookie) unless None."""
@@ -57,7 +58,10 @@ class World:
         if token:
             context.add_cookies([{"name": "rewind_token", "value": token,
                                   "url": self.served.api_url}])
-        return context.new_page()
+        page = context.new_page()
+        page.on("console", lambda message: self.refused.append(message.text)
+                if "Content Security Policy" in message.text else None)
+        return page
 
     def url(self, path: str) -> str:
         return self.served.api_url + path
@@ -83,9 +87,17 @@ def world(tmp_path_factory) -> Iterator[World]:
             script.write_text(AGENT.format(asked=ASKED, follow=FOLLOW_UP))
             with browser() as chromium:
                 yield World(served, lab.llm.base_url, ours[0], ours[1], theirs, chromium,
-                            artifacts(tmp_path_factory), script)
+                            artifacts(tmp_path_factory), script, [])
         finally:
             served.stop()
+
+
+@pytest.fixture(autouse=True)
+def within_the_policy(world) -> Iterator[None]:
+    """The pages do nothing their own content security policy forbids (it would fail)."""
+    yield
+    refused, world.refused[:] = list(world.refused), []
+    assert refused == []
 
 
 def test_the_runs_list_opens_a_run_and_a_step_shows_all_the_model_saw(world):
@@ -106,6 +118,9 @@ def test_the_runs_list_opens_a_run_and_a_step_shows_all_the_model_saw(world):
     for said in (SYSTEM, ASKED, FOLLOW_UP, '"sky": "sunny"'):
         assert said in context, said
     assert "echo: And tomorrow?" in page.locator("#answer").inner_text()
+    bar = page.locator('#lanes .bar[data-index="3"]').bounding_box()
+    track = page.locator("#lanes .track").first.bounding_box()
+    assert bar is not None and track is not None and bar["x"] > track["x"] + track["width"] / 2
     assert '"stream"' not in page.locator("#raw-request").inner_text()
     world.shot(page, "trace")
 

@@ -9,6 +9,7 @@ escaped, so recorded text cannot close the element.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
@@ -42,9 +43,19 @@ def media_type(name: str) -> str:
     return MEDIA_TYPES[name[name.rindex("."):]]
 
 
+def json_default(value: Any) -> Any:
+    """Store rows carry datetimes and raw bytes: both are written as text (the API and the
+    pages alike)."""
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
 def embed_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element."""
-    return (json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return (json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=json_default)
             .replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
@@ -58,11 +69,18 @@ def _shell(title: str, page: dict[str, Any], head: str, body_end: str) -> str:
                                             "page": embed_json(page), "scripts": body_end})
 
 
-def page_html(title: str, page: dict[str, Any]) -> str:
-    """A page served by the worker: the shell linking the static files."""
+def _data(data: dict[str, Any] | None) -> str:
+    if data is None:
+        return ""
+    return f'<script type="application/json" id="rewind-data">{embed_json(data)}</script>\n'
+
+
+def page_html(title: str, page: dict[str, Any], data: dict[str, Any] | None = None) -> str:
+    """A page served by the worker: the shell linking the static files, with ``data`` the
+    page would otherwise fetch first (its first screen comes without another request)."""
     head = "\n".join(f'<link rel="stylesheet" href="{STATIC_PREFIX}{n}">' for n in STYLES)
     scripts = "\n".join(f'<script src="{STATIC_PREFIX}{n}"></script>' for n in SCRIPTS)
-    return _shell(title, page, head, scripts)
+    return _shell(title, page, head, _data(data) + scripts)
 
 
 def shared_html(title: str, page: dict[str, Any], data: dict[str, Any]) -> str:
@@ -70,8 +88,7 @@ def shared_html(title: str, page: dict[str, Any], data: dict[str, Any]) -> str:
     request, so it opens from disk and reaches nothing."""
     head = (f'<meta http-equiv="Content-Security-Policy" content="{SHARED_POLICY}">\n'
             + "\n".join(f"<style>\n{static_text(n)}</style>" for n in STYLES))
-    scripts = (f'<script type="application/json" id="rewind-data">{embed_json(data)}</script>\n'
-               + "\n".join(f"<script>\n{static_text(n)}</script>" for n in SCRIPTS))
+    scripts = _data(data) + "\n".join(f"<script>\n{static_text(n)}</script>" for n in SCRIPTS)
     return _shell(title, {**page, "shared": True}, head, scripts)
 
 

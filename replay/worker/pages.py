@@ -32,7 +32,8 @@ from rewind.replay.worker.auth import LOGIN_PATH, token_cookie
 from rewind.replay.worker.routing import error_status, query_limit, query_trace_id, route
 from rewind.replay.worker.tenancy import TenantView
 
-PageHandler = Callable[[Request, TenantView], tuple[str, dict[str, Any]]]
+# (title, what the page is, the data its first screen needs or None)
+PageHandler = Callable[[Request, TenantView], tuple[str, dict[str, Any], dict[str, Any] | None]]
 MAX_FORM_BYTES = 8192
 HEADERS = {"content-security-policy": assets.PAGE_POLICY, "x-content-type-options": "nosniff",
            "referrer-policy": "no-referrer", "cache-control": "no-store"}
@@ -40,16 +41,17 @@ HEADERS = {"content-security-policy": assets.PAGE_POLICY, "x-content-type-option
 
 def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
     """A page: the shell for what ``handler`` names, after it checked the caller may see the
-    traces; our errors become an error page with their status."""
+    traces. Our errors answer with their status: a page for a browser, the API's JSON error
+    for any other client."""
     def endpoint(request: Request, view: TenantView) -> Response:
         try:
-            title, page = handler(request, view)
+            title, page, data = handler(request, view)
         except Exception as error:
             status = error_status(error)
-            if status is None:
+            if status is None or "text/html" not in request.headers.get("accept", ""):
                 raise
             return HTMLResponse(assets.error_html(status, str(error)), status, HEADERS)
-        return HTMLResponse(assets.page_html(title, page), headers=HEADERS)
+        return HTMLResponse(assets.page_html(title, page, data), headers=HEADERS)
 
     endpoint.__name__ = handler.__name__
     return endpoint
@@ -65,19 +67,23 @@ def _pair(request: Request, view: TenantView, first: str, second: str) -> list[s
 
 
 def page_routes() -> list[Route]:
-    def runs(request: Request, view: TenantView) -> tuple[str, dict[str, Any]]:
-        return "Runs", {"page": "runs"}
+    def runs(request: Request, view: TenantView) -> Any:
+        return "Runs", {"page": "runs"}, None
 
-    def trace(request: Request, view: TenantView) -> tuple[str, dict[str, Any]]:
+    def trace(request: Request, view: TenantView) -> Any:
+        """The outline and the first step come with the page: its first screen needs them."""
         trace_id = request.path_params["trace_id"]
-        view.timeline(trace_id)  # built now, so the page's data comes from the cache
-        return f"Run {trace_id[:12]}", {"page": "trace", "ids": [trace_id]}
+        timeline = view.timeline(trace_id)
+        first = (timeline.steps or timeline.events)[0].index
+        data = {"trace": views.run_view(timeline, view.derived_runs(trace_id)),
+                "steps": {str(first): views.step_detail(timeline, first)}}
+        return f"Run {trace_id[:12]}", {"page": "trace", "ids": [trace_id]}, data
 
-    def diff(request: Request, view: TenantView) -> tuple[str, dict[str, Any]]:
-        return "Diff", {"page": "diff", "ids": _pair(request, view, "left", "right")}
+    def diff(request: Request, view: TenantView) -> Any:
+        return "Diff", {"page": "diff", "ids": _pair(request, view, "left", "right")}, None
 
-    def bisection(request: Request, view: TenantView) -> tuple[str, dict[str, Any]]:
-        return "Bisect", {"page": "bisect", "ids": _pair(request, view, "good", "bad")}
+    def bisection(request: Request, view: TenantView) -> Any:
+        return "Bisect", {"page": "bisect", "ids": _pair(request, view, "good", "bad")}, None
 
     return [
         route("/", _page(runs)),
@@ -104,8 +110,7 @@ def data_routes() -> list[Route]:
         timeline = view.timeline(request.path_params["trace_id"])
         raw = request.query_params.get("index")
         if raw is None:
-            stepped = timeline.steps or timeline.events
-            return views.step_detail(timeline, stepped[0].index)
+            return views.step_detail(timeline, (timeline.steps or timeline.events)[0].index)
         try:
             index = int(raw)
         except ValueError:

@@ -10,7 +10,6 @@ with the one parser, writes the JSON, and maps each error to its status through
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import inspect
 import json
@@ -26,6 +25,7 @@ from starlette.routing import Route
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.sources.archive import ArchiveError
+from rewind.replay.ui.assets import json_default
 from rewind.replay.worker.cache import TraceNotFound
 from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
 
@@ -44,18 +44,10 @@ ERROR_STATUS: dict[type[Exception], int] = {
 }
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def json_response(content: Any, status: int = 200,
                   headers: Mapping[str, str] | None = None) -> Response:
     """Store rows carry datetimes and raw bytes: both are written as text."""
-    body = json.dumps(content, default=_default, ensure_ascii=False).encode("utf-8")
+    body = json.dumps(content, default=json_default, ensure_ascii=False).encode("utf-8")
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 

@@ -8,7 +8,7 @@ var Rewind = (function () {
   R.shared = Boolean(page.shared);
   R.data = dataNode ? JSON.parse(dataNode.textContent) : null;
 
-  /* el("div", {class: "x", onclick: fn}, "text", child, [more]) */
+  /* el("div", {class: "x", onclick: fn, style: {left: "2%"}}, "text", child, [more]) */
   R.el = function (tag, attrs) {
     var node = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (key) {
@@ -16,6 +16,7 @@ var Rewind = (function () {
       if (value === null || value === undefined || value === false) return;
       if (key.slice(0, 2) === "on") node.addEventListener(key.slice(2), value);
       else if (key === "text") node.textContent = String(value);
+      else if (key === "style") Object.assign(node.style, value); /* the pages' policy forbids style attributes */
       else node.setAttribute(key, value === true ? "" : String(value));
     });
     for (var i = 2; i < arguments.length; i++) R.append(node, arguments[i]);

@@ -28,7 +28,7 @@
   function row(run, depth) {
     var tokens = R.num(run.InputTokens) + " / " + R.num(run.OutputTokens);
     var origin = run.Kind ? el("span", {class: "badge " + run.Kind}, run.Kind) : null;
-    var name = el("td", {class: "name", style: "padding-left:" + (0.5 + depth * 1.5) + "em"},
+    var name = el("td", {class: "name", style: {paddingLeft: (0.5 + depth * 1.5) + "em"}},
       depth ? "↳ " : "", origin, " ", R.traceLink(run.TraceId, run.RootSpan || run.TraceId),
       el("span", {class: "id muted"}, " " + run.TraceId.slice(0, 8)));
     if (run.Source && !depth) name.appendChild(el("span", {class: "muted"}, " from ", R.traceLink(run.Source)));

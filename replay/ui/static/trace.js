@@ -4,18 +4,26 @@
   var el = R.el;
   var run, selected = null, detailBox, forkBox;
 
+  /* A step's detail: from the data the page came with (a shared file has every step), else
+     asked for when it is selected. */
   function stepDetail(index) {
-    if (R.shared) return Promise.resolve(R.data.steps[index]);
+    var known = R.data && R.data.steps ? R.data.steps[index] : null;
+    if (known || R.shared) return Promise.resolve(known);
     return R.get("/v1/ui/traces/" + run.trace_id + "/step?index=" + index);
+  }
+
+  function onPick(event) {
+    var target = event.target.closest("[data-index]");
+    if (target) select(Number(target.dataset.index));
   }
 
   function label(e) {
     return (e.step !== null ? "#" + e.step + " " : "") + e.name;
   }
 
-  function eventButton(e) {
+  function eventButton(e, depth) {
     return el("button", {type: "button", class: "event type-" + e.type + (e.status === "ok" ? "" : " failed"),
-      "data-index": e.index, onclick: function () { select(e.index); }},
+      "data-index": e.index, style: {paddingLeft: (0.3 + depth) + "em"}},
       el("span", {class: "label"}, label(e)),
       e.status === "ok" ? null : el("span", {class: "badge error"}, e.status),
       e.preview ? el("span", {class: "preview"}, e.preview) : null);
@@ -27,12 +35,15 @@
       if (e.parent === null || e.parent === undefined) roots.push(e);
       else (children[e.parent] = children[e.parent] || []).push(e);
     });
-    function branch(list) {
-      return el("ul", {}, list.map(function (e) {
-        return el("li", {}, eventButton(e), children[e.index] ? branch(children[e.index]) : null);
-      }));
+    /* One row per span in tree order, indented by depth: a flat list stays fast at
+       thousands of spans (rows out of view are not laid out). */
+    var rows = [], stack = roots.slice().reverse().map(function (e) { return [e, 0]; });
+    while (stack.length) {
+      var top = stack.pop(), kids = children[top[0].index] || [];
+      rows.push(eventButton(top[0], top[1]));
+      for (var i = kids.length - 1; i >= 0; i--) stack.push([kids[i], top[1] + 1]);
     }
-    return el("div", {class: "tree", id: "tree"}, branch(roots));
+    return el("div", {class: "tree", id: "tree", onclick: onPick}, rows);
   }
 
   function lanes() {
@@ -42,13 +53,13 @@
       if (!byLane[e.lane]) { byLane[e.lane] = []; order.push(e.lane); }
       byLane[e.lane].push(e);
     });
-    return el("div", {class: "lanes", id: "lanes"}, order.map(function (lane) {
+    return el("div", {class: "lanes", id: "lanes", onclick: onPick}, order.map(function (lane) {
       return el("div", {class: "lane"}, el("div", {class: "lane-name"}, lane),
         el("div", {class: "track"}, byLane[lane].map(function (e) {
           var left = 100 * e.start_ms / end, width = Math.max(0.3, 100 * e.duration_ms / end);
           return el("button", {type: "button", class: "bar type-" + e.type, "data-index": e.index,
-            style: "left:" + left.toFixed(3) + "%;width:" + width.toFixed(3) + "%",
-            title: label(e) + " · " + R.ms(e.duration_ms), onclick: function () { select(e.index); }});
+            style: {left: left.toFixed(3) + "%", width: width.toFixed(3) + "%"},
+            title: label(e) + " · " + R.ms(e.duration_ms)});
         })));
     }));
   }
@@ -207,7 +218,7 @@
   }
 
   R.pages.trace = function (ids) {
-    if (R.shared) { render(R.data.trace); return; }
+    if (R.data && R.data.trace) { render(R.data.trace); return; }
     R.get("/v1/ui/traces/" + ids[0]).then(render, R.fail);
   };
 })(Rewind);
