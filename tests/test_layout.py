@@ -23,7 +23,8 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
         "replay/cassette/calls.py", "replay/cassette/wire_anthropic.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
-        "replay/timetravel/bisect.py", "replay/timetravel/edits.py"}
+        "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
+        "replay/ui/views.py", "replay/ui/compare.py"}
 MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 

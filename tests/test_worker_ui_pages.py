@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import ApiSource, StoreSource
@@ -132,6 +133,26 @@ def test_the_runs_list_opens_a_run_and_a_step_shows_all_the_model_saw(world):
         f"rewind-replay --trace-id {world.source} -- python agent.py")
 
 
+def test_the_runs_list_filters_by_text_time_and_errors(world):
+    page = world.page()
+    page.goto(world.url("/"))
+    page.wait_for_selector("#runs")
+    page.fill('input[name="q"]', "the day AFTER")
+    page.press('input[name="q"]', "Enter")
+    expect(page.locator("tr.run")).to_have_count(1)
+    assert page.locator("tr.run").get_attribute("data-trace") == world.changed
+    assert page.url.endswith("/?q=the+day+AFTER")
+    page.select_option('select[name="since"]', "1h")
+    page.wait_for_url("**/?q=the+day+AFTER&since=1h")
+    page.wait_for_selector("#runs")
+    assert page.locator("tr.run").count() == 1
+    page.check('input[name="errors"]')
+    page.wait_for_selector("#no-runs")
+    page.goto(world.url("/?model=gpt-4o-2024-08-06&service=weather-agent"))
+    page.wait_for_selector("#runs")
+    assert page.locator("tr.run").count() == 2
+
+
 def test_j_and_k_walk_the_steps(world):
     page = world.page()
     page.goto(world.url(f"/traces/{world.source}#step-1"))
@@ -142,8 +163,7 @@ def test_j_and_k_walk_the_steps(world):
 
     assert selected() == "#1 execute_tool get_weather"
     page.keyboard.press("j")
-    page.wait_for_function("document.querySelector('.tree .selected .label')"
-                           ".textContent.startsWith('#2')")
+    expect(page.locator(".tree .selected .label")).to_have_text("#2 chat gpt-4o")
     page.keyboard.press("ArrowDown")
     page.wait_for_selector("#context")
     assert selected() == "#3 chat gpt-4o"

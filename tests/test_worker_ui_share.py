@@ -18,6 +18,9 @@ from tests.support.weather_agent import QUESTION
 
 ASKED = QUESTION + " Tell me whether I need the umbrella I left at the office on Tuesday."
 LEAKED_KEY = "sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
+# Recorded text that is markup: it must show as text, load nothing and run nothing.
+MARKUP = ('What is the weather in Paris? </script><img src="x" onerror="document.title=\'ran\'">'
+          "<b>bold?</b>")
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Shared:
     directory: Path
     run: str
     leaky: str
+    markup: str
     chromium: Any
     shots: Path
 
@@ -38,9 +42,10 @@ def shared(tmp_path_factory) -> Iterator[Shared]:
     with lab_in(directory) as lab:
         run = lab.record(question=ASKED)
         leaky = lab.record(question=f"My key is {LEAKED_KEY}, what is the weather in Paris?")
+        markup = lab.record(question=MARKUP)
         lab.flush()
     with browser() as chromium:  # the store is closed: the CLI opens it
-        yield Shared(directory, run, leaky, chromium, artifacts(tmp_path_factory))
+        yield Shared(directory, run, leaky, markup, chromium, artifacts(tmp_path_factory))
 
 
 def test_the_shared_file_opens_from_disk_without_a_request(shared):
@@ -86,3 +91,18 @@ def test_a_run_carrying_a_credential_is_refused(shared):
                                   "credentials")
     assert LEAKED_KEY not in done.stderr
     assert not output.exists()
+
+
+def test_recorded_markup_is_shown_as_text(shared):
+    output = shared.directory / "markup.html"
+    assert shared.share(shared.markup, "-o", str(output)).returncode == 0
+    page = shared.chromium.new_context().new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(output.as_uri())
+    page.wait_for_selector("#context")
+    assert MARKUP in page.locator("#context").inner_text()
+    assert page.locator("img").count() == 0
+    assert page.locator("b", has_text="bold?").count() == 0
+    assert page.title() == f"Run {shared.markup[:12]} · Rewind"
+    assert requests == [output.as_uri()]

@@ -10,6 +10,7 @@ table, shadows left out, priced by the price table).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from rewind.collector.llm_steps import LLM_CALLS_IN_TRACE
@@ -26,10 +27,14 @@ _MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
 
 def run_rows(store: Store, tenant: str | None, service: str | None = None,
              errors_only: bool = False, model: str | None = None, text: str | None = None,
-             limit: int = 100) -> list[dict[str, Any]]:
-    """One row per trace, newest first, with its lineage (``Source``, ``Kind``)."""
+             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """One row per trace started after ``since`` (spans after it), newest first, with its
+    lineage (``Source``, ``Kind``)."""
     params: dict[str, Any] = {"limit": max(1, min(int(limit), MAX_RUNS))}
     where = ["TraceId != ''", tenant_condition(tenant, params)]
+    if since:
+        where.append("Timestamp >= {since:DateTime64(9)}")
+        params["since"] = since
     if service:
         where.append("ServiceName = {service:String}")
         params["service"] = service

@@ -52,7 +52,7 @@ def ui_paths() -> dict[str, Any]:
                                                 "cookie the pages read with)"}},
         "/v1/ui/runs": {"get": _op("Runs page data", [
             _query("service"), _query("errors"), _query("model"), _query("q"),
-            _query("limit")])},
+            _query("since"), _query("limit")])},
         "/v1/ui/traces/{trace_id}": {"get": _op("Run page data: outline, totals, forks",
                                                 [_TRACE_ID])},
         "/v1/ui/traces/{trace_id}/step": {"get": _op(

@@ -1,7 +1,7 @@
 """The web UI's routes: the pages (stable URLs Grafana links to), the JSON they draw, their
 static files, and the sign-in form that puts a token in a cookie.
 
-    GET /                          runs           GET /v1/ui/runs?service=&errors=&model=&q=
+    GET /                          runs           GET /v1/ui/runs?service=&errors=&model=&q=&since=
     GET /traces/{trace_id}         a run          GET /v1/ui/traces/{trace_id}
                                                   GET /v1/ui/traces/{trace_id}/step?index=N
     GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
@@ -27,6 +27,7 @@ from rewind.collector.auth import Authenticator, AuthError
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
+from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.ui import assets, compare, listing, views
 from rewind.replay.worker.auth import LOGIN_PATH, token_cookie
 from rewind.replay.worker.routing import error_status, query_limit, query_trace_id, route
@@ -99,6 +100,7 @@ def data_routes() -> list[Route]:
         rows = view.run_listing(
             service=query.get("service") or None, errors_only=query.get("errors") in ("1", "true"),
             model=query.get("model") or None, text=query.get("q") or None,
+            since=parse_when(query.get("since"), flag="since"),
             limit=query_limit(request, default=100, maximum=listing.MAX_RUNS))
         return {"runs": listing.nest(rows)}
 

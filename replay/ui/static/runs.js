@@ -2,7 +2,8 @@
 "use strict";
 (function (R) {
   var el = R.el;
-  var FILTERS = ["q", "service", "model", "errors"];
+  var FILTERS = ["q", "service", "model", "since", "errors"];
+  var PERIODS = [["", "Any time"], ["1h", "Last hour"], ["24h", "Last day"], ["7d", "Last week"], ["30d", "Last month"]];
 
   function query() {
     var params = new URLSearchParams(location.search);
@@ -58,9 +59,12 @@
     var text = el("input", {type: "search", name: "q", value: chosen.q, placeholder: "Text in prompts or answers"});
     var service = el("select", {name: "service"}, options(collect(data.runs, "Service", []), chosen.service, "Any service"));
     var model = el("select", {name: "model"}, options(collect(data.runs, "Model", []), chosen.model, "Any model"));
+    var since = el("select", {name: "since"}, PERIODS.map(function (p) {
+      return el("option", {value: p[0], selected: p[0] === chosen.since}, p[1]);
+    }));
     var errors = el("input", {type: "checkbox", name: "errors", value: "1", checked: chosen.errors === "1"});
-    R.append(form, [text, service, model, el("label", {}, errors, " errors only"), el("button", {type: "submit"}, "Filter")]);
-    [service, model, errors].forEach(function (input) {
+    R.append(form, [text, service, model, since, el("label", {}, errors, " errors only"), el("button", {type: "submit"}, "Filter")]);
+    [service, model, since, errors].forEach(function (input) {
       input.addEventListener("change", function () { form.requestSubmit(); });
     });
     form.addEventListener("submit", function (event) {
