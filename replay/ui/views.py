@@ -19,10 +19,9 @@ from rewind.replay.timetravel.timeline import Event, Timeline
 
 MAIN_LANE = "run"  # spans outside any agent
 # Attributes that carry what was said: left out of a share made with --no-content.
-CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPONSE_HEADERS}
+CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPONSE_HEADERS,
+                                                      A.FORK_EDITS}
 CONTENT_PREFIXES = (A.PROMPT_PREFIX, A.COMPLETION_PREFIX)
-
-
 DEFAULT_COMMAND = "python agent.py"  # when the run did not record its command line
 
 
@@ -87,6 +86,7 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
              content: bool = True) -> dict[str, Any]:
     """The trace page: totals, lineage, the outline, the runs made from this one."""
     first = timeline.events[0].span
+    lineage = timeline.lineage
     replayed_from = next((e.attributes[A.REPLAY_SOURCE_TRACE_ID] for e in timeline.events
                           if e.attributes.get(A.REPLAY_SOURCE_TRACE_ID)), None)
     return {
@@ -94,7 +94,7 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "service": str(first.get("ServiceName", "")),
         "start_ns": min(e.start_ns for e in timeline.events),
         "totals": timeline.totals(),
-        "lineage": timeline.lineage,
+        "lineage": lineage if content or lineage is None else {**lineage, "edits": None},
         "replayed_from": replayed_from,
         "events": outline(timeline, content),
         "derived": list(derived),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
+from rewind.replay.worker.auth import LOGIN_PATH, TOKEN_COOKIE
 
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
 _TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}
@@ -48,7 +49,7 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("right")]),
         "/bisect/{good}/{bad}": _page("first divergence", [_path_trace("good"),
                                                            _path_trace("bad")]),
-        "/login": {"get": {**public, "summary": "Sign-in form (POST token=, next=: sets the "
+        LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=: sets the "
                                                 "cookie the pages read with)"}},
         "/v1/ui/runs": {"get": _op("Runs page data", [
             _query("service"), _query("errors"), _query("model"), _query("q"),
@@ -78,9 +79,13 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "Rewind worker API", "version": "1", "description": (
             "A bearer token mapped to a tenant reads, exports, compares and replays only that "
             "tenant's traces (another tenant's trace or session is a 404, as an unknown one "
-            "is) and imports as that tenant; a token without a tenant sees every tenant.")},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}],
+            "is) and imports as that tenant; a token without a tenant sees every tenant. "
+            f"Browsers sign in at {LOGIN_PATH}: the cookie it sets carries the token on reads "
+            "(GET, HEAD) only.")},
+        "components": {"securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "cookie": {"type": "apiKey", "in": "cookie", "name": TOKEN_COOKIE}}},
+        "security": [{"bearer": []}, {"cookie": []}],
         "paths": {
             "/health": {"get": {"summary": "Liveness", "security": [],
                                 "responses": {"200": {"description": "ok"}}}},

@@ -184,7 +184,8 @@
       R.num(t.input_tokens) + " in / " + R.num(t.output_tokens) + " out · " + R.cost(t.cost_usd) +
       " · " + R.ms(t.duration_ms) + " · " + R.num(t.errors) + " errors";
     var origin = null;
-    if (run.lineage) origin = el("p", {id: "lineage"}, "Forked from ", R.traceLink(run.lineage.source_trace_id), " at step " + run.lineage.step);
+    if (run.lineage) origin = el("p", {id: "lineage"}, "Forked from ", R.traceLink(run.lineage.source_trace_id), " at step " + run.lineage.step,
+      run.lineage.edits ? el("span", {class: "muted"}, " with " + JSON.stringify(run.lineage.edits)) : null);
     else if (run.replayed_from) origin = el("p", {id: "lineage"}, "Replay of ", R.traceLink(run.replayed_from));
     return [el("h1", {}, "Run ", el("span", {class: "id", id: "trace-id"}, run.trace_id)),
       el("p", {class: "muted"}, run.service + " · " + facts), origin,
@@ -196,7 +197,8 @@
     if (R.shared) return null;
     var list = run.derived.length ? el("ul", {id: "forks"}, run.derived.map(function (d) {
       return el("li", {}, el("span", {class: "badge " + d.Kind}, d.Kind), " ", R.traceLink(d.TraceId, d.TraceId),
-        d.Step ? " at step " + d.Step : "", " · ", R.time(d.Start));
+        d.Step ? " at step " + d.Step : "", " · ", R.time(d.Start),
+        d.Edits ? el("div", {class: "muted"}, d.Edits) : null);
     })) : el("p", {class: "muted", id: "forks"}, "No forks or replays of this run yet.");
     return R.section("Forks and replays of this run", list);
   }
