@@ -232,6 +232,10 @@ def test_the_fork_form_gives_a_command_that_records_a_listed_fork(world):
     page.reload()
     page.wait_for_selector("#forks li")
     assert fork_id in page.locator("#forks").inner_text()
+    page.locator("#forks a", has_text="diff").click()
+    page.wait_for_selector(".pair.status-changed mark.ins")
+    assert page.url == world.url(f"/diff/{world.source}/{fork_id}")
+    assert page.locator(".pair.status-changed mark.ins").first.inner_text() == "next week, in Lyon"
     page.goto(world.url("/"))
     page.wait_for_selector(f'tr[data-trace="{fork_id}"]')
     assert "fork" in page.locator(f'tr[data-trace="{fork_id}"] .badge').inner_text()

@@ -184,20 +184,27 @@
       R.num(t.input_tokens) + " in / " + R.num(t.output_tokens) + " out · " + R.cost(t.cost_usd) +
       " · " + R.ms(t.duration_ms) + " · " + R.num(t.errors) + " errors";
     var origin = null;
-    if (run.lineage) origin = el("p", {id: "lineage"}, "Forked from ", R.traceLink(run.lineage.source_trace_id), " at step " + run.lineage.step,
+    var source = run.lineage ? run.lineage.source_trace_id : run.replayed_from;
+    if (run.lineage) origin = el("p", {id: "lineage"}, "Forked from ", R.traceLink(source), " at step " + run.lineage.step,
       run.lineage.edits ? el("span", {class: "muted"}, " with " + JSON.stringify(run.lineage.edits)) : null);
-    else if (run.replayed_from) origin = el("p", {id: "lineage"}, "Replay of ", R.traceLink(run.replayed_from));
+    else if (source) origin = el("p", {id: "lineage"}, "Replay of ", R.traceLink(source));
+    if (origin) R.append(origin, [" · ", compareLinks(source, run.trace_id)]);
     return [el("h1", {}, "Run ", el("span", {class: "id", id: "trace-id"}, run.trace_id)),
       el("p", {class: "muted"}, run.service + " · " + facts), origin,
       el("p", {class: "hint"}, "Replay it offline (j / k or ↓ / ↑ walk the steps):"),
       R.command("replay-command", run.replay_command)];
   }
 
+  function compareLinks(left, right) {
+    var pair = encodeURIComponent(left) + "/" + encodeURIComponent(right);
+    return [R.link("/diff/" + pair, "diff"), " · ", R.link("/bisect/" + pair, "bisect")];
+  }
+
   function derived() {
     if (R.shared) return null;
     var list = run.derived.length ? el("ul", {id: "forks"}, run.derived.map(function (d) {
       return el("li", {}, el("span", {class: "badge " + d.Kind}, d.Kind), " ", R.traceLink(d.TraceId, d.TraceId),
-        d.Step ? " at step " + d.Step : "", " · ", R.time(d.Start),
+        d.Step ? " at step " + d.Step : "", " · ", R.time(d.Start), " · ", compareLinks(run.trace_id, d.TraceId),
         d.Edits ? el("div", {class: "muted"}, d.Edits) : null);
     })) : el("p", {class: "muted", id: "forks"}, "No forks or replays of this run yet.");
     return R.section("Forks and replays of this run", list);
