@@ -72,7 +72,7 @@ var Rewind = (function () {
     return value === null || value === undefined ? "unpriced" : "$" + Number(value).toFixed(6);
   };
   R.num = function (value) { return Number(value || 0).toLocaleString("en"); };
-  R.time = function (value) { return String(value || "").replace("T", " ").slice(0, 19); };
+  R.time = function (value) { return value ? String(value).replace("T", " ").slice(0, 19) + " UTC" : ""; };
 
   /* One argument for a POSIX shell, as Python's shlex.quote writes it. */
   R.quote = function (word) {
