@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rewind.exporter import agent, instrument, uninstrument
 from tests.support.browser import artifacts, browser
 from tests.support.cli import rewind
 from tests.support.harness import lab_in
@@ -29,6 +30,7 @@ class Shared:
     run: str
     leaky: str
     markup: str
+    streamed: str
     chromium: Any
     shots: Path
 
@@ -43,9 +45,25 @@ def shared(tmp_path_factory) -> Iterator[Shared]:
         run = lab.record(question=ASKED)
         leaky = lab.record(question=f"My key is {LEAKED_KEY}, what is the weather in Paris?")
         markup = lab.record(question=MARKUP)
+        streamed = streamed_run(lab)
         lab.flush()
     with browser() as chromium:  # the store is closed: the CLI opens it
-        yield Shared(directory, run, leaky, markup, chromium, artifacts(tmp_path_factory))
+        yield Shared(directory, run, leaky, markup, streamed, chromium,
+                     artifacts(tmp_path_factory))
+
+
+def streamed_run(lab: Any) -> str:
+    """One streamed chat call, recorded event by event."""
+    instrument(tracer_provider=lab.provider())
+    try:
+        with agent("poet") as span:
+            stream = lab.clients.openai.chat.completions.create(
+                model="gpt-4o", stream=True,
+                messages=[{"role": "user", "content": "write me a haiku about rain"}])
+            assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        return format(span.get_span_context().trace_id, "032x")
+    finally:
+        uninstrument()
 
 
 def test_the_shared_file_opens_from_disk_without_a_request(shared):
@@ -106,3 +124,18 @@ def test_recorded_markup_is_shown_as_text(shared):
     assert page.locator("b", has_text="bold?").count() == 0
     assert page.title() == f"Run {shared.markup[:12]} · Rewind"
     assert requests == [output.as_uri()]
+
+
+def test_a_stream_is_shown_event_by_event_with_its_timing(shared):
+    output = shared.directory / "stream.html"
+    assert shared.share(shared.streamed, "-o", str(output)).returncode == 0
+    page = shared.chromium.new_context().new_page()
+    page.goto(output.as_uri())
+    page.wait_for_selector("#context")
+    page.locator("summary", has_text="Raw exchange").click()
+    rows = page.locator("#stream tr")
+    assert rows.count() > 2
+    assert rows.first.locator("td").first.inner_text().startswith("+")
+    assert rows.first.locator("td").first.inner_text().endswith(" ms")
+    assert '"delta"' in page.locator("#stream").inner_text()
+    assert "write me a haiku about rain" in page.locator("#raw-request").inner_text()
