@@ -181,7 +181,9 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
 def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:
     """Binds before serving so port 0 resolves to a real port we can announce."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
+    # a response written in two parts waits out the client's delayed ACK (40 ms a request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -284,7 +284,8 @@ def dataset(tmp_path_factory) -> Dataset:
                              batch_token(payload))
     now = datetime.now(timezone.utc)
     ctx = QueryContext(now - timedelta(hours=1), now + timedelta(minutes=10))
-    variables = [v for d in load_dashboards().values() for v in d["templating"]["list"]]
+    variables = [v for d in load_dashboards().values() for v in d["templating"]["list"]
+                 if v["type"] == "query"]  # a textbox (the Rewind UI's address) holds no SQL
     for variable in variables:
         rows = store.query(expand(variable["query"]["rawSql"], ctx))
         options = [str(next(iter(row.values()))) for row in rows]
@@ -381,8 +382,10 @@ def test_a_trace_link_opens_its_spans_and_its_replay_command(dataset):
         top = dataset.panel("rewind-overview", title)[0]["TraceId"]
         [override] = overview[title]["fieldConfig"]["overrides"]
         assert override["matcher"]["options"] == "TraceId"
-        [link] = override["properties"][0]["value"]
-        url = urlsplit(link["url"].replace("${__value.raw}", top))
+        links = {link["title"]: link["url"] for link in override["properties"][0]["value"]}
+        assert links["Open the run in Rewind"] == "${rewind_url}/traces/${__value.raw}"
+        url = urlsplit(links["Open the trace and its replay command"].replace(
+            "${__value.raw}", top))
         assert url.path.startswith("/d/rewind-trace/")
         [opened] = parse_qs(url.query)["var-trace_id"]
         assert opened == top and top in {t for m in dataset.summary for t in m["traces"]}
@@ -394,6 +397,27 @@ def test_a_trace_link_opens_its_spans_and_its_replay_command(dataset):
         assert len(spans) == len(reader.get_trace(dataset.store, opened))
         assert [s["parentSpanID"] for s in spans].count("") == 1
     assert "--trace-id" in {opt for p in replay.params for opt in p.opts}
+
+
+def test_both_dashboards_link_a_trace_to_its_page_in_the_web_ui():
+    """The pages' address is a dashboard setting; the path is the worker's stable page URL."""
+    from starlette.routing import Router
+
+    from rewind.replay.worker.pages import page_routes
+
+    trace = load_dashboards()["rewind-trace"]
+    urls = [link["url"] for link in trace["links"]]
+    urls += [link["url"] for panel in panels(trace)
+             for override in panel.get("fieldConfig", {}).get("overrides", [])
+             for link in override["properties"][0]["value"]]
+    assert urls.count("${rewind_url}/traces/${trace_id}") == 2
+    for dashboard in load_dashboards().values():
+        [setting] = [v for v in dashboard["templating"]["list"] if v["name"] == "rewind_url"]
+        assert setting["type"] == "textbox" and setting["query"].startswith("http")
+    path = "/traces/" + "ab" * 16
+    router = Router(routes=page_routes())
+    assert any(r.matches({"type": "http", "path": path, "method": "GET"})[0].name == "FULL"
+               for r in router.routes)
 
 
 def test_the_replay_command_uses_the_services_own_command_line_when_recorded(dataset):

@@ -1,8 +1,8 @@
 """The folder layout is the architecture: imports only point down the layer order.
 
 exporter <- collector <- replay, and inside replay:
-cassette <- sources <- testing <- play <- timetravel <- worker <- cli (each may import those
-before it).
+cassette <- sources <- testing <- play <- timetravel <- ui <- worker <- cli (each may import
+those before it).
 Every import counts, lazy ones inside functions included.
 """
 
@@ -17,13 +17,14 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = {"exporter": 0, "collector": 1, "replay": 2}
 REPLAY_LAYERS = {"cassette": 0, "sources": 1, "testing": 2, "play": 3, "timetravel": 4,
-                 "worker": 5, "cli": 6}
+                 "ui": 5, "worker": 6, "cli": 7}
 # Pure logic: no store, no network, no process; imports nothing from the collector.
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
         "replay/cassette/calls.py", "replay/cassette/wire_anthropic.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
-        "replay/timetravel/bisect.py", "replay/timetravel/edits.py"}
+        "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
+        "replay/ui/views.py", "replay/ui/compare.py"}
 MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 

@@ -15,6 +15,7 @@ from rewind.collector.config import ENV
 from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
+from rewind.replay.cli.share import register as register_share
 from rewind.replay.cli.time_travel import print_json
 from rewind.replay.cli.time_travel import register as register_time_travel
 from rewind.replay.play import launch, player
@@ -364,6 +365,7 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 main.add_command(replay)
 main.add_command(collector)
 register_time_travel(main, api_option, clickhouse_option)
+register_share(main, api_option, clickhouse_option)
 
 
 def _show_envvars(command: click.Command) -> None:

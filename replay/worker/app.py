@@ -1,7 +1,7 @@
-"""The worker's HTTP API (JSON), assembled: one module per resource (traces, trace files,
-analysis, replay sessions), sharing one cassette cache, behind bearer auth when tokens are
-given. How a route answers and fails, and which tenant's data it sees, is decided once, in
-:mod:`routing`."""
+"""The worker's HTTP API (JSON) and web UI, assembled: one module per resource (traces, trace
+files, analysis, replay sessions, the pages), sharing one cassette cache, behind bearer auth
+when tokens are given. How a route answers and fails, and which tenant's data it sees, is
+decided once, in :mod:`routing`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
 from rewind.collector.store import Store
-from rewind.replay.worker import analysis, archives, replay_sessions, traces
+from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.auth import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
@@ -44,6 +44,7 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         *replay_sessions.routes(replay_sessions.SessionRegistry()),
         *archives.routes(),
         *analysis.routes(),
+        *pages.routes(authenticator),
     ]
     app = Starlette(routes=routes,
                     middleware=[Middleware(BearerAuth, authenticator=authenticator)])

@@ -1,5 +1,5 @@
-"""Cassettes built once per trace version and tenant: a trace that grows gets a fresh
-cassette, and one tenant never gets a cassette built from another tenant's spans."""
+"""Cassettes (and the pages' timelines) built once per trace version and tenant: a trace that
+grows gets a fresh one, and one tenant never gets one built from another tenant's spans."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.timetravel.timeline import Timeline
 
 
 class TraceNotFound(LookupError):
@@ -33,27 +34,54 @@ class CassetteCache:
     last span time it was built from are unchanged (both read from the store on each use,
     which is cheap next to a build)."""
 
-    def __init__(self, store: Store, size: int = 256) -> None:
+    def __init__(self, store: Store, size: int = 256, timelines: int = 16) -> None:
         self.store = store
         self.size = size
+        self.timeline_size = timelines  # a timeline holds every span: fewer are kept
         self._entries: OrderedDict[tuple[str | None, str], tuple[Any, Cassette]] = OrderedDict()
+        self._timelines: OrderedDict[tuple[str | None, str], tuple[Any, Timeline]] = \
+            OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
 
-    def get(self, trace_id: str, tenant: str | None = None) -> Cassette:
+    def _version(self, trace_id: str, tenant: str | None) -> Any:
         version = reader.trace_version(self.store, trace_id, tenant=tenant)
         if version is None:
             raise TraceNotFound(trace_id)
-        key = (tenant, trace_id)
+        return version
+
+    def _cached(self, entries: OrderedDict, key: tuple[str | None, str], version: Any) -> Any:
         with self._lock:
-            entry = self._entries.get(key)
+            entry = entries.get(key)
             if entry is not None and entry[0] == version:
-                self._entries.move_to_end(key)
+                entries.move_to_end(key)
                 return entry[1]
-        cassette = build_cassette(trace_id, trace_spans(self.store, trace_id, tenant))
+        return None
+
+    def _keep(self, entries: OrderedDict, key: tuple[str | None, str], version: Any,
+              value: Any, size: int, built: bool = True) -> None:
         with self._lock:
-            self.builds += 1
-            self._entries[key] = (version, cassette)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self.builds += built
+            entries[key] = (version, value)
+            while len(entries) > size:
+                entries.popitem(last=False)
+
+    def get(self, trace_id: str, tenant: str | None = None) -> Cassette:
+        version = self._version(trace_id, tenant)
+        key = (tenant, trace_id)
+        cassette = self._cached(self._entries, key, version)
+        if cassette is None:
+            cassette = build_cassette(trace_id, trace_spans(self.store, trace_id, tenant))
+            self._keep(self._entries, key, version, cassette, self.size)
         return cassette
+
+    def timeline(self, trace_id: str, tenant: str | None = None) -> Timeline:
+        """The trace as the pages walk it (its cassette is kept as the cassette entry too)."""
+        version = self._version(trace_id, tenant)
+        key = (tenant, trace_id)
+        timeline = self._cached(self._timelines, key, version)
+        if timeline is None:
+            timeline = Timeline(trace_id, trace_spans(self.store, trace_id, tenant))
+            self._keep(self._timelines, key, version, timeline, self.timeline_size)
+            self._keep(self._entries, key, version, timeline.cassette, self.size, built=False)
+        return timeline

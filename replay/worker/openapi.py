@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
+from rewind.replay.worker.auth import LOGIN_PATH, TOKEN_COOKIE
+
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
 _TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}
 _TRACE_ID = {"name": "trace_id", "in": "path", "required": True, "schema": _TRACE_ID_SCHEMA}
@@ -27,6 +30,43 @@ def _op(summary: str, params: list[dict[str, Any]] | None = None, ok: str = "200
                           "404": _ERROR}, **extra}
 
 
+def _path_trace(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": _TRACE_ID_SCHEMA}
+
+
+def _page(summary: str, params: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"get": _op(f"Web UI page (HTML): {summary}", params)}
+
+
+def ui_paths() -> dict[str, Any]:
+    """The web UI: its pages, the JSON they draw, the sign-in form, its static files."""
+    public = {"summary": "Web UI file", "security": [],
+              "responses": {"200": {"description": "ok"}}}
+    return {
+        "/": _page("recent runs"),
+        "/traces/{trace_id}": _page("one run", [_TRACE_ID]),
+        "/diff/{left}/{right}": _page("two runs aligned", [_path_trace("left"),
+                                                           _path_trace("right")]),
+        "/bisect/{good}/{bad}": _page("first divergence", [_path_trace("good"),
+                                                           _path_trace("bad")]),
+        LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=: sets the "
+                                                "cookie the pages read with)"}},
+        "/v1/ui/runs": {"get": _op("Runs page data", [
+            _query("service"), _query("errors"), _query("model"), _query("q"),
+            _query("since"), _query("limit")])},
+        "/v1/ui/traces/{trace_id}": {"get": _op("Run page data: outline, totals, forks",
+                                                [_TRACE_ID])},
+        "/v1/ui/traces/{trace_id}/step": {"get": _op(
+            "One span in full (index: its event number; default the first step)",
+            [_TRACE_ID, _query("index")])},
+        "/v1/ui/diff": {"get": _op("Diff page data", [_trace_query("left"),
+                                                      _trace_query("right")])},
+        "/v1/ui/bisect": {"get": _op("Bisect page data", [_trace_query("good"),
+                                                          _trace_query("bad")])},
+        **{STATIC_PREFIX + name: {"get": public} for name in STATIC_FILES},
+    }
+
+
 def openapi_document() -> dict[str, Any]:
     replay_path = {
         "post": _op("Answer an OpenAI/Anthropic-compatible request from the trace's cassette "
@@ -39,9 +79,13 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "Rewind worker API", "version": "1", "description": (
             "A bearer token mapped to a tenant reads, exports, compares and replays only that "
             "tenant's traces (another tenant's trace or session is a 404, as an unknown one "
-            "is) and imports as that tenant; a token without a tenant sees every tenant.")},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}],
+            "is) and imports as that tenant; a token without a tenant sees every tenant. "
+            f"Browsers sign in at {LOGIN_PATH}: the cookie it sets carries the token on reads "
+            "(GET, HEAD) only.")},
+        "components": {"securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "cookie": {"type": "apiKey", "in": "cookie", "name": TOKEN_COOKIE}}},
+        "security": [{"bearer": []}, {"cookie": []}],
         "paths": {
             "/health": {"get": {"summary": "Liveness", "security": [],
                                 "responses": {"200": {"description": "ok"}}}},
@@ -85,5 +129,6 @@ def openapi_document() -> dict[str, Any]:
                 "Answer a request within a session", [_SESSION_ID, {
                     "name": "path", "in": "path", "required": True,
                     "schema": {"type": "string"}}])},
+            **ui_paths(),
         },
     }

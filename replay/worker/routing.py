@@ -10,7 +10,6 @@ with the one parser, writes the JSON, and maps each error to its status through
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import inspect
 import json
@@ -26,6 +25,7 @@ from starlette.routing import Route
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.sources.archive import ArchiveError
+from rewind.replay.ui.assets import json_default
 from rewind.replay.worker.cache import TraceNotFound
 from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
 
@@ -44,18 +44,10 @@ ERROR_STATUS: dict[type[Exception], int] = {
 }
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def json_response(content: Any, status: int = 200,
                   headers: Mapping[str, str] | None = None) -> Response:
     """Store rows carry datetimes and raw bytes: both are written as text."""
-    body = json.dumps(content, default=_default, ensure_ascii=False).encode("utf-8")
+    body = json.dumps(content, default=json_default, ensure_ascii=False).encode("utf-8")
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
@@ -64,14 +56,21 @@ def error_response(status: int, message: str,
     return json_response({"error": message}, status, headers)
 
 
+def error_status(error: Exception) -> int | None:
+    """The status one of our errors answers with; None for anything else (a bug)."""
+    if isinstance(error, HTTPException):
+        return error.status_code
+    return next((ERROR_STATUS[k] for k in type(error).__mro__ if k in ERROR_STATUS), None)
+
+
 def answer_error(error: Exception) -> Response:
     """The answer for one of our errors; anything else is re-raised (a 500, and a bug)."""
+    status = error_status(error)
+    if status is None:
+        raise error
     if isinstance(error, HTTPException):
-        return error_response(error.status_code, str(error.detail), error.headers)
-    for kind in type(error).__mro__:
-        if kind in ERROR_STATUS:
-            return error_response(ERROR_STATUS[kind], str(error))
-    raise error
+        return error_response(status, str(error.detail), error.headers)
+    return error_response(status, str(error))
 
 
 def query_trace_id(request: Request, name: str) -> str:

@@ -20,6 +20,8 @@ from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.timetravel.runs import run_rows
 from rewind.replay.timetravel.stats import Usage, usage_from_store
+from rewind.replay.timetravel.timeline import Timeline
+from rewind.replay.ui import listing
 from rewind.replay.worker.cache import CassetteCache, trace_spans
 
 # ASGI scope key holding the authenticated caller's tenant (str, or None for every tenant).
@@ -43,6 +45,16 @@ class TenantView:
 
     def cassette(self, trace_id: str) -> Cassette:
         return self._cassettes.get(trace_id, self.tenant)
+
+    def timeline(self, trace_id: str) -> Timeline:
+        return self._cassettes.timeline(trace_id, self.tenant)
+
+    def run_listing(self, **filters: Any) -> list[dict[str, Any]]:
+        """The runs page's rows (``ui/listing.py``), forks and replays not yet nested."""
+        return listing.run_rows(self._store, self.tenant, **filters)
+
+    def derived_runs(self, trace_id: str) -> list[dict[str, Any]]:
+        return listing.derived_runs(self._store, trace_id, self.tenant)
 
     def traces(self, **filters: Any) -> list[dict[str, Any]]:
         return reader.list_traces(self._store, tenant=self.tenant, **filters)

@@ -1,0 +1,138 @@
+"""Web UI benchmark: how long a 1,000-step run's page takes to show its first screen in a
+real browser, as a ratio to fetching the same trace's JSON from the API, measured in one run.
+
+The run is the bisect benchmark's (exact request and response bodies, a sliding context
+window, a tool after each model call), written into an embedded store and served by
+``rewind worker``. The first screen is the span tree, the timeline and the first step's
+detail (what the model saw, its answer, the raw exchange), which come with the page; other
+steps load when selected. Printed: the API fetch of every span (``GET /v1/traces/{id}``), the
+page cold (first visit: the worker reads and builds the run) and warm, the ratios, and the
+issue's limit (a second). The browser opens the runs page first, so that its own start is not
+counted.
+
+Needs Debian's ``chromium`` (driven by Playwright's Python package; never its own download).
+
+    python bench/ui_page.py [--steps 1000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+from rewind.collector.migrate import migrate
+from rewind.collector.store import Store
+from rewind.collector.writer import TraceWriter
+
+HERE = Path(__file__).resolve().parent
+TRACE = "5eed" * 8
+LIMIT_S = 1.0
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+
+
+def _run_rows():
+    """The bisect benchmark's run generator (one recording shape for every benchmark)."""
+    spec = importlib.util.spec_from_file_location("bisect_traces", HERE / "bisect_traces.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run_rows
+
+
+def write_run(directory: Path, steps: int) -> str:
+    store = Store(f"chdb://{directory / 'store'}")
+    migrate(store)
+    rows = list(_run_rows()(TRACE, steps, False, 1))
+    writer = TraceWriter(store)
+    for at in range(0, len(rows), 5000):
+        writer.write(rows[at:at + 5000])
+    store.close()
+    return store.url
+
+
+def start_worker(store_url: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rewind.replay.cli.main", "worker", "--clickhouse", store_url,
+         "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        found = re.search(r"api=(\S+)", line)
+        if found:
+            return process, found.group(1)
+    raise SystemExit("rewind worker did not start")
+
+
+def best(samples: list[float]) -> float:
+    return min(samples)
+
+
+def fetch_json(api: str, rounds: int) -> tuple[float, int]:
+    samples, size = [], 0
+    with httpx.Client(timeout=60) as client:
+        client.get(f"{api}/v1/traces/{TRACE}")  # the same warm store for both
+        for _ in range(rounds):
+            started = time.perf_counter()
+            reply = client.get(f"{api}/v1/traces/{TRACE}")
+            samples.append(time.perf_counter() - started)
+            size = len(reply.content)
+    return best(samples), size
+
+
+def first_screen(browser, api: str) -> float:
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    started = time.perf_counter()
+    page.goto(f"{api}/traces/{TRACE}")
+    page.wait_for_selector("#detail #context", state="visible")
+    page.wait_for_selector("#lanes .bar", state="attached")
+    elapsed = time.perf_counter() - started
+    page.context.close()
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        raise SystemExit("chromium is not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory(prefix="rewind-bench-ui-") as tmp:
+        worker, api = start_worker(write_run(Path(tmp), args.steps))
+        try:
+            with sync_playwright() as driver:
+                browser = driver.chromium.launch(executable_path=chromium, args=ARGS)
+                warm_up = browser.new_page()  # the browser's own start is not the page's
+                warm_up.goto(f"{api}/")
+                warm_up.wait_for_selector("#runs")
+                warm_up.close()
+                cold = first_screen(browser, api)
+                warm = best([first_screen(browser, api) for _ in range(args.rounds)])
+                browser.close()
+            fetched, size = fetch_json(api, args.rounds)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    print(f"a {args.steps:,}-step run ({size / 1e6:.1f} MB of span JSON), best of "
+          f"{args.rounds}:")
+    print(f"  GET /v1/traces/{{id}} (every span)     {fetched * 1e3:9.1f} ms")
+    print(f"  trace page, first screen, cold        {cold * 1e3:9.1f} ms")
+    print(f"  trace page, first screen, warm        {warm * 1e3:9.1f} ms")
+    print(f"  page / API JSON = {warm / fetched:.2f} warm, {cold / fetched:.2f} cold; "
+          f"limit {LIMIT_S:.0f} s: {'met' if cold < LIMIT_S else 'MISSED'} "
+          f"({cold / LIMIT_S:.2f} of it, cold)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The runs page's data: recent traces with their calls, tokens, cost and duration, filtered
+by service, errors, model and text said anywhere in them, and the runs made from a run (forks
+and replays, by their lineage attributes), each read with the caller's tenant.
+
+Two queries per listing: one over ``otel_traces`` (grouped by trace, as the trace listing
+is), one over ``rewind_llm_costs`` for the tokens and cost of the traces found (the one call
+table, shadows left out, priced by the price table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from rewind.collector.llm_steps import LLM_CALLS_IN_TRACE
+from rewind.collector.reader import tenant_condition
+from rewind.collector.schema import LLM_COSTS, TRACES, span_attribute
+from rewind.collector.store import Store
+from rewind.exporter import attributes as A
+
+MAX_RUNS = 1000
+_FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
+_REPLAY = span_attribute(A.REPLAY_SOURCE_TRACE_ID)
+_MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
+
+
+def run_rows(store: Store, tenant: str | None, service: str | None = None,
+             errors_only: bool = False, model: str | None = None, text: str | None = None,
+             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """One row per trace started after ``since`` (spans after it), newest first, with its
+    lineage (``Source``, ``Kind``)."""
+    params: dict[str, Any] = {"limit": max(1, min(int(limit), MAX_RUNS))}
+    where = ["TraceId != ''", tenant_condition(tenant, params)]
+    if since:
+        where.append("Timestamp >= {since:DateTime64(9)}")
+        params["since"] = since
+    if service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = service
+    having = []
+    if errors_only:
+        having.append("Errors > 0")
+    if model:
+        having.append(f"countIf({_MODELS[0]} = {{model:String}} "
+                      f"OR {_MODELS[1]} = {{model:String}}) > 0")
+        params["model"] = model
+    if text:
+        having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
+                      "> 0, mapValues(SpanAttributes))) > 0")
+        params["text"] = text
+    rows = store.query(f"""
+SELECT
+    TraceId,
+    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
+        AS RootSpan,
+    any(ServiceName) AS Service,
+    min(Timestamp) AS Start,
+    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
+        AS DurationNs,
+    count() AS Spans,
+    {LLM_CALLS_IN_TRACE} AS LlmCalls,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
+    argMinIf(if({_MODELS[0]} != '', {_MODELS[0]}, {_MODELS[1]}), Timestamp,
+             {_MODELS[0]} != '' OR {_MODELS[1]} != '') AS Model,
+    anyIf({_FORK}, {_FORK} != '') AS ForkSource,
+    anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource
+FROM {TRACES}
+WHERE {' AND '.join(where)}
+GROUP BY TraceId
+{'HAVING ' + ' AND '.join(having) if having else ''}
+ORDER BY Start DESC
+LIMIT {{limit:UInt32}}
+""", params)
+    usage = _usage(store, [r["TraceId"] for r in rows], tenant)
+    for row in rows:
+        row.update(usage.get(row["TraceId"], {"InputTokens": 0, "OutputTokens": 0,
+                                              "CostUsd": 0.0, "Unpriced": 0}))
+        row["Source"] = row["ForkSource"] or row["ReplaySource"] or None
+        row["Kind"] = "fork" if row["ForkSource"] else "replay" if row["ReplaySource"] else None
+    return rows
+
+
+def _usage(store: Store, trace_ids: Sequence[str],
+           tenant: str | None) -> dict[str, dict[str, Any]]:
+    """Tokens and cost per trace, counting only ``tenant``'s spans."""
+    if not trace_ids:
+        return {}
+    params: dict[str, Any] = {"ids": list(trace_ids)}
+    mine = ("1" if tenant is None else
+            f"SpanId IN (SELECT SpanId FROM {TRACES} WHERE TraceId IN {{ids:Array(String)}} "
+            f"AND {tenant_condition(tenant, params)})")
+    rows = store.query(f"""
+SELECT TraceId, sum(InputTokens) AS InputTokens, sum(OutputTokens) AS OutputTokens,
+    sum(CostUsd) AS CostUsd, countIf(PricedAs = '') AS Unpriced
+FROM {LLM_COSTS}
+WHERE TraceId IN {{ids:Array(String)}} AND {mine}
+GROUP BY TraceId
+""", params)
+    return {r.pop("TraceId"): r for r in rows}
+
+
+def derived_runs(store: Store, trace_id: str, tenant: str | None) -> list[dict[str, Any]]:
+    """Forks and replays of ``trace_id`` the caller may see, oldest first."""
+    params: dict[str, Any] = {"source": trace_id}
+    return store.query(f"""
+SELECT TraceId, min(Timestamp) AS Start,
+    if(countIf({_FORK} = {{source:String}}) > 0, 'fork', 'replay') AS Kind,
+    anyIf({span_attribute(A.FORK_STEP)}, {_FORK} = {{source:String}}) AS Step,
+    anyIf({span_attribute(A.FORK_EDITS)}, {_FORK} = {{source:String}}) AS Edits
+FROM {TRACES}
+WHERE ({_FORK} = {{source:String}} OR {_REPLAY} = {{source:String}})
+    AND TraceId != {{source:String}} AND {tenant_condition(tenant, params)}
+GROUP BY TraceId
+ORDER BY Start
+""", params)
+
+
+def nest(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Runs made from a listed run go under it (``Derived``); the others stay at the top."""
+    listed = {r["TraceId"] for r in rows}
+    top: list[dict[str, Any]] = []
+    children: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        entry = {**row, "Derived": []}
+        source = row.get("Source")
+        if source and source in listed and source != row["TraceId"]:
+            children.setdefault(source, []).append(entry)
+        else:
+            top.append(entry)
+
+    def attach(entry: dict[str, Any], depth: int) -> dict[str, Any]:
+        if depth < 20:
+            entry["Derived"] = [attach(c, depth + 1)
+                                for c in children.get(entry["TraceId"], [])]
+        return entry
+
+    return [attach(entry, 0) for entry in top]

@@ -1,0 +1,193 @@
+"""A run as the pages draw it: the light outline of every span (tree, lanes, one line per step)
+and, loaded on demand, one step in full: what the model saw, what it answered, the raw
+exchange, its numbers. Pure: a :class:`Timeline` in, JSON-ready dicts out.
+
+The outline is what the trace page needs for its first screen; a step's messages and bodies
+are read only when it is selected, so a run of thousands of steps opens fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rewind.exporter import attributes as A
+from rewind.exporter.canonical import json_or_text
+from rewind.replay.timetravel.diff import StepView
+from rewind.replay.timetravel.timeline import Event, Timeline
+
+MAIN_LANE = "run"  # spans outside any agent
+# Attributes that carry what was said: left out of a share made with --no-content.
+CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPONSE_HEADERS,
+                                                      A.FORK_EDITS}
+CONTENT_PREFIXES = (A.PROMPT_PREFIX, A.COMPLETION_PREFIX)
+DEFAULT_COMMAND = "python agent.py"  # when the run did not record its command line
+
+
+def recorded_command(timeline: Timeline) -> str:
+    """The command that ran the service, when its resource says (``process.command_line``)."""
+    return next((str(line) for e in timeline.events
+                 if (line := (e.span.get("ResourceAttributes") or {}).get(
+                     A.PROCESS_COMMAND_LINE))), DEFAULT_COMMAND)
+
+
+def replay_command(trace_id: str, command: str = DEFAULT_COMMAND) -> str:
+    """The line that replays the run offline (``rewind-replay``)."""
+    return f"rewind-replay --trace-id {trace_id} -- {command}"
+
+
+def _ms(ns: int) -> float:
+    return round(ns / 1e6, 3)
+
+
+def _lanes(timeline: Timeline) -> dict[str, str]:
+    """Span id -> the name of the agent it ran under (its own, for an agent span)."""
+    by_id = {e.span_id: e for e in timeline.events}
+    lanes: dict[str, str] = {}
+    for event in timeline.events:
+        chain: list[Event] = []
+        current: Event | None = event
+        name = MAIN_LANE
+        while current is not None and len(chain) <= len(by_id):
+            if current.span_id in lanes:
+                name = lanes[current.span_id]
+                break
+            chain.append(current)
+            if current.type == "agent":
+                name = current.attributes.get(A.AGENT_NAME) or current.name
+                break
+            current = by_id.get(current.parent_span_id)
+        for passed in chain:
+            lanes[passed.span_id] = name
+    return lanes
+
+
+def outline(timeline: Timeline, content: bool = True) -> list[dict[str, Any]]:
+    """One light row per span: enough for the tree, the lanes and the step list."""
+    start = min(e.start_ns for e in timeline.events)
+    index_of = {e.span_id: e.index for e in timeline.events}
+    lanes = _lanes(timeline)
+    rows = []
+    for e in timeline.events:
+        cost = timeline.cost_of(e)
+        rows.append({
+            "index": e.index, "type": e.type, "name": e.name, "step": e.step,
+            "parent": index_of.get(e.parent_span_id), "lane": lanes[e.span_id],
+            "start_ms": _ms(e.start_ns - start), "duration_ms": _ms(e.duration_ns),
+            "status": e.status, "model": e.model if e.type == "llm" else "",
+            "input_tokens": e.input_tokens, "output_tokens": e.output_tokens,
+            "cost_usd": cost, "preview": e.preview if content else "",
+        })
+    return rows
+
+
+def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
+             content: bool = True) -> dict[str, Any]:
+    """The trace page: totals, lineage, the outline, the runs made from this one."""
+    first = timeline.events[0].span
+    lineage = timeline.lineage
+    replayed_from = next((e.attributes[A.REPLAY_SOURCE_TRACE_ID] for e in timeline.events
+                          if e.attributes.get(A.REPLAY_SOURCE_TRACE_ID)), None)
+    return {
+        "trace_id": timeline.trace_id,
+        "service": str(first.get("ServiceName", "")),
+        "start_ns": min(e.start_ns for e in timeline.events),
+        "totals": timeline.totals(),
+        "lineage": lineage if content or lineage is None else {**lineage, "edits": None},
+        "replayed_from": replayed_from,
+        "events": outline(timeline, content),
+        "derived": list(derived),
+        "command": recorded_command(timeline),
+        "replay_command": replay_command(timeline.trace_id, recorded_command(timeline)),
+        "content": content,
+    }
+
+
+def _pretty(raw: bytes | str | None) -> str:
+    """A body as indented JSON when it is JSON, else as it was recorded."""
+    if raw is None:
+        return ""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _stream(events: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    return [{"offset_ms": offset, "data": _pretty(data.removeprefix("data: "))
+             if data.startswith("data: ") else data} for offset, data in events]
+
+
+def _exchange(event: Event) -> dict[str, Any] | None:
+    i = event.interaction
+    if i is None:
+        return None
+    return {
+        "method": i.method, "url": i.url, "status": i.status, "streamed": i.streamed,
+        "request": _pretty(i.request_bytes()),
+        "response": "" if i.streamed else _pretty(i.response_bytes()),
+        "events": _stream(i.response_events or []),
+        "synthetic": i.synthetic is not None,
+    }
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    return "".join(str(p.get("content", "")) for p in message.get("parts", [])
+                   if p.get("type") == "text")
+
+
+def _request_extras(event: Event) -> dict[str, Any]:
+    """Tool definitions and sampling parameters the model was given."""
+    if event.type != "llm":
+        return {"tools": [], "params": {}}
+    tools = json_or_text(event.attributes.get(A.TOOL_DEFINITIONS))
+    params: dict[str, Any] = {}
+    if event.interaction is not None:
+        request = StepView(event.interaction).request
+        tools = tools or request.get("tools")
+        params = dict(request.get("params") or {})
+    return {"tools": tools if isinstance(tools, list) else [], "params": params}
+
+
+def _visible(attributes: Mapping[str, Any], content: bool) -> dict[str, Any]:
+    return {k: v for k, v in sorted(attributes.items())
+            if content or (k not in CONTENT and not k.startswith(CONTENT_PREFIXES))}
+
+
+def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[str, Any]:
+    """One span in full: the model's whole context and answer (a tool: its arguments and
+    result), the raw exchange pretty-printed, a stream event by event, its numbers."""
+    if not 0 <= index < len(timeline.events):
+        raise ValueError(f"trace {timeline.trace_id} has no event {index} "
+                         f"(events 0..{len(timeline.events) - 1})")
+    event = timeline.events[index]
+    detail: dict[str, Any] = {
+        "index": index, "type": event.type, "name": event.name, "step": event.step,
+        "span_id": event.span_id, "status": event.status, "model": event.model,
+        "duration_ms": _ms(event.duration_ns), "input_tokens": event.input_tokens,
+        "output_tokens": event.output_tokens, "cost_usd": timeline.cost_of(event),
+        "error": str(event.span.get("StatusMessage") or ""),
+        "tool_name": event.tool_name if event.type == "tool" else "",
+        "attributes": _visible(event.attributes, content),
+        "resource": dict(event.span.get("ResourceAttributes") or {}),
+        "content": content,
+    }
+    if not content:
+        return detail
+    inputs = event.input_messages()
+    users = [_text(m) for m in inputs if m.get("role") == "user"]
+    arguments = (event.attributes.get(A.TOOL_ARGUMENTS)
+                 or event.attributes.get(A.TOOL_CALL_ARGUMENTS))
+    detail.update({
+        "input": inputs, "output": event.output_messages(), **_request_extras(event),
+        "arguments": json_or_text(arguments) if event.type == "tool" else None,
+        "exchange": _exchange(event), "last_user_message": users[-1] if users else "",
+    })
+    return detail
+
+
+def step_details(timeline: Timeline, content: bool = True) -> list[dict[str, Any]]:
+    """Every span's detail, for a shared file that has no worker to ask."""
+    return [step_detail(timeline, e.index, content) for e in timeline.events]

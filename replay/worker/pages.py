@@ -1,0 +1,186 @@
+"""The web UI's routes: the pages (stable URLs Grafana links to), the JSON they draw, their
+static files, and the sign-in form that puts a token in a cookie.
+
+    GET /                          runs           GET /v1/ui/runs?service=&errors=&model=&q=&since=
+    GET /traces/{trace_id}         a run          GET /v1/ui/traces/{trace_id}
+                                                  GET /v1/ui/traces/{trace_id}/step?index=N
+    GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
+    GET /bisect/{good}/{bad}       first split    GET /v1/ui/bisect?good=&bad=
+    GET, POST /login               the token, kept in a cookie for the pages
+    GET /ui/<file>                 scripts and style (package data)
+
+Every page and JSON route is declared with :func:`routing.route`, so auth and the caller's
+tenant apply as on the API: a page of another tenant's trace is a 404, as an unknown one is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from rewind.collector.auth import Authenticator, AuthError
+from rewind.replay.cassette.ids import parse_trace_id
+from rewind.replay.timetravel.bisect import bisect
+from rewind.replay.timetravel.diff import diff_runs
+from rewind.replay.timetravel.stats import parse_when
+from rewind.replay.ui import assets, compare, listing, views
+from rewind.replay.worker.auth import LOGIN_PATH, token_cookie
+from rewind.replay.worker.routing import error_status, query_limit, query_trace_id, route
+from rewind.replay.worker.tenancy import TenantView
+
+# (title, what the page is, the data its first screen needs or None)
+PageHandler = Callable[[Request, TenantView], tuple[str, dict[str, Any], dict[str, Any] | None]]
+MAX_FORM_BYTES = 8192
+HEADERS = {"content-security-policy": assets.PAGE_POLICY, "x-content-type-options": "nosniff",
+           "referrer-policy": "no-referrer", "cache-control": "no-store"}
+
+
+def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
+    """A page: the shell for what ``handler`` names, after it checked the caller may see the
+    traces. Our errors answer with their status: a page for a browser, the API's JSON error
+    for any other client."""
+    def endpoint(request: Request, view: TenantView) -> Response:
+        try:
+            title, page, data = handler(request, view)
+        except Exception as error:
+            status = error_status(error)
+            if status is None or "text/html" not in request.headers.get("accept", ""):
+                raise
+            return HTMLResponse(assets.error_html(status, str(error)), status, HEADERS)
+        return HTMLResponse(assets.page_html(title, page, data), headers=HEADERS)
+
+    endpoint.__name__ = handler.__name__
+    return endpoint
+
+
+def _pair(request: Request, view: TenantView, first: str, second: str) -> list[str]:
+    """Both ids of a two-run page, checked before either trace is read (a typo is a 400)."""
+    ids = [parse_trace_id(request.path_params[first], f"{first}: trace id"),
+           parse_trace_id(request.path_params[second], f"{second}: trace id")]
+    for trace_id in ids:
+        view.cassette(trace_id)
+    return ids
+
+
+def page_routes() -> list[Route]:
+    def runs(request: Request, view: TenantView) -> Any:
+        return "Runs", {"page": "runs"}, None
+
+    def trace(request: Request, view: TenantView) -> Any:
+        """The outline and the first step come with the page: its first screen needs them."""
+        trace_id = request.path_params["trace_id"]
+        timeline = view.timeline(trace_id)
+        first = (timeline.steps or timeline.events)[0].index
+        data = {"trace": views.run_view(timeline, view.derived_runs(trace_id)),
+                "steps": {str(first): views.step_detail(timeline, first)}}
+        return f"Run {trace_id[:12]}", {"page": "trace", "ids": [trace_id]}, data
+
+    def diff(request: Request, view: TenantView) -> Any:
+        return "Diff", {"page": "diff", "ids": _pair(request, view, "left", "right")}, None
+
+    def bisection(request: Request, view: TenantView) -> Any:
+        return "Bisect", {"page": "bisect", "ids": _pair(request, view, "good", "bad")}, None
+
+    return [
+        route("/", _page(runs)),
+        route("/traces/{trace_id}", _page(trace)),
+        route("/diff/{left}/{right}", _page(diff)),
+        route("/bisect/{good}/{bad}", _page(bisection)),
+    ]
+
+
+def data_routes() -> list[Route]:
+    def runs(request: Request, view: TenantView) -> Any:
+        query = request.query_params
+        rows = view.run_listing(
+            service=query.get("service") or None, errors_only=query.get("errors") in ("1", "true"),
+            model=query.get("model") or None, text=query.get("q") or None,
+            since=parse_when(query.get("since"), flag="since"),
+            limit=query_limit(request, default=100, maximum=listing.MAX_RUNS))
+        return {"runs": listing.nest(rows)}
+
+    def trace(request: Request, view: TenantView) -> Any:
+        trace_id = request.path_params["trace_id"]
+        return views.run_view(view.timeline(trace_id), view.derived_runs(trace_id))
+
+    def step(request: Request, view: TenantView) -> Any:
+        timeline = view.timeline(request.path_params["trace_id"])
+        raw = request.query_params.get("index")
+        if raw is None:
+            return views.step_detail(timeline, (timeline.steps or timeline.events)[0].index)
+        try:
+            index = int(raw)
+        except ValueError:
+            raise ValueError(f"index must be an event number, got {raw!r}") from None
+        return views.step_detail(timeline, index)
+
+    def diff(request: Request, view: TenantView) -> Any:
+        ids = [query_trace_id(request, "left"), query_trace_id(request, "right")]
+        return compare.diff_view(diff_runs(view.cassette(ids[0]), view.cassette(ids[1])))
+
+    def bisection(request: Request, view: TenantView) -> Any:
+        ids = [query_trace_id(request, "good"), query_trace_id(request, "bad")]
+        return compare.bisect_view(bisect(view.cassette(ids[0]), view.cassette(ids[1])))
+
+    return [
+        route("/v1/ui/runs", runs),
+        route("/v1/ui/traces/{trace_id}", trace),
+        route("/v1/ui/traces/{trace_id}/step", step),
+        route("/v1/ui/diff", diff),
+        route("/v1/ui/bisect", bisection),
+    ]
+
+
+def _next(value: str) -> str:
+    """Where to go after signing in: a path of this worker only."""
+    return value if value.startswith("/") and not value.startswith(("//", "/\\")) else "/"
+
+
+def login_routes(authenticator: Authenticator | None) -> list[Route]:
+    def form(request: Request) -> Response:
+        return HTMLResponse(assets.login_html(_next(request.query_params.get("next", "/"))),
+                            headers=HEADERS)
+
+    async def sign_in(request: Request) -> Response:
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                return HTMLResponse(assets.login_html("/", "That form is too large."), 413)
+        fields = parse_qs(body.decode("utf-8", "replace"))
+        token = (fields.get("token") or [""])[0].strip()
+        target = _next((fields.get("next") or ["/"])[0])
+        if authenticator is not None:
+            try:
+                authenticator.check(f"Bearer {token}")
+            except AuthError:
+                return HTMLResponse(assets.login_html(target, "Unknown token."), 401,
+                                    {"www-authenticate": "Bearer"})
+        response = RedirectResponse(target, status_code=303)
+        response.headers["set-cookie"] = token_cookie(token, request.url.scheme == "https")
+        return response
+
+    return [route(LOGIN_PATH, form, public=True),
+            route(LOGIN_PATH, sign_in, methods=["POST"], public=True)]
+
+
+def static_routes() -> list[Route]:
+    def serve(name: str) -> Callable[[Request], Response]:
+        def asset(request: Request) -> Response:
+            return Response(assets.static_text(name), media_type=assets.media_type(name),
+                            headers={"cache-control": "no-cache",
+                                     "x-content-type-options": "nosniff"})
+        asset.__name__ = f"static_{name.replace('.', '_')}"
+        return asset
+
+    return [route(assets.STATIC_PREFIX + name, serve(name), public=True)
+            for name in assets.STATIC_FILES]
+
+
+def routes(authenticator: Authenticator | None) -> list[Route]:
+    return [*page_routes(), *data_routes(), *login_routes(authenticator), *static_routes()]

@@ -1,0 +1,93 @@
+"""Signing in to the web UI, over HTTP as a browser sends it (no browser needed): a page opened
+without a token is the sign-in form with the 401; the form keeps a known token in a cookie
+and goes back to the page asked for, never to another site; the cookie reads a tenant's own
+pages and data and nothing of another tenant's, and it never writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from starlette.testclient import TestClient
+
+from rewind.replay.worker.auth import TOKEN_COOKIE
+from tests.support.tenants import send_run, tenancy
+
+HTML = {"accept": "text/html,application/xhtml+xml"}
+
+
+@dataclass
+class Runs:
+    client: TestClient
+    mine: str  # tenant A's
+    theirs: str  # tenant B's
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Iterator[Runs]:
+    with tenancy(tmp_path_factory.mktemp("ui-auth")) as opened:
+        mine = send_run(opened.ingest, opened.llm, "tok-a", "a-agent", ["a: is it raining?"])
+        theirs = send_run(opened.ingest, opened.llm, "tok-b", "b-agent", ["b-secret: merger"])
+        yield Runs(opened.client, mine, theirs)
+
+
+def browser(runs: Runs, token: str | None = None) -> TestClient:
+    """A client that keeps cookies, as a browser does (a fresh one per test)."""
+    client = TestClient(runs.client.app, follow_redirects=False)
+    if token:
+        client.cookies.set(TOKEN_COOKIE, token)
+    return client
+
+
+def test_a_page_without_a_token_is_the_sign_in_form(runs):
+    reply = browser(runs).get(f"/traces/{runs.mine}?x=1", headers=HTML)
+    assert reply.status_code == 401
+    assert reply.headers["www-authenticate"] == "Bearer"
+    assert 'action="/login"' in reply.text
+    assert f'name="next" value="/traces/{runs.mine}?x=1"' in reply.text
+    script = browser(runs).get(f"/v1/ui/traces/{runs.mine}")
+    assert script.status_code == 401 and script.json()["error"].startswith("missing")
+
+
+def test_signing_in_keeps_the_token_and_goes_back(runs):
+    client = browser(runs)
+    wrong = client.post("/login", data={"token": "nope", "next": "/"})
+    assert wrong.status_code == 401 and "Unknown token." in wrong.text
+    assert TOKEN_COOKIE not in client.cookies
+    signed = client.post("/login", data={"token": "tok-a", "next": f"/traces/{runs.mine}"})
+    assert signed.status_code == 303
+    assert signed.headers["location"] == f"/traces/{runs.mine}"
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    page = client.get(f"/traces/{runs.mine}", headers=HTML)
+    assert page.status_code == 200 and '"page":"trace"' in page.text
+    assert "a: is it raining?" in page.text  # the first step comes with the page
+
+
+@pytest.mark.parametrize("target", ["//elsewhere.example/x", "https://elsewhere.example/",
+                                    "/\\elsewhere.example", "traces"])
+def test_signing_in_never_sends_the_browser_to_another_site(runs, target):
+    signed = browser(runs).post("/login", data={"token": "tok-a", "next": target})
+    assert signed.status_code == 303 and signed.headers["location"] == "/"
+
+
+def test_the_cookie_reads_its_own_tenant_only(runs):
+    client = browser(runs, "tok-a")
+    assert client.get("/v1/ui/runs").json()["runs"][0]["TraceId"] == runs.mine
+    for path in (f"/traces/{runs.theirs}", f"/v1/ui/traces/{runs.theirs}",
+                 f"/v1/ui/traces/{runs.theirs}/step", f"/diff/{runs.mine}/{runs.theirs}"):
+        reply = client.get(path, headers=HTML)
+        assert reply.status_code == 404, path
+        assert "b-secret" not in reply.text and "b-agent" not in reply.text
+    listed = client.get("/v1/ui/runs", params={"q": "merger"}).json()["runs"]
+    assert listed == []
+
+
+def test_the_cookie_never_writes(runs):
+    client = browser(runs, "tok-a")
+    posted = client.post("/v1/replay/sessions", json={"trace_id": runs.mine})
+    assert posted.status_code == 401
+    with_header = client.post("/v1/replay/sessions", json={"trace_id": runs.mine},
+                              headers={"authorization": "Bearer tok-a"})
+    assert with_header.status_code == 201
