@@ -1,0 +1,84 @@
+"""Values that change every run (``cassette/volatile.py``) and how matching uses them: a
+request differing only in a UUID, a timestamp or a nearby epoch time, whole or inside text, is
+answered by the recorded one; anything else is still a divergence, which names ``--ignore``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewind.exporter import canonical
+from rewind.replay.cassette.model import Interaction
+from rewind.replay.cassette.volatile import Tolerance, tolerable
+from rewind.replay.play.matching import Divergence, Matcher, diff_fields
+
+RECORDED_AT = 1_764_068_000.0  # 2025-11-25
+NEAR = Tolerance(around_s=RECORDED_AT)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("9f0c8a52-3a1e-4c5b-9d7e-0a1b2c3d4e5f", "0b6c7d8e-1f2a-4b3c-8d9e-aabbccddeeff"),
+    ("It is 2025-11-25T10:53:01Z now.", "It is 2026-02-01T08:00:00.123456+01:00 now."),
+    ("It is 2025-11-25 10:53:01.123456 now.", "It is 2025-11-25 10:54:17.000001 now."),
+    ("at 2025-11-25T10:53", "at 2025-11-25T11:07"),
+    ("sent 1764068123", "sent 1764069999"),
+    ("sent 1764068123456 ms", "sent 1764068999999 ms"),
+])
+def test_volatile_values_whole_or_inside_text(before, after):
+    assert NEAR.same(before, after)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("plan the trip", "plan the trek"),
+    ("It is 2025-11-25T10:53:01Z now.", "It was 2025-11-25T10:53:01Z now."),
+    ("order 1234567890", "order 1234567891"),  # ten digits far from the recording: no clock
+    ("9f0c8a52-3a1e-4c5b-9d7e-0a1b2c3d4e5f", "not-a-uuid"),
+])
+def test_other_differences_are_not_tolerated(before, after):
+    assert not NEAR.same(before, after)
+
+
+def test_epoch_numbers_near_the_recording_and_ignored_paths():
+    assert NEAR.same(1_764_068_100, 1_764_070_000)
+    assert not NEAR.same(5, 6) and not Tolerance().same(1_764_068_100, 1_764_070_000)
+    diffs = diff_fields({"body": {"metadata": {"trace": "a"}, "n": 1}},
+                        {"body": {"metadata": {"trace": "b"}, "n": 1}})
+    assert not tolerable(diffs, NEAR)
+    assert tolerable(diffs, Tolerance(ignore=("body.metadata.*",)))
+
+
+def _chat(step: int, system: str, user: str) -> Interaction:
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "system", "content": system},
+                                                        {"role": "user", "content": user}]})
+    key = canonical.match_key(canonical.canonical_request(
+        "POST", "http://llm/v1/chat/completions", {}, body))
+    return Interaction(step, "llm", f"s{step}", "chat gpt-4o", key, "POST",
+                       "http://llm/v1/chat/completions", {}, body, response_body="{}")
+
+
+def _request(system: str, user: str) -> dict:
+    body = {"model": "gpt-4o", "messages": [{"role": "system", "content": system},
+                                            {"role": "user", "content": user}]}
+    return canonical.canonical_request("POST", "http://llm/v1/chat/completions", {},
+                                       json.dumps(body))
+
+
+def test_the_matcher_answers_a_request_that_differs_only_in_the_time():
+    recorded = [_chat(0, "Today is 2025-11-25T10:53:01Z.", "hello"),
+                _chat(1, "Today is 2025-11-25T10:53:02Z.", "bye")]
+    matcher = Matcher(recorded, NEAR)
+    first = matcher.match(_request("Today is 2026-01-02T09:00:00Z.", "hello"))
+    second = matcher.match(_request("Today is 2026-01-02T09:00:05Z.", "bye"))
+    assert (first.step, second.step, matcher.tolerated, matcher.replayed) == (0, 1, 2, 2)
+    extra = matcher.match(_request("Today is 2026-01-02T09:00:09Z.", "hello"))
+    assert isinstance(extra, Divergence)  # each recorded request answers once
+
+
+def test_a_divergence_in_one_value_names_the_ignore_flag():
+    matcher = Matcher([_chat(0, "id A-17", "hello")], NEAR)
+    found = matcher.match(_request("id B-99", "hello"))
+    assert isinstance(found, Divergence)
+    text = found.describe()
+    assert "field body.messages[0].content:" in text
+    assert "replay with --ignore 'body.messages[0].content'" in text
