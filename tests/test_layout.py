@@ -22,6 +22,7 @@ REPLAY_LAYERS = {"cassette": 0, "sources": 1, "testing": 2, "play": 3, "timetrav
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
         "replay/cassette/calls.py", "replay/cassette/wire_anthropic.py",
+        "replay/cassette/volatile.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
         "replay/ui/views.py", "replay/ui/compare.py"}
