@@ -79,7 +79,7 @@ def instrument(
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
     enrichment.configure(chosen, recorder.redactor)
     transport.install()
-    transport.hooks.observer = recorder
+    transport.hooks.set_recorder(recorder)
     tools.configure(provider, chosen)
     scope.set_tracer_provider(provider)
     return provider
@@ -87,14 +87,14 @@ def instrument(
 
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
-    transport.hooks.observer = None
+    transport.hooks.set_recorder(None)
     tools.configure(None)
     scope.set_tracer_provider(None)
     transport.release()
 
 
 def is_instrumented() -> bool:
-    return transport.hooks.observer is not None
+    return transport.hooks.recorder() is not None
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -135,12 +135,25 @@ class RequestView:
     url: Any
     headers: Headers
     content: bytes
+    extensions: dict[str, Any] = field(default_factory=dict)  # as httpx's, for plug-ins
 
 
 @dataclass
 class _Hooks:
     observer: Observer | None = None
     responder: Responder | None = None
+
+    def set_recorder(self, recorder: Observer | None) -> None:
+        """Put the recording observer in place. An observer that wraps the recorder (a fork
+        placing each request among the recorded steps) exposes ``inner``: it stays in front, so
+        a program that calls ``instrument()`` itself does not take it out."""
+        if hasattr(self.observer, "inner"):
+            self.observer.inner = recorder  # type: ignore[union-attr]
+        else:
+            self.observer = recorder
+
+    def recorder(self) -> Observer | None:
+        return getattr(self.observer, "inner", self.observer)
 
 
 hooks = _Hooks()

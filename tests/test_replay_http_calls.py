@@ -16,6 +16,7 @@ import pytest
 
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.runner import run_command
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.harness import record_script
 from tests.support.http_service import ToolService
 
@@ -141,3 +142,15 @@ def test_a_replay_under_the_recorded_clock_is_stamped_with_the_real_time(recorde
     assert done.returncode == 0, done.stderr
     spans = recorded.served.wait_for_spans(recorded.replayed_trace_id, 5)
     assert min(s["StartNs"] for s in spans) >= before > max(s["StartNs"] for s in recorded.spans)
+
+
+def test_a_fork_answers_the_http_calls_before_its_step_from_the_recording(recorded):
+    with FakeLLMServer() as llm:
+        done = recorded.rewind("fork", recorded.trace_id, "--step", "3", "--user-message",
+                               "weather sunny", "--json", "--", sys.executable,
+                               str(recorded.script), LLM_URL=llm.base_url)
+    assert done.returncode == 0, done.stderr
+    assert "llm: echo: weather sunny" in done.stdout
+    # the tool API is gone: its three answers came from the recording
+    assert [line for line in done.stdout.splitlines() if line.startswith("requests:")] == [
+        line for line in recorded.output.splitlines() if line.startswith("requests:")]

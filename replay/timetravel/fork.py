@@ -156,5 +156,6 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
         raise ForkError(f"{where}: the request of step {at_step} names no model in its "
                         "body to replace")
     kept = [copy.deepcopy(i) for i in cassette.interactions if i.step <= at_step]
-    return Checkpoint(cassette.trace_id, at_step, edits, Cassette(cassette.trace_id, kept),
+    return Checkpoint(cassette.trace_id, at_step, edits,
+                      Cassette(cassette.trace_id, kept, started_ns=cassette.started_ns),
                       slot, list(messages or []))

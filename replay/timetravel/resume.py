@@ -24,8 +24,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers, scope, tools, transport
+from rewind.exporter import canonical, providers, scope, telemetry, tools, transport
 from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.matching import Divergence, diff_fields
 from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
 from rewind.replay.play.recorder import run_recorded
@@ -48,7 +49,9 @@ class Resumed:
         self.n = checkpoint.step
         self.at = checkpoint.at
         before = [i for i in checkpoint.cassette.interactions if i.step < self.n]
-        self.session = ReplaySession(Cassette(checkpoint.source_trace_id, before), mode=STRICT)
+        started = checkpoint.cassette.started_ns
+        self.session = ReplaySession(Cassette(checkpoint.source_trace_id, before,
+                                              started_ns=started), mode=STRICT)
         self._next = 0
         self._lock = threading.Lock()
         self.live = 0
@@ -79,22 +82,30 @@ class Resumed:
         raise ReplayDivergence(found)
 
     # -- the request on its way out -------------------------------------------------------
-    def before_request(self, flavor: transport.Flavor, request: Any) -> None:
+    def before_request(self, flavor: transport.Flavor, request: Any, llm: bool = True) -> None:
+        """Places the request (a model call or another HTTP call) among the recorded steps;
+        at the fork point checks it is the recorded one; after it applies the edits."""
         position = self.take()
         request.extensions[POSITION] = position
         if position < self.n:
             return
         raw = bytes(request.content)
         if position == self.n:
-            canon = canonical.canonical_request(request.method, str(request.url),
-                                                dict(request.headers.multi_items()), raw)
+            form = canonical.canonical_request if llm else canonical.canonical_http
+            canon = form(request.method, str(request.url), dict(request.headers.multi_items()),
+                         raw)
+            what = "a model call" if llm else f"an HTTP call to {request.url.host}"
             if self.at.kind == A.KIND_TOOL:
-                request.extensions[MISMATCH] = self._mismatch(position, "a model call", canon)
+                request.extensions[MISMATCH] = self._mismatch(position, what, canon)
                 return
-            if canonical.match_key(canon) != self.at.match_key:
-                request.extensions[MISMATCH] = self._mismatch(position, "another model call",
+            if canonical.match_key(canon) != self.at.match_key and not tolerable(
+                    diff_fields(self.at.canonical_request(), canon),
+                    self.session.matcher.tolerance):
+                request.extensions[MISMATCH] = self._mismatch(position, f"another call ({what})",
                                                               canon)
                 return
+        if not llm:
+            return  # edits change model calls only
         edits = self.checkpoint.edits
         if not edits.touches_requests:
             return
@@ -111,17 +122,8 @@ class Resumed:
         with self._lock:
             self.edited += 1
 
-    def observer(self, inner: Any) -> Callable[[transport.Flavor, Any], Any]:
-        def observe(flavor: transport.Flavor, request: Any) -> Any:
-            url = request.url
-            if providers.detect(url.host, url.path) is not None:
-                try:
-                    self.before_request(flavor, request)
-                except Exception as error:  # the request goes out unedited; say so
-                    self.warnings.append(f"could not apply the fork's edit: {error!r}")
-            return inner(flavor, request) if inner is not None else None
-
-        return observe
+    def observer(self, inner: Any) -> _ForkObserver:
+        return _ForkObserver(self, inner)
 
     # -- installing -----------------------------------------------------------------------
     def install(self) -> None:
@@ -132,7 +134,8 @@ class Resumed:
 
     def uninstall(self) -> None:
         if self._saved is not None:
-            transport.hooks.observer, unplug = self._saved
+            _, unplug = self._saved
+            transport.hooks.observer = transport.hooks.recorder()
             unplug()
             self._saved = None
 
@@ -145,6 +148,26 @@ class Resumed:
                        warnings=list(self.warnings), **extra)
 
 
+class _ForkObserver:
+    """In front of the recording observer (``inner``, which ``instrument()`` may replace):
+    places each request among the recorded steps and applies the edits before it is
+    recorded and sent."""
+
+    def __init__(self, resumed: Resumed, inner: Any) -> None:
+        self.resumed = resumed
+        self.inner = inner
+
+    def __call__(self, flavor: transport.Flavor, request: Any) -> Any:
+        url = request.url
+        llm = providers.detect(url.host, url.path) is not None
+        if llm or not telemetry.is_telemetry(url.host, url.port):
+            try:
+                self.resumed.before_request(flavor, request, llm)
+            except Exception as error:  # the request goes out unedited; say so
+                self.resumed.warnings.append(f"could not apply the fork's edit: {error!r}")
+        return self.inner(flavor, request) if self.inner is not None else None
+
+
 class _ForkTransportResponder(TransportResponder):
     def __init__(self, resumed: Resumed) -> None:
         super().__init__(resumed.session)
@@ -152,7 +175,8 @@ class _ForkTransportResponder(TransportResponder):
 
     def _answer(self, request: Any) -> Answer | None:
         url = request.url
-        if providers.detect(url.host, url.path) is None:
+        if (providers.detect(url.host, url.path) is None
+                and telemetry.is_telemetry(url.host, url.port)):
             return None
         position = request.extensions.get(POSITION)
         if position is None:  # no observer ran (recording is off): place it here
