@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import attributes as A
-from . import enrichment, scope, tools, transport
+from . import enrichment, frameworks, scope, tools, transport
 from .agents import agent
 from .config import ENV_REPLAY_SOURCE, CaptureMode, CaptureSettings, settings
 from .pipeline import ensure_provider, export_stats, exports_through_us
@@ -54,8 +54,9 @@ def instrument(
     redact: Iterable[str] | None = None,
     max_body_bytes: int | None = None,
 ) -> Any:
-    """Start recording every LLM call made through httpx or httpx2 in this process, and every
-    ``@tool`` call. Returns the tracer provider spans go to.
+    """Start recording every LLM call made through httpx or httpx2 in this process, every
+    ``@tool`` call and the tool calls of agent frameworks (``frameworks/``). Returns the tracer
+    provider spans go to.
 
     ``tracer_provider`` defaults to the application's own; when it has none, one exporting
     over OTLP (to ``endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` settings) is created, with a
@@ -81,6 +82,7 @@ def instrument(
     transport.install()
     transport.hooks.observer = recorder
     tools.configure(provider, chosen)
+    frameworks.install()
     scope.set_tracer_provider(provider)
     return provider
 

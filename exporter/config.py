@@ -46,6 +46,8 @@ ENV_CAPTURE = "REWIND_CAPTURE"
 ENV_REDACT = "REWIND_REDACT"
 ENV_MAX_BODY = "REWIND_MAX_BODY_BYTES"
 ENV_MATCH_KEY_SALT = "REWIND_MATCH_KEY_SALT"
+# off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
+ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 # Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
