@@ -10,17 +10,18 @@ stops the import.
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import json
 import logging
 import sys
 import threading
 from collections.abc import Callable
-from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import tools
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 log = logging.getLogger("rewind.exporter")
 Patch = Callable[[ModuleType], None]
@@ -39,8 +40,9 @@ def _apply(name: str, module: ModuleType, patches: list[Patch]) -> None:
                         exc_info=True)
 
 
-class _Loader(importlib.abc.Loader):
-    """The module's own loader, then the patches waiting for it."""
+class _Loader:
+    """The module's own loader, then the patches waiting for it (a loader by protocol: not
+    subclassing ``importlib.abc`` spares every start-up the import of ``importlib.resources``)."""
 
     def __init__(self, loader: Any, name: str) -> None:
         self.loader = loader
@@ -62,7 +64,7 @@ class _Loader(importlib.abc.Loader):
         return getattr(self.loader, name)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     """Finds nothing itself: for a watched name it asks the other finders and wraps the loader."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> ModuleSpec | None:

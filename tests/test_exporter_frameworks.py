@@ -1,0 +1,101 @@
+"""Framework tool hooks: applied when a framework is imported, never importing one at
+``instrument()``; a tool call wrapped in several layers is one span; replay answers the outer
+layer and no layer runs. The per-framework end-to-end runs are the ``test_replay_framework_*``
+modules."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from langchain_core.tools import tool as langchain_tool
+
+from rewind.exporter import ToolAnswer, tool, tools
+
+LATE_IMPORT = textwrap.dedent(
+    """
+    import json, sys
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from rewind.exporter import instrument
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrument(tracer_provider=provider)
+    imported = sorted(m for m in ("agents", "langchain_core", "pydantic_ai", "mcp")
+                      if m in sys.modules)
+
+    from langchain_core.tools import tool
+
+    @tool
+    def shout(text: str) -> str:
+        \"\"\"Shout.\"\"\"
+        return text.upper()
+
+    import langchain_core.tools.base as base
+    print(json.dumps({"imported": imported, "result": shout.invoke({"text": "hi"}),
+                      "spans": [s.name for s in memory.get_finished_spans()],
+                      "loader": type(base.__spec__.loader).__name__}))
+    """
+)
+
+
+def test_instrument_imports_no_framework_and_hooks_one_imported_later(tmp_path):
+    script = tmp_path / "late.py"
+    script.write_text(LATE_IMPORT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["imported"] == []
+    assert seen["result"] == "HI" and seen["spans"] == ["execute_tool shout"]
+    assert seen["loader"] != "_Loader"  # the module keeps its own loader
+
+
+@tool
+def lookup(order: str) -> dict:
+    lookup.calls += 1
+    return {"order": order, "state": "shipped"}
+
+
+lookup.calls = 0
+
+
+@langchain_tool
+def order_state(order: str) -> str:
+    """The state of an order."""
+    return lookup(order)["state"]
+
+
+def test_langchain_tool_around_a_rewind_tool_is_one_span(spans):
+    assert order_state.invoke({"type": "tool_call", "name": "order_state",
+                               "args": {"order": "A1"}, "id": "call_7"}).content == "shipped"
+    [span] = spans.named("execute_tool")
+    assert span.name == "execute_tool order_state"
+    assert json.loads(span.attributes["rewind.tool.arguments"]) == {"order": "A1"}
+    assert json.loads(span.attributes["rewind.tool.result"]) == "shipped"
+
+
+def test_replay_answers_the_outer_layer_and_runs_neither(spans):
+    before = lookup.calls
+    asked: list[tuple[str, dict]] = []
+
+    def responder(name: str, arguments: dict) -> ToolAnswer:
+        asked.append((name, arguments))
+        return ToolAnswer(result="lost")
+
+    previous = tools.set_responder(responder)
+    try:
+        message = order_state.invoke({"type": "tool_call", "name": "order_state",
+                                      "args": {"order": "A1"}, "id": "call_8"})
+    finally:
+        tools.set_responder(previous)
+    assert message.content == "lost" and message.tool_call_id == "call_8"
+    assert asked == [("order_state", {"order": "A1"})]
+    assert lookup.calls == before
+    [span] = spans.named("execute_tool")
+    assert span.attributes["rewind.tool.replayed"] is True

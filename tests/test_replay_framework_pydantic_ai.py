@@ -1,0 +1,57 @@
+"""pydantic-ai: an agent with a plain tool on the OpenAI chat model, recorded with ``rewind
+record`` and no Rewind code, replays with the LLM gone and the tool not run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.framework_runs import check_replay_runs_no_tool, record_framework_agent
+
+AGENT = """
+import os
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+provider = OpenAIProvider(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-pydantic-test")
+desk = Agent(OpenAIChatModel("gpt-4o", provider=provider), instructions="You open tickets.")
+
+
+@desk.tool_plain
+def next_ticket(queue: str) -> str:
+    \"\"\"Open the next ticket in a queue.\"\"\"
+    return open_ticket(queue)
+
+
+result = desk.run_sync('call next_ticket {"queue": "support"} '
+                       'call next_ticket {"queue": "billing"}')
+print(result.output)
+print("tool calls:", result.usage().tool_calls)
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    # the root, two chat calls, two tool calls
+    recorded = record_framework_agent(tmp_path_factory.mktemp("pydantic-ai"), AGENT, 5)
+    yield recorded
+    recorded.recording.served.stop()
+
+
+def test_each_tool_call_is_one_execute_tool_span(run):
+    spans = run.tool_spans()
+    assert sorted(s["SpanName"] for s in spans) == ["execute_tool next_ticket"] * 2
+    attrs = [s["SpanAttributes"] for s in spans]
+    assert sorted(a["rewind.tool.arguments"] for a in attrs) == [
+        '{"queue":"billing"}', '{"queue":"support"}']
+    assert all(a["gen_ai.tool.call.id"].startswith("call_") for a in attrs)
+    assert all(json.loads(a["rewind.tool.result"]).startswith("ticket ") for a in attrs)
+    assert run.count_after_recording == "2"
+    assert "tool said: ticket " in run.recording.output
+    assert "tool calls: 2" in run.recording.output
+
+
+def test_replay_answers_the_tools_without_running_them(run):
+    check_replay_runs_no_tool(run, 4)
