@@ -6,17 +6,19 @@ modules."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from langchain_core.tools import tool as langchain_tool
 
 from rewind.exporter import ToolAnswer, tool, tools
 
-LATE_IMPORT = textwrap.dedent(
+INSTRUMENTED = textwrap.dedent(
     """
-    import json, sys
+    import atexit, json, sys
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -28,17 +30,23 @@ LATE_IMPORT = textwrap.dedent(
     instrument(tracer_provider=provider)
     imported = sorted(m for m in ("agents", "langchain_core", "pydantic_ai", "mcp")
                       if m in sys.modules)
+    atexit.register(lambda: print(json.dumps({
+        "imported": imported, "spans": [s.name for s in memory.get_finished_spans()]})))
+    """
+)
 
+TOOL_APP = textwrap.dedent(
+    """
+    import json
     from langchain_core.tools import tool
+    import langchain_core.tools.base as base
 
     @tool
     def shout(text: str) -> str:
         \"\"\"Shout.\"\"\"
         return text.upper()
 
-    import langchain_core.tools.base as base
-    print(json.dumps({"imported": imported, "result": shout.invoke({"text": "hi"}),
-                      "spans": [s.name for s in memory.get_finished_spans()],
+    print(json.dumps({"result": shout.invoke({"text": "hi"}),
                       "loader": type(base.__spec__.loader).__name__}))
     """
 )
@@ -46,14 +54,29 @@ LATE_IMPORT = textwrap.dedent(
 
 def test_instrument_imports_no_framework_and_hooks_one_imported_later(tmp_path):
     script = tmp_path / "late.py"
-    script.write_text(LATE_IMPORT)
+    script.write_text(INSTRUMENTED + TOOL_APP)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    ran, seen = (json.loads(line) for line in done.stdout.splitlines())
     assert seen["imported"] == []
-    assert seen["result"] == "HI" and seen["spans"] == ["execute_tool shout"]
-    assert seen["loader"] != "_Loader"  # the module keeps its own loader
+    assert ran["result"] == "HI" and seen["spans"] == ["execute_tool shout"]
+    assert ran["loader"] != "_Loader"  # the module keeps its own loader
+
+
+def test_opentelemetry_instrument_records_framework_tools(tmp_path):
+    """The ``opentelemetry-instrument`` entry point, spans printed by the console exporter."""
+    app = tmp_path / "app.py"
+    app.write_text(TOOL_APP)
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none",
+           "OTEL_LOGS_EXPORTER": "none", "OTEL_SERVICE_NAME": "app"}
+    done = subprocess.run([str(Path(sys.executable).parent / "opentelemetry-instrument"),
+                           sys.executable, str(app)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert '{"result": "HI"' in done.stdout
+    assert '"name": "execute_tool shout"' in done.stdout
+    assert '"rewind.tool.arguments": "{\\"text\\":\\"hi\\"}"' in done.stdout
 
 
 @tool
