@@ -8,7 +8,11 @@ import json
 
 import pytest
 
-from tests.support.framework_runs import check_replay_runs_no_tool, record_framework_agent
+from tests.support.framework_runs import (
+    check_replay_runs_no_tool,
+    check_tool_spans,
+    record_framework_agent,
+)
 
 AGENT = """
 import os
@@ -60,16 +64,9 @@ def run(tmp_path_factory):
 
 
 def test_each_tool_call_is_one_span_with_the_inner_tool_inside_it(run):
-    spans = run.tool_spans()
-    assert sorted(s["SpanName"] for s in spans) == ["execute_tool next_ticket"] * 2
-    attrs = [s["SpanAttributes"] for s in spans]
-    assert sorted(a["rewind.tool.arguments"] for a in attrs) == [
-        '{"queue":"Billing"}', '{"queue":"Support"}']
-    assert all(a["gen_ai.tool.call.id"].startswith("call_") for a in attrs)
+    attrs = check_tool_spans(run, ['{"queue":"Billing"}', '{"queue":"Support"}'])
     results = sorted(json.loads(a["rewind.tool.result"]) for a in attrs)
     assert results[0].startswith("ticket billing-") and results[1].startswith("ticket support-")
-    assert run.count_after_recording == "2"
-    assert "tool said: ticket " in run.recording.output
 
 
 def test_replay_answers_the_tools_without_running_them(run):

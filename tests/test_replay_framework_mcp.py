@@ -13,6 +13,7 @@ import pytest
 from tests.support.framework_runs import (
     NEXT_TICKET,
     check_replay_runs_no_tool,
+    check_tool_spans,
     record_framework_agent,
 )
 
@@ -80,18 +81,11 @@ def run(tmp_path_factory):
 
 
 def test_each_tool_call_is_one_execute_tool_span(run):
-    spans = run.tool_spans()
-    assert sorted(s["SpanName"] for s in spans) == ["execute_tool next_ticket"] * 2
-    attrs = [s["SpanAttributes"] for s in spans]
-    assert sorted(a["rewind.tool.arguments"] for a in attrs) == [
-        '{"queue":"billing"}', '{"queue":"support"}']
-    assert all(a["gen_ai.tool.call.id"].startswith("call_") for a in attrs)
+    attrs = check_tool_spans(run, ['{"queue":"billing"}', '{"queue":"support"}'])
     for a in attrs:
         result = json.loads(a["rewind.tool.result"])
         assert result["content"][0]["text"].startswith("ticket ")
         assert result["isError"] is False
-    assert run.count_after_recording == "2"
-    assert "tool said: ticket " in run.recording.output
 
 
 def test_replay_answers_the_tools_without_running_them(run):

@@ -7,26 +7,25 @@ time, so a tool that ran live under replay would both touch the file and change 
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.harness import Recording, start_serve
+from tests.support.harness import Recording, record_command
 
 # Pasted into each agent script: the tool body whose answer changes every run.
 NEXT_TICKET = textwrap.dedent(
     """
-    import os as _os, time as _time
+    import os as _os, threading as _threading, time as _time
+
+    _counting = _threading.Lock()  # frameworks run a turn's tool calls concurrently
 
     def open_ticket(queue):
-        path = _os.environ["COUNTER"]
-        count = int(open(path).read()) + 1 if _os.path.exists(path) else 1
-        with open(path, "w") as f:
-            f.write(str(count))
+        with _counting:
+            path = _os.environ["COUNTER"]
+            count = int(open(path).read()) + 1 if _os.path.exists(path) else 1
+            with open(path, "w") as f:
+                f.write(str(count))
         return f"ticket {queue}-{count} opened at {_time.time_ns()}"
     """
 )
@@ -42,30 +41,29 @@ class FrameworkRun:
         return [s for s in self.recording.spans if s["SpanName"].startswith("execute_tool ")]
 
 
-def record_framework_agent(tmp: Path, source: str, spans: int, **env: str) -> FrameworkRun:
-    """``rewind record -- python agent.py`` against the fake LLM, through ``rewind serve``;
-    waits for ``spans`` spans of the run's trace. The fake LLM is stopped on return: a replay
-    that reached it would fail. Stop ``.recording.served`` when done."""
-    script = tmp / "agent.py"
-    script.write_text(NEXT_TICKET + textwrap.dedent(source))
+def record_framework_agent(tmp: Path, source: str, spans: int) -> FrameworkRun:
+    """``rewind record -- python agent.py`` (its tool counting in ``tmp/counter``) against the
+    fake LLM, through ``rewind serve``; waits for ``spans`` spans of the run's trace. The fake
+    LLM is stopped on return. Stop ``.recording.served`` when done."""
     counter = tmp / "counter"
-    served = start_serve(tmp / "store")
-    try:
-        with FakeLLMServer() as llm:
-            full_env = served.env(LLM_URL=llm.base_url, COUNTER=str(counter), **env)
-            done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record",
-                                   "--", sys.executable, str(script)],
-                                  env=full_env, capture_output=True, text=True, timeout=180)
-            assert done.returncode == 0, done.stderr
-            connections = llm.connections
-        [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", done.stderr)
-        stored = served.wait_for_spans(trace_id, spans)
-    except BaseException:
-        served.stop()
-        raise
-    recording = Recording(tmp, script, served, full_env, trace_id, stored, done.stdout, llm,
-                          connections)
+    recording = record_command(tmp, NEXT_TICKET + textwrap.dedent(source), spans,
+                               COUNTER=str(counter))
     return FrameworkRun(recording, counter, counter.read_text())
+
+
+def check_tool_spans(run: FrameworkRun, arguments: list[str]) -> list[dict]:
+    """One ``execute_tool next_ticket`` span per call the model asked for (``arguments``, as
+    recorded, in order), each with its call id and a result; the tool ran once per call and
+    the output shows a result. The spans' attributes, for what a framework adds."""
+    spans = run.tool_spans()
+    assert [s["SpanName"] for s in spans] == ["execute_tool next_ticket"] * len(arguments)
+    attrs = [s["SpanAttributes"] for s in spans]
+    assert sorted(a["rewind.tool.arguments"] for a in attrs) == arguments
+    assert all(a["gen_ai.tool.call.id"].startswith("call_") for a in attrs)
+    assert all("ticket " in a["rewind.tool.result"] for a in attrs)
+    assert run.count_after_recording == str(len(arguments))
+    assert "tool said: ticket " in run.recording.output
+    return attrs
 
 
 def check_replay_runs_no_tool(run: FrameworkRun, steps: int) -> None:

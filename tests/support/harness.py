@@ -2,7 +2,8 @@
 
 - ``start_serve``: ``rewind serve`` on the embedded store and free ports (``Served``).
 - ``record_script``: an agent script run once against the fake LLM and recorded through
-  ``rewind serve`` (``Recording``: replay it, or run the ``rewind`` CLI next to it).
+  ``rewind serve`` (``Recording``: replay it, or run the ``rewind`` CLI next to it);
+  ``record_command`` the same with ``rewind record`` and no Rewind code in the script.
 - ``record_parcel``: the support-desk recording several modules share (fixtures
   ``parcel_recording`` and ``parcel_file`` in ``conftest.py``): a small agent using the real
   ``openai`` SDK, kept in its own module (``support_agent.py``) so a test can run the very same
@@ -184,6 +185,29 @@ def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "age
         served.stop()
         raise
     return recording(tmp, script, served, full_env, trace_id, stored, first.stdout, llm,
+                     connections)
+
+
+def record_command(tmp: Path, source: str, spans: int, **env: str) -> Recording:
+    """:func:`record_script` as a user records with no Rewind code in the script:
+    ``rewind record -- python agent.py``, the trace id taken from what it prints."""
+    script = tmp / "agent.py"
+    script.write_text(source)
+    served = start_serve(tmp / "store")
+    try:
+        with FakeLLMServer() as llm:
+            full_env = served.env(LLM_URL=llm.base_url, **env)
+            done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record",
+                                   "--", sys.executable, str(script)],
+                                  env=full_env, capture_output=True, text=True, timeout=180)
+            assert done.returncode == 0, done.stderr
+            connections = llm.connections
+        [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", done.stderr)
+        stored = served.wait_for_spans(trace_id, spans)
+    except BaseException:
+        served.stop()
+        raise
+    return Recording(tmp, script, served, full_env, trace_id, stored, done.stdout, llm,
                      connections)
 
 
