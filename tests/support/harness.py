@@ -163,23 +163,28 @@ class Recording:
         return f"http://127.0.0.1:{free_port()}"
 
 
-def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "agent.py",
-                  recording: type[Recording] = Recording, **env: str) -> Recording:
-    """Writes ``source`` into ``tmp``, starts ``rewind serve`` and the fake LLM, runs the script
-    (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
-    and waits until ``spans`` spans of the trace are stored: from then on nothing may reach the
-    LLM. Stop ``.served`` when done."""
+def _record(tmp: Path, source: str, script_name: str, spans: int, recording: type[Recording],
+            under_rewind: bool, env: dict[str, str]) -> Recording:
+    """The script run once against the fake LLM, alone (it writes its trace id to
+    ``$TRACE_FILE``) or under ``rewind record`` (which prints it), recorded through ``rewind
+    serve``; returns once ``spans`` spans of the trace are stored."""
     script = tmp / script_name
     script.write_text(source)
     served = start_serve(tmp / "store")
+    command = [sys.executable, str(script)]
+    if under_rewind:
+        command = [sys.executable, "-m", "rewind.replay.cli.main", "record", "--", *command]
     try:
         with FakeLLMServer() as llm:
             full_env = served.env(LLM_URL=llm.base_url, TRACE_FILE=str(tmp / "trace_id"), **env)
-            first = subprocess.run([sys.executable, str(script)], env=full_env,
-                                   capture_output=True, text=True, timeout=120)
+            first = subprocess.run(command, env=full_env, capture_output=True, text=True,
+                                   timeout=180)
             assert first.returncode == 0, first.stderr
             connections = llm.connections
-        trace_id = (tmp / "trace_id").read_text()
+        if under_rewind:
+            [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", first.stderr)
+        else:
+            trace_id = (tmp / "trace_id").read_text()
         stored = served.wait_for_spans(trace_id, spans)
     except BaseException:
         served.stop()
@@ -188,27 +193,19 @@ def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "age
                      connections)
 
 
+def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "agent.py",
+                  recording: type[Recording] = Recording, **env: str) -> Recording:
+    """Writes ``source`` into ``tmp``, starts ``rewind serve`` and the fake LLM, runs the script
+    (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
+    and waits until ``spans`` spans of the trace are stored: from then on nothing may reach the
+    LLM. Stop ``.served`` when done."""
+    return _record(tmp, source, script_name, spans, recording, False, env)
+
+
 def record_command(tmp: Path, source: str, spans: int, **env: str) -> Recording:
     """:func:`record_script` as a user records with no Rewind code in the script:
     ``rewind record -- python agent.py``, the trace id taken from what it prints."""
-    script = tmp / "agent.py"
-    script.write_text(source)
-    served = start_serve(tmp / "store")
-    try:
-        with FakeLLMServer() as llm:
-            full_env = served.env(LLM_URL=llm.base_url, **env)
-            done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record",
-                                   "--", sys.executable, str(script)],
-                                  env=full_env, capture_output=True, text=True, timeout=180)
-            assert done.returncode == 0, done.stderr
-            connections = llm.connections
-        [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", done.stderr)
-        stored = served.wait_for_spans(trace_id, spans)
-    except BaseException:
-        served.stop()
-        raise
-    return Recording(tmp, script, served, full_env, trace_id, stored, done.stdout, llm,
-                     connections)
+    return _record(tmp, source, "agent.py", spans, Recording, True, env)
 
 
 # -- the shared support-desk recording ---------------------------------------------------------
