@@ -21,9 +21,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import attributes as A
-from . import enrichment, frameworks, scope, tools, transport
+from . import enrichment, scope, tools, transport
 from .agents import agent
-from .config import ENV_REPLAY_SOURCE, CaptureMode, CaptureSettings, settings
+from .config import (
+    ENV_REPLAY_SOURCE,
+    CaptureMode,
+    CaptureSettings,
+    framework_tools_enabled,
+    settings,
+)
 from .pipeline import ensure_provider, export_stats, exports_through_us
 from .recording import Recorder
 from .tools import RecordedToolError, ToolAnswer, tool
@@ -82,7 +88,10 @@ def instrument(
     transport.install()
     transport.hooks.observer = recorder
     tools.configure(provider, chosen)
-    frameworks.install()
+    if framework_tools_enabled():
+        from . import frameworks  # light: no framework is imported before the application does
+
+        frameworks.install()
     scope.set_tracer_provider(provider)
     return provider
 

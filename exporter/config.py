@@ -53,6 +53,12 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
 
 
+
+def framework_tools_enabled() -> bool:
+    """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
+    value = os.environ.get(ENV_FRAMEWORK_TOOLS, "").strip().lower()
+    return value not in ("0", "off", "false", "no")
+
 class CaptureMode(str, enum.Enum):
     FULL = "full"
     CONTENT = "content"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -122,3 +123,14 @@ def test_replay_answers_the_outer_layer_and_runs_neither(spans):
     assert lookup.calls == before
     [span] = spans.named("execute_tool")
     assert span.attributes["rewind.tool.replayed"] is True
+
+
+def test_startup_bench_runs_and_prints_ratios():
+    """A tiny run of bench/startup.py: both variants measured, ratios printed (the figures
+    themselves are the bench's business, not a unit test's)."""
+    bench = Path(__file__).parent.parent / "bench" / "startup.py"
+    done = subprocess.run([sys.executable, str(bench), "--rounds", "1"], capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode in (0, 1), done.stderr
+    assert re.search(r"import \+ instrument\(\)\s+\d+\.\d\s+\d+\.\d\s+\d\.\d{3}x", done.stdout)
+    assert "frameworks imported by instrument(): none" in done.stdout

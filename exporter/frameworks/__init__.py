@@ -11,9 +11,7 @@ MCP call inside an agents tool) wrap it. ``REWIND_FRAMEWORK_TOOLS=off`` leaves t
 
 from __future__ import annotations
 
-import os
-
-from ..config import ENV_FRAMEWORK_TOOLS
+from ..config import framework_tools_enabled
 from . import langchain_tools, mcp_client, openai_agents, pydantic_ai_tools
 from .hooking import when_imported
 
@@ -24,7 +22,7 @@ _installed = False
 def install() -> bool:
     """Hook every framework's tools, now or when it is imported; False when turned off."""
     global _installed
-    if os.environ.get(ENV_FRAMEWORK_TOOLS, "").strip().lower() in ("0", "off", "false", "no"):
+    if not framework_tools_enabled():
         return False
     if not _installed:
         _installed = True

@@ -61,6 +61,8 @@ class _Loader:
         _apply(self.name, module, patches)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "loader":  # not set yet: never recurse
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
 
