@@ -58,6 +58,8 @@ class _Loader:
         self.loader.exec_module(module)
         with _lock:
             patches = _waiting.pop(self.name, [])
+            if not _waiting and _finder in sys.meta_path:  # nothing left to wait for
+                sys.meta_path.remove(_finder)
         _apply(self.name, module, patches)
 
     def __getattr__(self, name: str) -> Any:
