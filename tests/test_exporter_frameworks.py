@@ -134,3 +134,45 @@ def test_startup_bench_runs_and_prints_ratios():
     assert done.returncode in (0, 1), done.stderr
     assert re.search(r"import \+ instrument\(\)\s+\d+\.\d\s+\d+\.\d\s+\d\.\d{3}x", done.stdout)
     assert "frameworks imported by instrument(): none" in done.stdout
+
+
+def test_mcp_call_inside_an_agents_tool_is_one_span_and_replays_whole(spans, fake_llm):
+    from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+    from mcp import Client
+    from mcp.server.mcpserver import MCPServer
+    from openai import AsyncOpenAI
+
+    server = MCPServer("desk")
+    served: list[str] = []
+
+    @server.tool()
+    def open_case(queue: str) -> str:
+        served.append(queue)
+        return f"case {queue}-{len(served)}"
+
+    @function_tool
+    async def next_case(queue: str) -> str:
+        """Open the next case in a queue."""
+        async with Client(server) as mcp:
+            return (await mcp.call_tool("open_case", {"queue": queue})).content[0].text
+
+    client = AsyncOpenAI(base_url=fake_llm.base_url + "/v1", api_key="sk-nested", max_retries=0)
+    desk = Agent(name="desk", tools=[next_case],
+                 model=OpenAIResponsesModel("gpt-4o", openai_client=client))
+    question = 'call next_case {"queue": "support"}'
+
+    def run() -> str:
+        result = Runner.run_sync(desk, question, run_config=RunConfig(tracing_disabled=True))
+        return result.final_output
+
+    assert run() == "tool said: case support-1"
+    [span] = spans.named("execute_tool")
+    assert span.name == "execute_tool next_case"
+    assert json.loads(span.attributes["rewind.tool.result"]) == "case support-1"
+
+    previous = tools.set_responder(lambda name, arguments: ToolAnswer(result="case support-9"))
+    try:
+        assert run() == "tool said: case support-9"
+    finally:
+        tools.set_responder(previous)
+    assert served == ["support"]  # neither the agents tool nor the MCP server ran again
