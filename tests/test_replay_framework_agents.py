@@ -8,7 +8,7 @@ import pytest
 from tests.support.framework_runs import (
     check_replay_runs_no_tool,
     check_tool_spans,
-    record_framework_agent,
+    framework_run,
 )
 
 AGENT = """
@@ -39,9 +39,7 @@ print(result.final_output)
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     # the root, two Responses calls, two tool calls
-    recorded = record_framework_agent(tmp_path_factory.mktemp("agents-sdk"), AGENT, 5)
-    yield recorded
-    recorded.recording.served.stop()
+    yield from framework_run(tmp_path_factory.mktemp("agents-sdk"), AGENT, 5)
 
 
 def test_each_tool_call_is_one_execute_tool_span(run):

@@ -11,7 +11,7 @@ import pytest
 from tests.support.framework_runs import (
     check_replay_runs_no_tool,
     check_tool_spans,
-    record_framework_agent,
+    framework_run,
 )
 
 AGENT = """
@@ -58,9 +58,7 @@ print(final["messages"][-1].content)
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     # the root, two chat calls, two tool calls
-    recorded = record_framework_agent(tmp_path_factory.mktemp("langgraph"), AGENT, 5)
-    yield recorded
-    recorded.recording.served.stop()
+    yield from framework_run(tmp_path_factory.mktemp("langgraph"), AGENT, 5)
 
 
 def test_each_tool_call_is_one_span_with_the_inner_tool_inside_it(run):

@@ -14,7 +14,7 @@ from tests.support.framework_runs import (
     NEXT_TICKET,
     check_replay_runs_no_tool,
     check_tool_spans,
-    record_framework_agent,
+    framework_run,
 )
 
 SERVER = """
@@ -75,9 +75,7 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mcp")
     (tmp / "server.py").write_text(NEXT_TICKET + textwrap.dedent(SERVER))
     # the root, two chat calls, two tool calls
-    recorded = record_framework_agent(tmp, AGENT, 5)
-    yield recorded
-    recorded.recording.served.stop()
+    yield from framework_run(tmp, AGENT, 5)
 
 
 def test_each_tool_call_is_one_execute_tool_span(run):

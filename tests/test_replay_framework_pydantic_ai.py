@@ -8,7 +8,7 @@ import pytest
 from tests.support.framework_runs import (
     check_replay_runs_no_tool,
     check_tool_spans,
-    record_framework_agent,
+    framework_run,
 )
 
 AGENT = """
@@ -37,9 +37,7 @@ print("tool calls:", result.usage().tool_calls)
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     # the root, two chat calls, two tool calls
-    recorded = record_framework_agent(tmp_path_factory.mktemp("pydantic-ai"), AGENT, 5)
-    yield recorded
-    recorded.recording.served.stop()
+    yield from framework_run(tmp_path_factory.mktemp("pydantic-ai"), AGENT, 5)
 
 
 def test_each_tool_call_is_one_execute_tool_span(run):

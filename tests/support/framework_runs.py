@@ -8,6 +8,7 @@ time, so a tool that ran live under replay would both touch the file and change 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,16 @@ def record_framework_agent(tmp: Path, source: str, spans: int) -> FrameworkRun:
     recording = record_command(tmp, NEXT_TICKET + textwrap.dedent(source), spans,
                                COUNTER=str(counter))
     return FrameworkRun(recording, counter, counter.read_text())
+
+
+def framework_run(tmp: Path, source: str, spans: int) -> Iterator[FrameworkRun]:
+    """:func:`record_framework_agent` for a module-scoped fixture (``yield from``): the
+    recording is shared by the module's tests, its server stopped after them."""
+    run = record_framework_agent(tmp, source, spans)
+    try:
+        yield run
+    finally:
+        run.recording.served.stop()
 
 
 def check_tool_spans(run: FrameworkRun, arguments: list[str]) -> list[dict]:
