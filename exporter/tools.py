@@ -87,6 +87,7 @@ class RecordedToolError(Exception):
 
 
 ToolResponder = Callable[[str, dict[str, Any]], "ToolAnswer | None"]
+Rebuild = Callable[[str, str], "BaseException | None"]  # recorded error type, message
 
 
 @dataclass
@@ -204,12 +205,16 @@ class ToolSpec:
             return None
 
     def replay(self, span: Span | None, answer: ToolAnswer,
-               revive: Callable[[Any], Any] | None = None) -> Any:
+               revive: Callable[[Any], Any] | None = None, rebuild: Rebuild | None = None
+               ) -> Any:
         """The recorded outcome: returned (through ``revive``), or raised as
-        :class:`RecordedToolError`."""
+        :class:`RecordedToolError` (or what ``rebuild`` makes of the recorded type and
+        message: the framework's own exception, which it handles as it did when recorded)."""
         if answer.error is not None:
-            error = RecordedToolError(str(answer.error.get("type", "Exception")),
-                                      str(answer.error.get("message", "")))
+            kind = str(answer.error.get("type", "Exception"))
+            message = str(answer.error.get("message", ""))
+            error = (rebuild(kind, message) if rebuild else None) or \
+                RecordedToolError(kind, message)
             self.finish(span, None, error, answer.error, replayed=True)
             raise error
         self.finish(span, answer.result, replayed=True)
@@ -273,16 +278,18 @@ def _live(spec: ToolSpec, span: Span | None) -> Iterator[None]:
 
 def call_tool(spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], Any], *,
               call_id: str | None = None, dump: Callable[[Any], Any] | None = None,
-              revive: Callable[[Any], Any] | None = None) -> Any:
+              revive: Callable[[Any], Any] | None = None, rebuild: Rebuild | None = None
+              ) -> Any:
     """Runs ``run()`` as one recorded tool call, or answers it from the replay without running
     it. ``dump``: the live result -> what is recorded (then made JSON); ``revive``: the
-    recorded JSON -> what the caller gets under replay."""
+    recorded JSON -> what the caller gets under replay; ``rebuild``: see
+    :meth:`ToolSpec.replay`."""
     if _running.get():
         return run()
     answer = spec.answer(arguments)
     span = spec.start(arguments, call_id)
     if answer is not None:
-        return spec.replay(span, answer, revive)
+        return spec.replay(span, answer, revive, rebuild)
     with _live(spec, span):
         result = run()
     spec.finish(span, result, dump=dump)
@@ -292,14 +299,15 @@ def call_tool(spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], Any],
 async def call_tool_async(spec: ToolSpec, arguments: dict[str, Any],
                           run: Callable[[], Awaitable[Any]], *, call_id: str | None = None,
                           dump: Callable[[Any], Any] | None = None,
-                          revive: Callable[[Any], Any] | None = None) -> Any:
+                          revive: Callable[[Any], Any] | None = None,
+                          rebuild: Rebuild | None = None) -> Any:
     """:func:`call_tool` for a coroutine: ``run()`` is awaited."""
     if _running.get():
         return await run()
     answer = spec.answer(arguments)
     span = spec.start(arguments, call_id)
     if answer is not None:
-        return spec.replay(span, answer, revive)
+        return spec.replay(span, answer, revive, rebuild)
     with _live(spec, span):
         result = await run()
     spec.finish(span, result, dump=dump)

@@ -176,3 +176,27 @@ def test_mcp_call_inside_an_agents_tool_is_one_span_and_replays_whole(spans, fak
     finally:
         tools.set_responder(previous)
     assert served == ["support"]  # neither the agents tool nor the MCP server ran again
+
+
+def test_a_recorded_tool_exception_is_handled_by_langchain_as_it_was_live(spans):
+    from langchain_core.tools import StructuredTool, ToolException
+
+    def never_paid(order: str) -> str:
+        """Refund an order."""
+        raise ToolException(f"order {order} was never paid")
+
+    refund = StructuredTool.from_function(never_paid, name="refund", handle_tool_error=True)
+
+    call = {"type": "tool_call", "name": "refund", "args": {"order": "A1"}, "id": "call_9"}
+    live = refund.invoke(call)
+    [span] = spans.named("execute_tool refund")
+    recorded = json.loads(span.attributes["rewind.tool.error"])
+    assert recorded == {"type": "ToolException", "message": "order A1 was never paid"}
+
+    previous = tools.set_responder(lambda name, arguments: ToolAnswer(error=recorded))
+    try:
+        replayed = refund.invoke(call)
+    finally:
+        tools.set_responder(previous)
+    assert (replayed.content, replayed.status) == (live.content, live.status) == (
+        "order A1 was never paid", "error")

@@ -1,7 +1,10 @@
-"""pydantic-ai: an agent with a plain tool on the OpenAI chat model, recorded with ``rewind
-record`` and no Rewind code, replays with the LLM gone and the tool not run."""
+"""pydantic-ai: an agent with plain tools on the OpenAI chat model, recorded with ``rewind
+record`` and no Rewind code, replays with the LLM gone and no tool run; a tool's ``ModelRetry``
+is raised again from the recording and handled by pydantic-ai as it was live."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -13,7 +16,7 @@ from tests.support.framework_runs import (
 
 AGENT = """
 import os
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -27,8 +30,15 @@ def next_ticket(queue: str) -> str:
     return open_ticket(queue)
 
 
+@desk.tool_plain
+def close_ticket(ticket: str) -> str:
+    \"\"\"Close a ticket.\"\"\"
+    raise ModelRetry(f"ticket {ticket} is not open")
+
+
 result = desk.run_sync('call next_ticket {"queue": "support"} '
-                       'call next_ticket {"queue": "billing"}')
+                       'call next_ticket {"queue": "billing"} '
+                       'call close_ticket {"ticket": "x-1"}')
 print(result.output)
 print("tool calls:", result.usage().tool_calls)
 """
@@ -36,14 +46,18 @@ print("tool calls:", result.usage().tool_calls)
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    # the root, two chat calls, two tool calls
-    yield from framework_run(tmp_path_factory.mktemp("pydantic-ai"), AGENT, 5)
+    # the root, two chat calls, three tool calls
+    yield from framework_run(tmp_path_factory.mktemp("pydantic-ai"), AGENT, 6)
 
 
 def test_each_tool_call_is_one_execute_tool_span(run):
     check_tool_spans(run, ['{"queue":"billing"}', '{"queue":"support"}'])
-    assert "tool calls: 2" in run.recording.output
+    [closing] = [s for s in run.tool_spans() if s["SpanName"] == "execute_tool close_ticket"]
+    assert json.loads(closing["SpanAttributes"]["rewind.tool.error"]) == {
+        "type": "ModelRetry", "message": "ticket x-1 is not open"}
+    assert '{"error":"ticket x-1 is not open"}' in run.recording.output  # what the model saw
+    assert "tool calls: 2" in run.recording.output  # pydantic-ai counts the two that returned
 
 
 def test_replay_answers_the_tools_without_running_them(run):
-    check_replay_runs_no_tool(run, 4)
+    check_replay_runs_no_tool(run, 5)  # the tool that asked for a retry asks again

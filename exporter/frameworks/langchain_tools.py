@@ -6,7 +6,8 @@ callbacks, argument parsing, error handling and the ``ToolMessage``; under repla
 do, and only the tool's body is answered from the recording. Each tool class gets its
 ``_run`` / ``_arun`` wrapped the first time one of its tools runs, so classes defined after
 start-up are covered too. Arguments the framework injects (state, runtime, config, callbacks)
-are not recorded: they are not the model's, and differ between runs.
+are not recorded: they are not the model's, and differ between runs. A recorded
+``ToolException`` is raised again as one, so ``handle_tool_error`` treats it as it did live.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def _revive(tool: Any) -> Any:
 
 def patch(module: ModuleType) -> None:
     base = module.BaseTool
+    tool_exception = getattr(module, "ToolException", None)
+
+    def rebuild(kind: str, message: str) -> BaseException | None:  # handled as it was live
+        return tool_exception(message) if kind == "ToolException" and tool_exception else None
+
     config_param = getattr(module, "_get_runnable_config_param", lambda func: None)
 
     def wrap_body(original: Any, asynchronous: bool) -> Any:
@@ -59,14 +65,15 @@ def patch(module: ModuleType) -> None:
             async def body_async(self: Any, *args: Any, **kwargs: Any) -> Any:
                 spec, arguments, revive = parts(self, args, kwargs)
                 return await tools.call_tool_async(
-                    spec, arguments, lambda: original(self, *args, **kwargs), revive=revive)
+                    spec, arguments, lambda: original(self, *args, **kwargs), revive=revive,
+                    rebuild=rebuild)
 
             return body_async
 
         def body(self: Any, *args: Any, **kwargs: Any) -> Any:
             spec, arguments, revive = parts(self, args, kwargs)
             return tools.call_tool(spec, arguments, lambda: original(self, *args, **kwargs),
-                                   revive=revive)
+                                   revive=revive, rebuild=rebuild)
 
         return body
 

@@ -1,9 +1,13 @@
-"""pydantic-ai: function tools, hooked at ``ToolManager._raw_execute``, where a validated call
-goes to its toolset (function tools, MCP servers, any wrapper toolset).
+"""pydantic-ai: function tools, hooked at ``FunctionToolset.call_tool``, where a validated call
+reaches the tool's function (``@agent.tool``, ``@agent.tool_plain``, ``Tool(...)``, toolsets of
+functions).
 
-Inside the capability hooks (``before/after_tool_execute`` still run under replay) and outside
-every toolset, so a call is one span whichever toolsets wrap it. Output tools (the run's final
-answer) and external tools are not tool executions and pass through.
+Everything around it is pydantic-ai's own and still runs under replay: capability hooks,
+wrapper toolsets, usage counting, and the retry bookkeeping for a ``ModelRetry``, which is
+raised again from the recording as a ``ModelRetry``. MCP servers used as toolsets are not
+hooked here: their calls are recorded by the ``mcp`` hook when their client is built on the
+``mcp`` package's ``ClientSession``. Output tools (the run's final answer) are not tool
+executions and are not hooked.
 """
 
 from __future__ import annotations
@@ -15,32 +19,26 @@ from typing import Any
 from .. import tools
 from .hooking import arguments_of, replace
 
-MODULE = "pydantic_ai.tool_manager"
+MODULE = "pydantic_ai.toolsets.function"
+
+
+def _rebuild(kind: str, message: str) -> BaseException | None:
+    exceptions = sys.modules.get("pydantic_ai.exceptions")
+    if kind == "ModelRetry" and exceptions is not None:
+        return exceptions.ModelRetry(message)
+    return None
 
 
 def patch(module: ModuleType) -> None:
     def make(original: Any) -> Any:
-        async def raw_execute(self: Any, validated: Any, *args: Any, **kwargs: Any) -> Any:
-            def run() -> Any:
-                return original(self, validated, *args, **kwargs)
-
-            tool_def = getattr(validated.tool, "tool_def", None)
-            if getattr(tool_def, "kind", "function") != "function":
-                return await run()
-            call = validated.call
-
-            def revive(value: Any) -> Any:  # counted as a tool call, as a live run counts it
-                counting = sys.modules.get("pydantic_ai._usage_attribution")
-                record = getattr(counting, "record_tool_call", None)
-                if callable(record) and kwargs.get("usage") is not None:
-                    record(kwargs["usage"])
-                return value
-
-            spec = tools.ToolSpec(call.tool_name, getattr(tool_def, "description", None))
+        async def call_tool(self: Any, name: str, tool_args: dict[str, Any], ctx: Any,
+                            tool: Any) -> Any:
+            tool_def = getattr(tool, "tool_def", None)
+            spec = tools.ToolSpec(name, getattr(tool_def, "description", None))
             return await tools.call_tool_async(
-                spec, arguments_of(validated.validated_args or {}), run,
-                call_id=call.tool_call_id, revive=revive)
+                spec, arguments_of(tool_args), lambda: original(self, name, tool_args, ctx, tool),
+                call_id=getattr(ctx, "tool_call_id", None), rebuild=_rebuild)
 
-        return raw_execute
+        return call_tool
 
-    replace(module.ToolManager, "_raw_execute", make)
+    replace(module.FunctionToolset, "call_tool", make)

@@ -66,8 +66,8 @@ def check_tool_spans(run: FrameworkRun, arguments: list[str]) -> list[dict]:
     """One ``execute_tool next_ticket`` span per call the model asked for (``arguments``, as
     recorded, in order), each with its call id and a result; the tool ran once per call and
     the output shows a result. The spans' attributes, for what a framework adds."""
-    spans = run.tool_spans()
-    assert [s["SpanName"] for s in spans] == ["execute_tool next_ticket"] * len(arguments)
+    spans = [s for s in run.tool_spans() if s["SpanName"] == "execute_tool next_ticket"]
+    assert len(spans) == len(arguments)
     attrs = [s["SpanAttributes"] for s in spans]
     assert sorted(a["rewind.tool.arguments"] for a in attrs) == arguments
     assert all(a["gen_ai.tool.call.id"].startswith("call_") for a in attrs)
