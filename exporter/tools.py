@@ -262,6 +262,12 @@ class ToolSpec:
 _running: ContextVar[bool] = ContextVar("rewind_tool_running", default=False)
 
 
+def inside_tool() -> bool:
+    """Whether a recorded tool is running in this context: what it does is part of that call
+    (a replay answers the call whole and never does it)."""
+    return _running.get()
+
+
 @contextlib.contextmanager
 def _live(spec: ToolSpec, span: Span | None) -> Iterator[None]:
     """Around a tool running live: nested tool calls pass through, an error is recorded."""

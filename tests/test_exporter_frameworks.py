@@ -16,6 +16,7 @@ from pathlib import Path
 from langchain_core.tools import tool as langchain_tool
 
 from rewind.exporter import ToolAnswer, tool, tools
+from tests.support.ports import free_port, wait_for_port
 
 INSTRUMENTED = textwrap.dedent(
     """
@@ -201,3 +202,55 @@ def test_a_recorded_tool_exception_is_handled_by_langchain_as_it_was_live(spans)
         tools.set_responder(previous)
     assert (replayed.content, replayed.status) == (live.content, live.status) == (
         "order A1 was never paid", "error")
+
+
+HTTP_SERVER = textwrap.dedent(
+    """
+    import os, sys
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("desk")
+
+    @server.tool()
+    def open_case(queue: str) -> str:
+        with open(os.environ["CASES"], "a") as f:
+            f.write(queue + "\\n")
+        return f"case {queue}"
+
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    """
+)
+
+
+def test_mcp_over_streamable_http_is_recorded_and_answered(spans, tmp_path):
+    import asyncio
+
+    from mcp import Client
+
+    cases, script, port = tmp_path / "cases", tmp_path / "server.py", free_port()
+    script.write_text(HTTP_SERVER)
+    server = subprocess.Popen([sys.executable, str(script), str(port)],
+                              env={**os.environ, "CASES": str(cases)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def call() -> str:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as mcp:
+            return (await mcp.call_tool("open_case", {"queue": "billing"})).content[0].text
+
+    try:
+        wait_for_port(port)
+        assert asyncio.run(call()) == "case billing"
+        [span] = spans.named("execute_tool")
+        assert span.name == "execute_tool open_case"
+        recorded = json.loads(span.attributes["rewind.tool.result"])
+        assert recorded["content"] == [{"type": "text", "text": "case billing"}]
+        previous = tools.set_responder(lambda name, arguments: ToolAnswer(result={
+            **recorded, "content": [{"type": "text", "text": "case from the recording"}]}))
+        try:
+            assert asyncio.run(call()) == "case from the recording"
+        finally:
+            tools.set_responder(previous)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert cases.read_text() == "billing\n"  # the server ran the tool once, when recorded
