@@ -23,7 +23,13 @@ from typing import Any
 from . import attributes as A
 from . import enrichment, scope, tools, transport
 from .agents import agent
-from .config import ENV_REPLAY_SOURCE, CaptureMode, CaptureSettings, settings
+from .config import (
+    ENV_REPLAY_SOURCE,
+    CaptureMode,
+    CaptureSettings,
+    framework_tools_enabled,
+    settings,
+)
 from .pipeline import ensure_provider, export_stats, exports_through_us
 from .recording import Recorder
 from .tools import RecordedToolError, ToolAnswer, tool
@@ -54,8 +60,9 @@ def instrument(
     redact: Iterable[str] | None = None,
     max_body_bytes: int | None = None,
 ) -> Any:
-    """Start recording every LLM call made through httpx or httpx2 in this process, and every
-    ``@tool`` call. Returns the tracer provider spans go to.
+    """Start recording every LLM call made through httpx or httpx2 in this process, every
+    ``@tool`` call and the tool calls of agent frameworks (``frameworks/``). Returns the tracer
+    provider spans go to.
 
     ``tracer_provider`` defaults to the application's own; when it has none, one exporting
     over OTLP (to ``endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` settings) is created, with a
@@ -81,6 +88,10 @@ def instrument(
     transport.install()
     transport.hooks.set_recorder(recorder)
     tools.configure(provider, chosen)
+    if framework_tools_enabled():
+        from . import frameworks  # light: no framework is imported before the application does
+
+        frameworks.install()
     scope.set_tracer_provider(provider)
     return provider
 

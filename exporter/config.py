@@ -58,10 +58,18 @@ ENV_MATCH_KEY_SALT = "REWIND_MATCH_KEY_SALT"
 ENV_HTTP = "REWIND_HTTP"
 ENV_HTTP_HOSTS = "REWIND_HTTP_HOSTS"
 ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
+# off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
+ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 # Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
 
+
+
+def framework_tools_enabled() -> bool:
+    """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
+    value = os.environ.get(ENV_FRAMEWORK_TOOLS, "").strip().lower()
+    return value not in ("0", "off", "false", "no")
 
 class CaptureMode(str, enum.Enum):
     FULL = "full"

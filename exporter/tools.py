@@ -33,6 +33,11 @@ call return that result without running the function; ``ToolAnswer(error={"type"
 the function live. Exceptions the responder raises (e.g. a strict-mode divergence) propagate to
 the caller. The call is recorded either way, with ``rewind.tool.replayed=true`` when answered.
 Generator functions are not supported.
+
+Recorded once: a tool call made while another recorded tool runs (an ``@tool`` function inside
+a LangChain tool, an MCP call inside an agents tool) is part of that call; it runs unrecorded
+and unanswered, and a replay answers the outer call whole. The framework hooks in
+``frameworks/`` go through :func:`call_tool` / :func:`call_tool_async` too.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -81,6 +87,7 @@ class RecordedToolError(Exception):
 
 
 ToolResponder = Callable[[str, dict[str, Any]], "ToolAnswer | None"]
+Rebuild = Callable[[str, str], "BaseException | None"]  # recorded error type, message
 
 
 @dataclass
@@ -151,38 +158,19 @@ def _dumps(value: Any) -> str:
     return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
 
 
-class _Tool:
-    """Everything about one decorated function that does not change between calls."""
+class ToolSpec:
+    """What does not change between calls of one tool: its name and description. The
+    framework hooks (``frameworks/``) make one per call, ``@tool`` one per function."""
 
-    def __init__(self, func: Callable[..., Any], name: str | None, description: str | None):
-        self.func = func
-        self.name = name or func.__name__
-        doc = (inspect.getdoc(func) or "").strip()
-        self.description = description or (doc.splitlines()[0] if doc else None)
-        self.signature = inspect.signature(func)
-
-    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError:
-            return None  # a wrong call: let the function raise its own error
-        bound.apply_defaults()
-        out: dict[str, Any] = {}
-        for name, value in bound.arguments.items():
-            kind = self.signature.parameters[name].kind
-            if name in ("self", "cls"):
-                continue
-            if kind is inspect.Parameter.VAR_KEYWORD:
-                out.update({str(k): jsonable(v) for k, v in value.items()})
-            else:
-                out[name] = jsonable(value)
-        return out
+    def __init__(self, name: str, description: str | None = None) -> None:
+        self.name = name
+        self.description = description
 
     def answer(self, arguments: dict[str, Any]) -> ToolAnswer | None:
         responder = hooks.responder
         return responder(self.name, arguments) if responder is not None else None
 
-    def start(self, arguments: dict[str, Any]) -> Span | None:
+    def start(self, arguments: dict[str, Any], call_id: str | None = None) -> Span | None:
         rec = _recording
         if rec is None:
             return None
@@ -203,9 +191,10 @@ class _Tool:
             }
             if self.description:
                 attrs[A.TOOL_DESCRIPTION] = self.description
-            call_id = calls.pending_calls.take(trace_id, self.name, arguments)
-            if call_id:
-                attrs[A.TOOL_CALL_ID] = call_id
+            # taken even when the framework knows the id, so the queue stays in step
+            pending = calls.pending_calls.take(trace_id, self.name, arguments)
+            if call_id or pending:
+                attrs[A.TOOL_CALL_ID] = call_id or pending
             conversation = scope.conversation_id()
             if conversation:
                 attrs[A.CONVERSATION_ID] = conversation
@@ -215,24 +204,21 @@ class _Tool:
             log.exception("rewind: could not start a tool span; the tool runs unrecorded")
             return None
 
-    def enter(self, args: tuple[Any, ...], kwargs: dict[str, Any]
-              ) -> tuple[Span | None, ToolAnswer | None]:
-        """The call's span (None when not recorded) and the replay's answer (None: run it)."""
-        arguments = self.arguments(args, kwargs)
-        if arguments is None:
-            return None, None
-        answer = self.answer(arguments)
-        return self.start(arguments), answer
-
-    def replay(self, span: Span | None, answer: ToolAnswer) -> Any:
-        """The recorded outcome: returned, or raised as :class:`RecordedToolError`."""
+    def replay(self, span: Span | None, answer: ToolAnswer,
+               revive: Callable[[Any], Any] | None = None, rebuild: Rebuild | None = None
+               ) -> Any:
+        """The recorded outcome: returned (through ``revive``), or raised as
+        :class:`RecordedToolError` (or what ``rebuild`` makes of the recorded type and
+        message: the framework's own exception, which it handles as it did when recorded)."""
         if answer.error is not None:
-            error = RecordedToolError(str(answer.error.get("type", "Exception")),
-                                      str(answer.error.get("message", "")))
+            kind = str(answer.error.get("type", "Exception"))
+            message = str(answer.error.get("message", ""))
+            error = (rebuild(kind, message) if rebuild else None) or \
+                RecordedToolError(kind, message)
             self.finish(span, None, error, answer.error, replayed=True)
             raise error
         self.finish(span, answer.result, replayed=True)
-        return answer.result
+        return revive(answer.result) if revive is not None else answer.result
 
     @staticmethod
     def running(span: Span | None) -> Any:
@@ -241,7 +227,8 @@ class _Tool:
 
     @staticmethod
     def finish(span: Span | None, result: Any = None, error: BaseException | None = None,
-               recorded_error: dict[str, str] | None = None, replayed: bool = False) -> None:
+               recorded_error: dict[str, str] | None = None, replayed: bool = False,
+               dump: Callable[[Any], Any] | None = None) -> None:
         rec = _recording
         if span is None:
             return
@@ -258,7 +245,7 @@ class _Tool:
                 attrs[A.ERROR_TYPE] = kind
                 span.set_status(Status(StatusCode.ERROR, f"{kind}: {text}"))
             else:
-                text = _dumps(result)
+                text = _dumps(dump(result) if dump is not None and not replayed else result)
                 text = rec.redactor(text) if rec else text
                 attrs[A.TOOL_RESULT] = text
                 attrs[A.TOOL_CALL_RESULT] = text
@@ -267,6 +254,97 @@ class _Tool:
             log.exception("rewind: could not record a tool result")
         finally:
             scope.end_quietly(span)
+
+
+# Set while a recorded tool runs: a tool call made inside it (a LangChain tool wrapping an
+# @tool function, an MCP call inside an agents tool) is part of the same call and passes
+# through unrecorded, so one call is one span however many layers wrap it.
+_running: ContextVar[bool] = ContextVar("rewind_tool_running", default=False)
+
+
+def inside_tool() -> bool:
+    """Whether a recorded tool is running in this context: what it does is part of that call
+    (a replay answers the call whole and never does it)."""
+    return _running.get()
+
+
+@contextlib.contextmanager
+def _live(spec: ToolSpec, span: Span | None) -> Iterator[None]:
+    """Around a tool running live: nested tool calls pass through, an error is recorded."""
+    token = _running.set(True)
+    try:
+        with spec.running(span):
+            yield
+    except BaseException as error:
+        spec.finish(span, error=error)
+        raise
+    finally:
+        _running.reset(token)
+
+
+def call_tool(spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], Any], *,
+              call_id: str | None = None, dump: Callable[[Any], Any] | None = None,
+              revive: Callable[[Any], Any] | None = None, rebuild: Rebuild | None = None
+              ) -> Any:
+    """Runs ``run()`` as one recorded tool call, or answers it from the replay without running
+    it. ``dump``: the live result -> what is recorded (then made JSON); ``revive``: the
+    recorded JSON -> what the caller gets under replay; ``rebuild``: see
+    :meth:`ToolSpec.replay`."""
+    if _running.get():
+        return run()
+    answer = spec.answer(arguments)
+    span = spec.start(arguments, call_id)
+    if answer is not None:
+        return spec.replay(span, answer, revive, rebuild)
+    with _live(spec, span):
+        result = run()
+    spec.finish(span, result, dump=dump)
+    return result
+
+
+async def call_tool_async(spec: ToolSpec, arguments: dict[str, Any],
+                          run: Callable[[], Awaitable[Any]], *, call_id: str | None = None,
+                          dump: Callable[[Any], Any] | None = None,
+                          revive: Callable[[Any], Any] | None = None,
+                          rebuild: Rebuild | None = None) -> Any:
+    """:func:`call_tool` for a coroutine: ``run()`` is awaited."""
+    if _running.get():
+        return await run()
+    answer = spec.answer(arguments)
+    span = spec.start(arguments, call_id)
+    if answer is not None:
+        return spec.replay(span, answer, revive, rebuild)
+    with _live(spec, span):
+        result = await run()
+    spec.finish(span, result, dump=dump)
+    return result
+
+
+class _Tool(ToolSpec):
+    """A decorated function: its arguments are bound by its signature."""
+
+    def __init__(self, func: Callable[..., Any], name: str | None, description: str | None):
+        doc = (inspect.getdoc(func) or "").strip()
+        super().__init__(name or func.__name__,
+                         description or (doc.splitlines()[0] if doc else None))
+        self.signature = inspect.signature(func)
+
+    def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return None  # a wrong call: let the function raise its own error
+        bound.apply_defaults()
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self.signature.parameters[name].kind
+            if name in ("self", "cls"):
+                continue
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                out.update({str(k): jsonable(v) for k, v in value.items()})
+            else:
+                out[name] = jsonable(value)
+        return out
 
 
 def _wrap(func: Callable[..., Any], name: str | None, description: str | None) -> Any:
@@ -278,33 +356,19 @@ def _wrap(func: Callable[..., Any], name: str | None, description: str | None) -
 
         @functools.wraps(func)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
-            span, answer = spec.enter(args, kwargs)
-            if answer is not None:
-                return spec.replay(span, answer)
-            try:
-                with spec.running(span):
-                    result = await func(*args, **kwargs)
-            except BaseException as error:
-                spec.finish(span, error=error)
-                raise
-            spec.finish(span, result)
-            return result
+            arguments = spec.arguments(args, kwargs)
+            if arguments is None:
+                return await func(*args, **kwargs)
+            return await call_tool_async(spec, arguments, lambda: func(*args, **kwargs))
 
         return run_async
 
     @functools.wraps(func)
     def run(*args: Any, **kwargs: Any) -> Any:
-        span, answer = spec.enter(args, kwargs)
-        if answer is not None:
-            return spec.replay(span, answer)
-        try:
-            with spec.running(span):
-                result = func(*args, **kwargs)
-        except BaseException as error:
-            spec.finish(span, error=error)
-            raise
-        spec.finish(span, result)
-        return result
+        arguments = spec.arguments(args, kwargs)
+        if arguments is None:
+            return func(*args, **kwargs)
+        return call_tool(spec, arguments, lambda: func(*args, **kwargs))
 
     return run
 

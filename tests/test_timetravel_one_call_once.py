@@ -6,16 +6,12 @@ the extra spans stay visible as context, and a replay plays every step, warning 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from rewind.replay.cassette.calls import llm_calls
-from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.harness import Recording, start_serve
+from tests.support.harness import Recording, record_command
 
 pytest.importorskip("opentelemetry.instrumentation.anthropic")
 
@@ -52,27 +48,12 @@ def _spans_of(recording: Recording) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("three-instrumentations")
-    script = tmp / "agent.py"
-    script.write_text(AGENT)
-    served = start_serve(tmp / "store")
-    try:
-        with FakeLLMServer() as llm:
-            env = served.env(LLM_URL=llm.base_url, TRACELOOP_TRACE_CONTENT="true")
-            done = subprocess.run([sys.executable, "-m", "rewind.replay.cli.main", "record",
-                                   "--", sys.executable, str(script)],
-                                  env=env, capture_output=True, text=True, timeout=120)
-            assert done.returncode == 0, done.stderr
-            connections = llm.connections
-        [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", done.stderr)
-        recording = Recording(tmp, script, served, env, trace_id, [], done.stdout, llm,
-                              connections)
-        # the root; per call anthropic's own span and Rewind's, and OpenLLMetry's for the
-        # call made with messages.create (it writes none for messages.stream)
-        recording.spans = served.wait_for_spans(trace_id, 6)
-        yield recording
-    finally:
-        served.stop()
+    # the root; per call anthropic's own span and Rewind's, and OpenLLMetry's for the call
+    # made with messages.create (it writes none for messages.stream)
+    recording = record_command(tmp_path_factory.mktemp("three-instrumentations"), AGENT, 6,
+                               TRACELOOP_TRACE_CONTENT="true")
+    yield recording
+    recording.served.stop()
 
 
 def test_three_spans_per_call_are_one_call_with_two_shadows(recorded):

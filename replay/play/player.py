@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import tools, transport
+from rewind.exporter import frameworks, tools, transport
 from rewind.exporter.config import ENV_REPLAY_SOURCE, host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
@@ -121,7 +121,10 @@ class ToolResponder:
 def plug(http: transport.Responder | None, tool: tools.ToolResponder | None
          ) -> Callable[[], None]:
     """The one way replay (the player and fork alike) fills the exporter's two responder slots,
-    transport and ``@tool``; returns the function that puts back what was there."""
+    transport and ``@tool`` (which the framework tools hooked by ``frameworks`` share); returns
+    the function that puts back what was there."""
+    if tool is not None:
+        frameworks.install()
     previous = transport.set_responder(http), tools.set_responder(tool)
 
     def unplug() -> None:

@@ -9,6 +9,9 @@ registers it), so a helper's failed check reads like a test's.
   recorded through it against the fake LLM, the shared support-desk recording, and the weather
   agent recorded in process for the time-travel tests.
 - ``ports``: the one free loopback port helper.
+- ``framework_runs``: agents on real frameworks (OpenAI Agents SDK, LangGraph, pydantic-ai,
+  MCP) recorded with ``rewind record``, their tools counting their calls, and the checks the
+  ``test_replay_framework_*`` modules share.
 - ``cli``: the ``rewind`` commands run as a user runs them (a subprocess in a 100-column
   terminal), for the ``test_cli_*`` modules, and the weather agent's run as a store or file.
 - ``weather_agent``: the agent the time-travel tests record (also run as a child process).

@@ -2,7 +2,8 @@
 
 - ``start_serve``: ``rewind serve`` on the embedded store and free ports (``Served``).
 - ``record_script``: an agent script run once against the fake LLM and recorded through
-  ``rewind serve`` (``Recording``: replay it, or run the ``rewind`` CLI next to it).
+  ``rewind serve`` (``Recording``: replay it, or run the ``rewind`` CLI next to it);
+  ``record_command`` the same with ``rewind record`` and no Rewind code in the script.
 - ``record_parcel``: the support-desk recording several modules share (fixtures
   ``parcel_recording`` and ``parcel_file`` in ``conftest.py``): a small agent using the real
   ``openai`` SDK, kept in its own module (``support_agent.py``) so a test can run the very same
@@ -162,29 +163,49 @@ class Recording:
         return f"http://127.0.0.1:{free_port()}"
 
 
-def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "agent.py",
-                  recording: type[Recording] = Recording, **env: str) -> Recording:
-    """Writes ``source`` into ``tmp``, starts ``rewind serve`` and the fake LLM, runs the script
-    (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
-    and waits until ``spans`` spans of the trace are stored: from then on nothing may reach the
-    LLM. Stop ``.served`` when done."""
+def _record(tmp: Path, source: str, script_name: str, spans: int, recording: type[Recording],
+            under_rewind: bool, env: dict[str, str]) -> Recording:
+    """The script run once against the fake LLM, alone (it writes its trace id to
+    ``$TRACE_FILE``) or under ``rewind record`` (which prints it), recorded through ``rewind
+    serve``; returns once ``spans`` spans of the trace are stored."""
     script = tmp / script_name
     script.write_text(source)
     served = start_serve(tmp / "store")
+    command = [sys.executable, str(script)]
+    if under_rewind:
+        command = [sys.executable, "-m", "rewind.replay.cli.main", "record", "--", *command]
     try:
         with FakeLLMServer() as llm:
             full_env = served.env(LLM_URL=llm.base_url, TRACE_FILE=str(tmp / "trace_id"), **env)
-            first = subprocess.run([sys.executable, str(script)], env=full_env,
-                                   capture_output=True, text=True, timeout=120)
+            first = subprocess.run(command, env=full_env, capture_output=True, text=True,
+                                   timeout=180)
             assert first.returncode == 0, first.stderr
             connections = llm.connections
-        trace_id = (tmp / "trace_id").read_text()
+        if under_rewind:
+            [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", first.stderr)
+        else:
+            trace_id = (tmp / "trace_id").read_text()
         stored = served.wait_for_spans(trace_id, spans)
     except BaseException:
         served.stop()
         raise
     return recording(tmp, script, served, full_env, trace_id, stored, first.stdout, llm,
                      connections)
+
+
+def record_script(tmp: Path, source: str, spans: int, *, script_name: str = "agent.py",
+                  recording: type[Recording] = Recording, **env: str) -> Recording:
+    """Writes ``source`` into ``tmp``, starts ``rewind serve`` and the fake LLM, runs the script
+    (which writes its trace id to ``$TRACE_FILE`` and reads ``$LLM_URL``), stops the fake LLM
+    and waits until ``spans`` spans of the trace are stored: from then on nothing may reach the
+    LLM. Stop ``.served`` when done."""
+    return _record(tmp, source, script_name, spans, recording, False, env)
+
+
+def record_command(tmp: Path, source: str, spans: int, **env: str) -> Recording:
+    """:func:`record_script` as a user records with no Rewind code in the script:
+    ``rewind record -- python agent.py``, the trace id taken from what it prints."""
+    return _record(tmp, source, "agent.py", spans, Recording, True, env)
 
 
 # -- the shared support-desk recording ---------------------------------------------------------
