@@ -154,3 +154,19 @@ def test_a_fork_answers_the_http_calls_before_its_step_from_the_recording(record
     # the tool API is gone: its three answers came from the recording
     assert [line for line in done.stdout.splitlines() if line.startswith("requests:")] == [
         line for line in recorded.output.splitlines() if line.startswith("requests:")]
+
+
+def test_http_calls_inside_a_recorded_tool_are_part_of_that_call(spans):
+    import requests
+
+    from rewind.exporter import tool
+
+    @tool
+    def weather(city: str) -> dict:
+        return requests.get(f"{service.base_url}/weather", params={"city": city}).json()
+
+    with ToolService() as service:
+        assert weather("Lima")["city"] == "Lima"
+        requests.get(f"{service.base_url}/weather", params={"city": "Oslo"})
+    kinds = [(s.name, s.attributes.get("rewind.kind")) for s in spans.finished()]
+    assert kinds == [("execute_tool weather", "tool"), ("GET", "http")]
