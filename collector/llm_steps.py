@@ -59,16 +59,35 @@ def _row(span_id: str, start: str, end: str, operation: str, model: str, exact: 
 _CALL_ROW = _row("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
                  "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)", "Operation",
                  "RequestModel", "toUInt8(Step >= 0)", "ScopeName")
-_SPAN_ROW = _row("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
+SPAN_CALL_ROW = _row("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
                  "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)",
                  span_attribute(A.OPERATION), span_attribute(A.REQUEST_MODEL),
                  f"toUInt8(mapContains(SpanAttributes, '{A.STEP}'))", "ScopeName")
 _LAMBDA_ROW = _row(*(f"c.{i}" for i in range(1, 8)))
 
+
+
+def calls_counted(rows: str) -> str:
+    """How many calls an array of one trace's LLM rows (:data:`SPAN_CALL_ROW` tuples) holds,
+    each counted once."""
+    return (f"arrayCount(c -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, {rows}), "
+            f"{rows})")
+
+
 # In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
-LLM_CALLS_IN_TRACE = f"""arrayCount(c -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)},
-        groupArrayIf(({', '.join(_SPAN_ROW)}), {IS_LLM_CALL})),
-    groupArrayIf(({', '.join(_SPAN_ROW)}), {IS_LLM_CALL}))"""
+LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
+
+
+def steps_by_trace(where: str, facts: str) -> str:
+    """A query for the ``rewind_llm_calls`` rows matching ``where``, shadows dropped, one row
+    per call with column ``f``: the tuple ``facts`` of the call's columns. Shadows are found
+    among the calls that match ``where`` (a period cuts a trace's peers too), by putting each
+    trace's calls side by side in arrays: several times faster than the view's window."""
+    return f"""SELECT f FROM (
+    SELECT groupArray(({', '.join(_CALL_ROW)})) AS peers, groupArray({facts}) AS facts
+    FROM {LLM_CALLS} WHERE {where} GROUP BY TraceId)
+ARRAY JOIN peers AS c, facts AS f
+WHERE NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, peers)"""
 
 
 def llm_steps_view(layout: Layout = SINGLE_NODE) -> str:

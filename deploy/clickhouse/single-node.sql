@@ -237,3 +237,51 @@ LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, 
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (4, 'rewind_llm_steps: one row per LLM call however many spans describe it');
+
+CREATE TABLE IF NOT EXISTS rewind_traces (
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String),
+    Tenant LowCardinality(String),
+    Start SimpleAggregateFunction(min, DateTime64(9)) CODEC(ZSTD(1)),
+    End SimpleAggregateFunction(max, Int64) CODEC(ZSTD(1)),
+    Spans SimpleAggregateFunction(sum, UInt64),
+    Errors SimpleAggregateFunction(sum, UInt64),
+    Root AggregateFunction(argMin, Tuple(String, String), Tuple(UInt8, Int64)),
+    Calls AggregateFunction(groupArray, Tuple(String, Int64, Int64, String, String, UInt8, String)) CODEC(ZSTD(1))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toStartOfWeek(Start)
+ORDER BY (TraceId, ServiceName, Tenant)
+SETTINGS index_granularity = 256, ttl_only_drop_parts = 1;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_traces_mv
+TO rewind_traces
+AS SELECT
+    TraceId, ServiceName, ResourceAttributes['rewind.tenant'] AS Tenant,
+    min(Timestamp) AS Start,
+    max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS End,
+    toUInt64(count()) AS Spans,
+    toUInt64(countIf(StatusCode = 'STATUS_CODE_ERROR')) AS Errors,
+    argMinState((toString(SpanName), toString(ServiceName)), (toUInt8(ParentSpanId != ''), toInt64(toUnixTimestamp64Nano(Timestamp)))) AS Root,
+    groupArrayStateIf(CAST((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), SpanAttributes['gen_ai.operation.name'], SpanAttributes['gen_ai.request.model'], toUInt8(mapContains(SpanAttributes, 'rewind.step')), ScopeName), 'Tuple(String, Int64, Int64, String, String, UInt8, String)'), SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses'))
+        AS Calls
+FROM otel_traces
+WHERE TraceId != ''
+GROUP BY TraceId, ServiceName, Tenant;
+
+INSERT INTO rewind_traces
+SELECT
+    TraceId, ServiceName, ResourceAttributes['rewind.tenant'] AS Tenant,
+    min(Timestamp) AS Start,
+    max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS End,
+    toUInt64(count()) AS Spans,
+    toUInt64(countIf(StatusCode = 'STATUS_CODE_ERROR')) AS Errors,
+    argMinState((toString(SpanName), toString(ServiceName)), (toUInt8(ParentSpanId != ''), toInt64(toUnixTimestamp64Nano(Timestamp)))) AS Root,
+    groupArrayStateIf(CAST((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), SpanAttributes['gen_ai.operation.name'], SpanAttributes['gen_ai.request.model'], toUInt8(mapContains(SpanAttributes, 'rewind.step')), ScopeName), 'Tuple(String, Int64, Int64, String, String, UInt8, String)'), SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses'))
+        AS Calls
+FROM otel_traces
+WHERE TraceId != ''
+GROUP BY TraceId, ServiceName, Tenant
+SETTINGS max_bytes_before_external_group_by = 1000000000;
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (5, 'rewind_traces: one row per trace for listings');

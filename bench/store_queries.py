@@ -1,0 +1,309 @@
+"""Store query benchmark: what users wait for on a large store, as ratios to the best SQL for
+the same answer written by hand, measured in the same run on the same store.
+
+Measured, at two sizes so growth is visible (``--sizes``, default 200k spans in 4k traces and
+1M spans in 20k traces; stores from ``store_fill``, realistic and interleaved in time):
+
+* the trace listing (``GET /v1/traces``, ``rewind traces``; ``reader.list_traces``), newest
+  50, without and with a service filter;
+* ``rewind stats`` usage (``stats.usage_from_store``), the whole store;
+* the cassette fetch of the worker: the version check every request makes, and the spans read
+  when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces.
+
+Each hand-written candidate must give the same answer as Rewind's function (checked; a
+mismatch stops the run); the best candidate's median is the reference. Rounds alternate
+between the sides so that drift of a shared machine hits both; figures are medians of
+``--rounds`` with the min-max of the ratio. Both sides go through the same ``Store.query``, so
+the client's conversion of rows is on both sides. The listing as it was before migration 5
+(grouping every span of ``otel_traces`` and reading its attribute map) is timed once per size
+for comparison.
+
+    python -P bench/store_queries.py [--sizes 200000:4000,1000000:20000] [--rounds 7]
+
+Generated stores are cached under ``$REWIND_BENCH_DIR`` (else the temp dir): the first run
+builds them (about two minutes for 1M spans), later runs reuse them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import store_fill
+
+from rewind.collector import reader
+from rewind.collector.llm_steps import (
+    LLM_CALLS_IN_TRACE,
+    LLM_STEPS,
+    calls_counted,
+    shadowed_by,
+)
+from rewind.collector.migrations import ROOT_KEY, TRACE_LIST
+from rewind.collector.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
+from rewind.collector.store import Store
+from rewind.replay.timetravel.stats import usage_from_store
+
+LIMIT = 50
+TARGET = 2.0
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1e3
+
+
+def race(rounds: int, ours: Callable[[], Any], hand: dict[str, Callable[[], Any]],
+         same: Callable[[Any], Any] = lambda x: x) -> tuple[float, str, float, list[float]]:
+    """Ours and every hand-written candidate, alternating, after one untimed warm-up each
+    (which also checks the answers agree). Returns ours (s), the best candidate's name and
+    time, and the per-round ratios against it."""
+    expected = same(ours())
+    for name, candidate in hand.items():
+        got = same(candidate())
+        if got != expected:
+            raise SystemExit(f"hand-written {name!r} answers differently:\n{got}\n!=\n{expected}")
+    times: dict[str, list[float]] = {"ours": [], **{name: [] for name in hand}}
+    sides = [("ours", ours), *hand.items()]
+    for number in range(rounds):
+        for name, run in sides if number % 2 == 0 else sides[::-1]:
+            started = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - started)
+    best = min(hand, key=lambda n: statistics.median(times[n]))
+    ratios = [a / b for a, b in zip(times["ours"], times[best], strict=True)]
+    return statistics.median(times["ours"]), best, statistics.median(times[best]), ratios
+
+
+def report(label: str, result: tuple[float, str, float, list[float]]) -> float:
+    ours, best, theirs, ratios = result
+    ratio = ours / theirs
+    print(f"  {label:<34} ours {ours * 1e3:8.1f} ms   best hand SQL {theirs * 1e3:8.1f} ms "
+          f"({best})   ratio {ratio:4.2f} ({min(ratios):.2f}-{max(ratios):.2f}) "
+          f"{'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
+    return ratio
+
+
+# --- listings -----------------------------------------------------------------------------
+
+def listing_key(rows: list[dict[str, Any]]) -> list[tuple]:
+    return [(r["TraceId"], r["RootSpan"], r["Service"], r["Start"], int(r["DurationNs"]),
+             int(r["Spans"]), int(r["LlmCalls"]), int(r["Errors"])) for r in rows]
+
+
+def service_where(service: str | None) -> str:
+    return "ServiceName = {service:String}" if service else "1"
+
+
+def listing_from_spans(store: Store, service: str | None) -> list[dict[str, Any]]:
+    """By hand on otel_traces: the newest traces from narrow columns, then the attribute maps
+    of those traces' spans only (their time range, from the lookup table) for the calls."""
+    params = {"service": service, "limit": LIMIT}
+    rows = store.query(f"""
+SELECT TraceId, argMin((toString(SpanName), toString(ServiceName)), {ROOT_KEY}) AS Root,
+       min(Timestamp) AS Start,
+       max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration))
+           - toUnixTimestamp64Nano(min(Timestamp)) AS DurationNs,
+       count() AS Spans, countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
+FROM {TRACES} WHERE TraceId != '' AND {service_where(service)}
+GROUP BY TraceId ORDER BY Start DESC, TraceId LIMIT {{limit:UInt32}}""", params)
+    ids = [r["TraceId"] for r in rows]
+    calls = {r["TraceId"]: r["n"] for r in store.query(f"""
+SELECT TraceId, {LLM_CALLS_IN_TRACE} AS n FROM {TRACES}
+WHERE TraceId IN {{ids:Array(String)}} AND {service_where(service)}
+  AND toDateTime(Timestamp) >= (SELECT min(Start) FROM {TRACE_LOOKUP}
+                                WHERE TraceId IN {{ids:Array(String)}})
+  AND toDateTime(Timestamp) <= (SELECT max(End) FROM {TRACE_LOOKUP}
+                                WHERE TraceId IN {{ids:Array(String)}})
+GROUP BY TraceId""", {**params, "ids": ids})}
+    return [{"TraceId": r["TraceId"], "RootSpan": r["Root"][0], "Service": r["Root"][1],
+             "Start": r["Start"], "DurationNs": r["DurationNs"], "Spans": r["Spans"],
+             "LlmCalls": calls.get(r["TraceId"], 0), "Errors": r["Errors"]} for r in rows]
+
+
+def listing_from_summary(store: Store, service: str | None) -> list[dict[str, Any]]:
+    """By hand on rewind_traces, in one statement."""
+    return store.query(f"""
+SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
+       End - toUnixTimestamp64Nano(Start) AS DurationNs, Spans, LlmCalls, Errors
+FROM (
+    SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS Start, max(End) AS End,
+           sum(Spans) AS Spans, {calls_counted('groupArrayMerge(Calls)')} AS LlmCalls,
+           sum(Errors) AS Errors
+    FROM {TRACE_LIST}
+    WHERE {service_where(service)} AND TraceId IN (
+        SELECT TraceId FROM {TRACE_LIST} WHERE {service_where(service)}
+        GROUP BY TraceId ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}})
+    GROUP BY TraceId)
+ORDER BY Start DESC, TraceId""", {"service": service, "limit": LIMIT})
+
+
+def listing_before(store: Store) -> list[dict[str, Any]]:
+    """The listing query as it was before migration 5: every span grouped, maps read."""
+    return store.query(f"""
+SELECT TraceId,
+    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
+        AS RootSpan,
+    any(ServiceName) AS Service, min(Timestamp) AS Start,
+    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
+        AS DurationNs,
+    count() AS Spans, {LLM_CALLS_IN_TRACE} AS LlmCalls,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
+FROM {TRACES} WHERE TraceId != '' GROUP BY TraceId ORDER BY Start DESC LIMIT {LIMIT}""")
+
+
+# --- stats --------------------------------------------------------------------------------
+
+def usage_key(rows: list[Any]) -> list[tuple]:
+    return sorted((u.service, u.model, u.calls, u.input_tokens, u.output_tokens, u.errors,
+                   u.duration_ns) for u in rows)
+
+
+def usage_by_trace(store: Store) -> list[tuple]:
+    """By hand on rewind_llm_calls: each trace's calls side by side (no window function),
+    shadows dropped, then summed per service and model."""
+    row = ("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
+           "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)", "Operation", "RequestModel",
+           "toUInt8(Step >= 0)", "ScopeName")
+    c = tuple(f"c.{i}" for i in range(1, 8))
+    rows = store.query(f"""
+SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
+       sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
+       sum(f.6) AS duration_ns
+FROM (
+    SELECT groupArray(({', '.join(row)})) AS peers,
+           groupArray((ServiceName, if(ResponseModel != '', ResponseModel, RequestModel),
+                       InputTokens, OutputTokens, StatusCode, Duration)) AS facts
+    FROM {LLM_CALLS} GROUP BY TraceId)
+ARRAY JOIN peers AS c, facts AS f
+WHERE NOT arrayExists(p -> {shadowed_by('p', *c)}, peers)
+GROUP BY service, model""")
+    return sorted((r["service"], r["model"], r["calls"], r["input_tokens"], r["output_tokens"],
+                   r["errors"], r["duration_ns"]) for r in rows)
+
+
+def usage_from_view(store: Store) -> list[tuple]:
+    """The rewind_llm_steps view (a window over each trace's calls), as stats read it before."""
+    rows = store.query(f"""
+SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
+       count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
+       countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
+FROM {LLM_STEPS} GROUP BY service, model""")
+    return sorted(tuple(r.values()) for r in rows)
+
+
+# --- cassette fetch -----------------------------------------------------------------------
+
+def fetch_ours(store: Store, trace_id: str) -> tuple:
+    version = reader.trace_version(store, trace_id)
+    return version, reader.get_trace(store, trace_id)
+
+
+def _range(services: bool) -> str:
+    """The trace's time range from the lookup table, and with ``services`` its services."""
+    where = f"""
+  AND toDateTime(Timestamp) >= (SELECT min(Start) FROM {TRACE_LOOKUP}
+                                WHERE TraceId = {{tid:String}})
+  AND toDateTime(Timestamp) <= (SELECT max(End) FROM {TRACE_LOOKUP}
+                                WHERE TraceId = {{tid:String}})"""
+    if services:
+        where += f"""
+  AND ServiceName IN (SELECT ServiceName FROM {TRACE_LIST} WHERE TraceId = {{tid:String}})"""
+    return where
+
+
+def fetch_by_hand(store: Store, trace_id: str, services: bool) -> tuple:
+    """The spans in one statement; the version derived from them, as a caller holding the
+    spans would."""
+    spans = store.query(reader.SPAN_SELECT + "WHERE TraceId = {tid:String}" + _range(services)
+                        + "\nORDER BY Timestamp, SpanId", {"tid": trace_id})
+    return ((len(spans), max(s["StartNs"] + s["Duration"] for s in spans)), spans)
+
+
+def version_from_spans(store: Store, trace_id: str, services: bool) -> tuple:
+    row = store.query(
+        "SELECT count() AS n, max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS last "
+        f"FROM {TRACES} WHERE TraceId = {{tid:String}}" + _range(services), {"tid": trace_id})[0]
+    return row["n"], row["last"]
+
+
+def version_from_summary(store: Store, trace_id: str) -> tuple:
+    row = store.query(f"SELECT sum(Spans) AS n, max(End) AS last FROM {TRACE_LIST} "
+                      "WHERE TraceId = {tid:String}", {"tid": trace_id})[0]
+    return row["n"], row["last"]
+
+
+def sample_traces(store: Store, count: int) -> list[str]:
+    rows = store.query(f"SELECT TraceId FROM {TRACE_LIST} GROUP BY TraceId "
+                       f"ORDER BY cityHash64(TraceId) LIMIT {count}")
+    return [r["TraceId"] for r in rows]
+
+
+# --- one size -----------------------------------------------------------------------------
+
+def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
+    store, how = store_fill.open_store(spans, traces)
+    try:
+        total = store.query(f"SELECT count() AS n, uniqExact(TraceId) AS t FROM {TRACES}")[0]
+        size = store.query("SELECT sum(data_compressed_bytes) AS c, "
+                           "sum(data_uncompressed_bytes) AS u FROM system.parts "
+                           f"WHERE table = '{TRACES}' AND active")[0]
+        print(f"\n{total['n']:,} spans in {total['t']:,} traces, {size['u'] / 1e9:.1f} GB of "
+              f"rows ({size['c'] / 1e9:.2f} GB stored), {how}")
+        out = {}
+        started = time.perf_counter()
+        before = listing_before(store)
+        print(f"  listing before migration 5 (grouping every span, maps read): "
+              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        assert len(before) == LIMIT
+        for label, service in (("listing, newest 50", None),
+                               ("listing, one service, newest 50", "svc-3")):
+            out[label] = report(label, race(
+                rounds, lambda s=service: reader.list_traces(store, service=s, limit=LIMIT),
+                {"spans table": lambda s=service: listing_from_spans(store, s),
+                 "rewind_traces": lambda s=service: listing_from_summary(store, s)},
+                listing_key))
+        out["stats"] = report("stats (usage, whole store)", race(
+            max(3, rounds // 2), lambda: usage_key(usage_from_store(store)),
+            {"calls by trace": lambda: usage_by_trace(store),
+             "rewind_llm_steps view": lambda: usage_from_view(store)}))
+        picks = sample_traces(store, 5)
+        out["cassette version"] = report("cassette fetch: version check", race(
+            rounds, lambda: [reader.trace_version(store, t) for t in picks],
+            {"spans table": lambda: [version_from_spans(store, t, False) for t in picks],
+             "spans table, trace's services":
+                 lambda: [version_from_spans(store, t, True) for t in picks],
+             "rewind_traces": lambda: [version_from_summary(store, t) for t in picks]}))
+        out["cassette spans"] = report("cassette fetch: version + spans", race(
+            rounds, lambda: [fetch_ours(store, t) for t in picks],
+            {"spans table": lambda: [fetch_by_hand(store, t, False) for t in picks],
+             "spans table, trace's services":
+                 lambda: [fetch_by_hand(store, t, True) for t in picks]}))
+        return out
+    finally:
+        store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="200000:4000,1000000:20000",
+                        help="spans:traces, comma separated")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    results = {}
+    for size in args.sizes.split(","):
+        spans, traces = (int(x) for x in size.split(":"))
+        results[spans] = run_size(spans, traces, args.rounds)
+    print(f"\nratios to the best hand-written SQL (target <= {TARGET:.0f}x):")
+    for label in next(iter(results.values())):
+        print(f"  {label:<34} " + "   ".join(f"{spans:>9,} spans {r[label]:5.2f}"
+                                             for spans, r in results.items()))
+
+
+if __name__ == "__main__":
+    main()
