@@ -174,6 +174,15 @@ def build(store: Store, spans: int, traces: int) -> None:
     store.command(f"OPTIMIZE TABLE {TRACES} FINAL")  # as a store looks after its merges
 
 
+def wait_for_merges(store: Store, limit_s: float = 120) -> None:
+    """Until the engine has no merge running (after a build or a migration it merges for a
+    while), so that no measurement shares the machine with it."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and store.query(
+            "SELECT count() AS n FROM system.merges")[0]["n"]:
+        time.sleep(1)
+
+
 def open_store(spans: int, traces: int) -> tuple[Store, str]:
     """The cached store of this size (built first when missing); and what happened."""
     where = cache_dir() / f"v{GENERATOR_VERSION}-{spans}-{traces}"

@@ -80,14 +80,22 @@ LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), 
 
 def steps_by_trace(where: str, facts: str) -> str:
     """A query for the ``rewind_llm_calls`` rows matching ``where``, shadows dropped, one row
-    per call with column ``f``: the tuple ``facts`` of the call's columns. Shadows are found
-    among the calls that match ``where`` (a period cuts a trace's peers too), by putting each
-    trace's calls side by side in arrays: several times faster than the view's window."""
-    return f"""SELECT f FROM (
-    SELECT groupArray(({', '.join(_CALL_ROW)})) AS peers, groupArray({facts}) AS facts
-    FROM {LLM_CALLS} WHERE {where} GROUP BY TraceId)
-ARRAY JOIN peers AS c, facts AS f
-WHERE NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, peers)"""
+    per call with column ``f``: the tuple ``facts`` of the call's columns.
+
+    Same rule as the view, several times faster than its window: a row with Rewind's exchange
+    is never a shadow (it is preferred to any row without one, and two with one are never one
+    call), so those are taken as they are; only the other rows are compared with the calls of
+    their trace, put side by side in arrays. Shadows are found among the rows matching
+    ``where`` (a period cuts a trace's peers too)."""
+    row = ", ".join(_CALL_ROW)
+    keep = f"(f, c) -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, peers)"
+    return f"""SELECT {facts} AS f FROM {LLM_CALLS} WHERE ({where}) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter({keep}, facts, mine)) AS f FROM (
+    SELECT groupArray(({row})) AS peers, groupArrayIf(({row}), Step < 0) AS mine,
+           groupArrayIf({facts}, Step < 0) AS facts
+    FROM {LLM_CALLS} WHERE {where}
+    GROUP BY TraceId)"""
 
 
 def llm_steps_view(layout: Layout = SINGLE_NODE) -> str:

@@ -1,4 +1,5 @@
-"""Reads traces back: one trace's spans through the trace-id lookup, and trace listings.
+"""Reads traces back: one trace's spans and trace listings, through ``rewind_traces`` (one row
+per trace, see ``migrations``), so no read goes through every span's attribute map.
 
 Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
 ``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
@@ -40,6 +41,7 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
 
 
 def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | None:
+    """The trace's first and last span start (to the second) from the OTel lookup table."""
     rows = store.query(
         f"SELECT min(Start) AS s, max(End) AS e, count() AS n FROM {TRACE_LOOKUP} "
         "WHERE TraceId = {tid:String}",

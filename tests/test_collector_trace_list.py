@@ -4,6 +4,7 @@ error and time filters keep their meaning. Real engine (chDB), rows through the 
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,6 +14,7 @@ from rewind.collector.schema import FIRST_MIGRATIONS, TRACE_COLUMNS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.exporter import attributes as A
+from tests.support.cli import rewind
 
 T0 = 1_767_225_600 * 10**9  # 2026-01-01, in ns
 AGENT, SHOP = "a" * 32, "b" * 32
@@ -105,3 +107,16 @@ def test_filters_keep_their_meaning(store):
     at = datetime.fromtimestamp((T0 + 15 * 10**9) / 1e9, tz=timezone.utc)
     assert listed(store, since=at) == [SHOP_ROW]
     assert listed(store, until=at) == [AGENT_ROW]
+
+
+def test_rewind_traces_reads_a_store_recorded_before_the_migration(tmp_path):
+    """The CLI reading an embedded store directly brings it up to date first."""
+    store = Store(f"chdb://{tmp_path / 'store'}")
+    migrate(store, FIRST_MIGRATIONS)
+    TraceWriter(store).write(agent_run() + shop_run(), "old")
+    store.close()
+    done = rewind("traces", "--json", store=tmp_path / "store")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [(r["trace_id"], r["spans"], r["llm_calls"], r["errors"]) for r in rows] == [
+        (SHOP, 1, 1, 0), (AGENT, 5, 2, 1)]
