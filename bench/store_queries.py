@@ -46,6 +46,7 @@ from rewind.collector.llm_steps import (
     LLM_CALLS_IN_TRACE,
     LLM_STEPS,
     calls_counted,
+    llm_steps_view,
     shadowed_by,
 )
 from rewind.collector.migrations import ROOT_KEY, TRACE_LIST
@@ -240,14 +241,15 @@ FROM (
 GROUP BY service, model"""))
 
 
-def usage_from_view(store: Store) -> list[tuple]:
-    """The rewind_llm_steps view (a window over each trace's calls), as stats read it before."""
-    rows = store.query(f"""
+def usage_from_view(store: Store, window: bool = False) -> list[tuple]:
+    """The rewind_llm_steps view summed; with ``window``, the view as migration 4 made it (a
+    window over each trace's calls; migration 6 replaced it), as stats read it before."""
+    source = f"({llm_steps_view().split(' AS', 1)[1]})" if window else LLM_STEPS
+    return _usage_rows(store.query(f"""
 SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
        count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
        countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
-FROM {LLM_STEPS} GROUP BY service, model""")
-    return sorted(tuple(r.values()) for r in rows)
+FROM {source} GROUP BY service, model"""))
 
 
 # --- cassette fetch -----------------------------------------------------------------------
@@ -316,9 +318,11 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
               f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
         assert len(before) == LIMIT
         started = time.perf_counter()
-        usage_from_view(store)
+        window = usage_from_view(store, window=True)
         print(f"  stats before (the rewind_llm_steps view, a window over each trace's calls): "
               f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        if window != usage_key(usage_from_store(store)):
+            raise SystemExit("stats differ from the window view's")
         for label, service in (("listing, newest 50", None),
                                ("listing, one service, newest 50", "svc-3")):
             out[label] = report(label, race(
@@ -331,7 +335,8 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
         out["stats"] = report("stats (usage, whole store)", race(
             rounds, lambda: usage_key(usage_from_store(store)),
             {"calls by trace": lambda: usage_by_trace(store),
-             "exchanges apart, others by trace": lambda: usage_exchanges_apart(store)}))
+             "exchanges apart, others by trace": lambda: usage_exchanges_apart(store),
+             "rewind_llm_steps view": lambda: usage_from_view(store)}))
         picks = sample_traces(store, 5)
         out["cassette version"] = report("cassette fetch: version check", race(
             rounds, lambda: [reader.trace_version(store, t) for t in picks],

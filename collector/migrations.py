@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from rewind.exporter import attributes as A
 
-from .llm_steps import SPAN_CALL_ROW
+from .llm_steps import SPAN_CALL_ROW, llm_steps_view_by_trace
 from .schema import (
     FIRST_MIGRATIONS,
     IS_LLM_CALL,
@@ -89,4 +89,6 @@ def trace_list_statements(layout: Layout) -> tuple[str, ...]:
 MIGRATIONS: tuple[Migration, ...] = (
     *FIRST_MIGRATIONS,
     Migration(5, "rewind_traces: one row per trace for listings", trace_list_statements),
+    Migration(6, "rewind_llm_steps without a window function",
+              lambda layout: (llm_steps_view_by_trace(layout),)),
 )
