@@ -5,16 +5,20 @@ Spans are realistic GenAI LLM calls (exact request/response bodies plus semantic
 content, 2-20 KB of payload each), pre-encoded as OTLP requests and sent by a separate process
 to a real ``rewind collector`` process on an embedded store. The collector path includes
 receiving, decoding, screening, row conversion, the fsync'd spool, batching and the insert; it
-ends when every span is in the store. The limit is ``TraceWriter.write`` (a bulk insert
-through clickhouse-connect) of the already converted rows, in batches of the collector's batch
-size, into a fresh store of the same engine, after one untimed round that warms the engine.
+ends when every span is in the store. The limit is what the collector's own insert does with
+no receiving, spooling or conversion before it: the engine inserting the same rows already
+encoded in ClickHouse's Native format (``INSERT ... FROM INFILE ... FORMAT Native`` through
+``StoreLink.write_block``, the collector's writer), in batches of the collector's batch size,
+into a fresh store of the same engine. Beside it, the same rows inserted from Python
+(``TraceWriter.write``: clickhouse-connect encodes them, then the engine inserts), which is
+slower and would flatter the collector as a limit. One untimed round warms the engine.
 
-Each round measures both sides back to back (alternating which goes first), and the figure is
+Each round measures the three back to back (alternating the order), and the figure is
 the median of the rounds' ratios: on a shared machine the engine's own speed drifts by 2x
 within minutes, and a ratio of two measurements taken seconds apart cancels that drift where
 a ratio of each side's best round would not. Before each measurement the disk is synced, so
 neither side pays for writing back the other's data. CPU per span is printed for the collector's
-receiving process, its conversion workers, the sender and the direct insert: on a machine
+receiving process, its conversion workers, the sender and the direct inserts: on a machine
 with few cores CPU, not waiting, bounds the ratio.
 
     python -P bench/ingest.py [--spans 16000] [--rounds 5] [--protocol grpc|http] [--senders 4]
@@ -48,11 +52,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from rewind.collector.config import BatchPolicy
+from rewind.collector.convert import write_native
 from rewind.collector.migrate import migrate
 from rewind.collector.rows import span_rows
 from rewind.collector.schema import TRACES
 from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
+from rewind.collector.writer import StoreLink, TraceWriter
 
 _TEXT = ("the agent plans a trip books a train checks the weather summarises results for the "
          "user and calls tools when it needs fresh data about prices schedules or hotels")
@@ -277,7 +282,7 @@ def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int
 
 
 def direct_insert(store: Store, rows: list[list], batch: int, round_no: int) -> Measure:
-    """The direct insert, engine included (in-process)."""
+    """The rows inserted from Python: encoded by clickhouse-connect, then by the engine."""
     writer = TraceWriter(store)
     started, cpu = time.perf_counter(), time.process_time()
     for start in range(0, len(rows), batch):
@@ -286,6 +291,35 @@ def direct_insert(store: Store, rows: list[list], batch: int, round_no: int) -> 
     if count(store) != len(rows):
         raise SystemExit(f"direct round {round_no}: row count mismatch")
     return Measure(len(rows) / elapsed, cpu / len(rows))
+
+
+def native_files(tmp: Path, rows: list[list], batch: int) -> list[tuple[Path, int]]:
+    """The rows as the collector's conversion workers leave them: one Native file per batch."""
+    files = []
+    for start in range(0, len(rows), batch):
+        path = tmp / f"batch-{start}.native"
+        with open(path, "wb") as target:
+            write_native(rows[start:start + batch], target)
+        files.append((path, len(rows[start:start + batch])))
+    return files
+
+
+def native_round(tmp: Path, files: list[tuple[Path, int]], total: int,
+                 round_no: int) -> Measure:
+    """The limit: the engine inserting pre-encoded batches, through the collector's writer."""
+    store = Store(f"chdb://{tmp / f'native-{round_no}'}")
+    try:
+        migrate(store)
+        link = StoreLink(store, migrate=False)
+        started, cpu = time.perf_counter(), time.process_time()
+        for number, (path, spans) in enumerate(files):
+            link.write_block(path, spans, token=f"native-{round_no}-{number}")
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        if count(store) != total:
+            raise SystemExit(f"native round {round_no}: row count mismatch")
+        return Measure(total / elapsed, cpu / total)
+    finally:
+        store.close()
 
 
 def collector_round(args: argparse.Namespace, tmp: Path, requests_file: Path,
@@ -335,39 +369,56 @@ def main() -> None:
               f"({payload / 1e6:.0f} MB per round), {len(requests)} OTLP/{args.protocol} requests"
               f" of {SPANS_PER_REQUEST} spans, {args.senders} concurrent senders, direct inserts"
               f" of {batch} rows (the collector's batch) on {os.cpu_count()} cores")
-        # The collector warms its insert path before it announces ready; an untimed direct
-        # round warms this process's engine and heap, so the first timed one does not pay.
+        files = native_files(tmp, rows, batch)
+        encoded = sum(path.stat().st_size for path, _ in files)
+        print(f"  {len(files)} Native batches of {encoded / 1e6:,.0f} MB in all, encoded before "
+              "the clock starts (as the conversion workers leave them)")
+        # The collector warms its insert path before it announces ready; untimed direct
+        # rounds warm this process's engine and heap, so the first timed one does not pay.
         direct_round(tmp, rows, batch, -1)
+        native_round(tmp, files, len(rows), -1)
         collector: list[Measure] = []
-        direct: list[Measure] = []
+        native: list[Measure] = []
+        python: list[Measure] = []
         for round_no in range(args.rounds):
-            # Every measurement gets a fresh store, so neither inherits the other's parts.
+            # Every measurement gets a fresh store, so none inherits another's parts.
             sides = [
                 lambda n=round_no: collector.append(collector_round(args, tmp, requests_file, n)),
-                lambda n=round_no: direct.append(direct_round(tmp, rows, batch, n))]
+                lambda n=round_no: native.append(native_round(tmp, files, len(rows), n)),
+                lambda n=round_no: python.append(direct_round(tmp, rows, batch, n))]
             for measure in sides[::-1] if round_no % 2 else sides:
-                # Each side starts on a quiet disk: the other's dirty pages are written back
-                # first (untimed), so neither pays for the other's writes.
+                # Each side starts on a quiet disk: the others' dirty pages are written back
+                # first (untimed), so none pays for another's writes.
                 os.sync()
                 measure()
-            c, d = collector[-1], direct[-1]
-            print(f"  round {round_no + 1}: collector {c.rate:,.0f} spans/s, direct insert "
-                  f"{d.rate:,.0f} spans/s, ratio {c.rate / d.rate:.2f}; CPU per span: "
-                  f"collector {(c.cpu + c.workers_cpu) * 1e6:,.0f} us (receiving process "
+            c, n, p = collector[-1], native[-1], python[-1]
+            print(f"  round {round_no + 1}: collector {c.rate:,.0f} spans/s, engine insert of "
+                  f"Native batches {n.rate:,.0f} spans/s (ratio {c.rate / n.rate:.2f}), insert "
+                  f"from Python {p.rate:,.0f} spans/s (ratio {c.rate / p.rate:.2f}); CPU per "
+                  f"span: collector {(c.cpu + c.workers_cpu) * 1e6:,.0f} us (receiving process "
                   f"{c.cpu * 1e6:,.0f}, conversion workers {c.workers_cpu * 1e6:,.0f}), sender "
-                  f"{c.sender_cpu * 1e6:,.0f} us, direct insert {d.cpu * 1e6:,.0f} us")
-    ratios = [c.rate / d.rate for c, d in zip(collector, direct, strict=True)]
+                  f"{c.sender_cpu * 1e6:,.0f} us, Native insert {n.cpu * 1e6:,.0f} us, "
+                  f"insert from Python {p.cpu * 1e6:,.0f} us")
+    ratios = [c.rate / n.rate for c, n in zip(collector, native, strict=True)]
+    python_ratios = [c.rate / p.rate for c, p in zip(collector, python, strict=True)]
     ratio = statistics.median(ratios)
-    best_collector = max(c.rate for c in collector)
-    best_direct = max(d.rate for d in direct)
-    print(f"end to end through the collector: {best_collector:,.0f} spans/s best round "
-          f"({best_collector * avg_span / 1e6:,.1f} MB/s)")
-    print(f"direct bulk insert (the limit):   {best_direct:,.0f} spans/s best round "
-          f"(best/best ratio {best_collector / best_direct:.2f})")
+    best = {name: max(m.rate for m in side)
+            for name, side in (("collector", collector), ("native", native), ("python", python))}
+    print(f"end to end through the collector:        {best['collector']:,.0f} spans/s best round "
+          f"({best['collector'] * avg_span / 1e6:,.1f} MB/s)")
+    print(f"engine inserting Native (the limit):     {best['native']:,.0f} spans/s best round "
+          f"(best/best ratio {best['collector'] / best['native']:.2f})")
+    print(f"inserting from Python (for comparison):  {best['python']:,.0f} spans/s best round "
+          f"(best/best ratio {best['collector'] / best['python']:.2f}; the limit is "
+          f"{best['native'] / best['python']:.2f}x it)")
     collector_cpu = statistics.median(c.cpu + c.workers_cpu for c in collector)
-    direct_cpu = statistics.median(d.cpu for d in direct)
-    print(f"CPU per span, medians: collector {collector_cpu * 1e6:,.0f} us, direct insert "
-          f"{direct_cpu * 1e6:,.0f} us ({collector_cpu / direct_cpu:.1f}x)")
+    native_cpu = statistics.median(n.cpu for n in native)
+    python_cpu = statistics.median(p.cpu for p in python)
+    print(f"CPU per span, medians: collector {collector_cpu * 1e6:,.0f} us, Native insert "
+          f"{native_cpu * 1e6:,.0f} us ({collector_cpu / native_cpu:.1f}x), insert from Python "
+          f"{python_cpu * 1e6:,.0f} us")
+    print(f"ratio to inserting from Python: {statistics.median(python_ratios):.2f}, median "
+          f"({min(python_ratios):.2f}-{max(python_ratios):.2f})")
     print(f"ratio: {ratio:.2f} of the limit, median of {len(ratios)} rounds "
           f"({min(ratios):.2f}-{max(ratios):.2f}); target >= 0.6 "
           f"{'OK' if ratio >= 0.6 else 'BELOW TARGET'}")

@@ -18,8 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from .migrations import MIGRATIONS
 from .schema import (
-    MIGRATIONS,
     MIGRATIONS_TABLE,
     Layout,
     Migration,

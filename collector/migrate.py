@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .schema import MIGRATIONS, MIGRATIONS_TABLE, SINGLE_NODE, Layout, Migration, migrations_table
+from .migrations import MIGRATIONS
+from .schema import MIGRATIONS_TABLE, SINGLE_NODE, Layout, Migration, migrations_table
 from .store import Store, StoreError
 
 

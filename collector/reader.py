@@ -1,4 +1,5 @@
-"""Reads traces back: one trace's spans through the trace-id lookup, and trace listings.
+"""Reads traces back: one trace's spans and trace listings, through ``rewind_traces`` (one row
+per trace, see ``migrations``), so no read goes through every span's attribute map.
 
 Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
 ``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
@@ -11,7 +12,8 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 
-from .llm_steps import LLM_CALLS_IN_TRACE
+from .llm_steps import calls_counted
+from .migrations import TRACE_LIST
 from .schema import TRACE_LOOKUP, TRACES
 from .store import Store
 
@@ -39,6 +41,7 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
 
 
 def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | None:
+    """The trace's first and last span start (to the second) from the OTel lookup table."""
     rows = store.query(
         f"SELECT min(Start) AS s, max(End) AS e, count() AS n FROM {TRACE_LOOKUP} "
         "WHERE TraceId = {tid:String}",
@@ -52,36 +55,48 @@ def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | Non
 def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
     """All spans of a trace, oldest first; empty when the trace is unknown.
 
-    The lookup table narrows the scan to the trace's time range, as Grafana's trace view does.
-    """
+    ``rewind_traces`` narrows the scan to the trace's time range (as Grafana's trace view does
+    with the lookup table) and to its services: ``otel_traces`` is sorted by service, span name
+    and time, so of the spans stored in that time range (interleaved with other traces), only
+    the granules of the trace's own services are read, bodies included."""
     trace_id = trace_id.strip().lower()
-    bounds = trace_bounds(store, trace_id)
-    if bounds is None:
-        return []
-    params = {"tid": trace_id, "start": bounds[0], "end": bounds[1]}
+    params: dict[str, Any] = {"tid": trace_id}
     return store.query(
-        SPAN_SELECT
-        + "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
-        f"AND toDateTime(Timestamp) <= {{end:DateTime}} AND {tenant_condition(tenant, params)} "
-        "ORDER BY Timestamp, SpanId",
+        f"""
+WITH (SELECT (min(Start), max(End)) FROM {TRACE_LIST} WHERE TraceId = {{tid:String}}) AS bounds
+{SPAN_SELECT}
+WHERE TraceId = {{tid:String}}
+  AND ServiceName IN (SELECT ServiceName FROM {TRACE_LIST} WHERE TraceId = {{tid:String}})
+  AND toDateTime(Timestamp) >= toDateTime(bounds.1)
+  AND toDateTime(Timestamp) <= toDateTime(fromUnixTimestamp64Nano(bounds.2))
+  AND {tenant_condition(tenant, params)}
+ORDER BY Timestamp, SpanId""",
         params,
     )
 
 
 def trace_version(store: Store, trace_id: str,
                   tenant: str | None = None) -> tuple[int, int] | None:
-    """(span count, latest span start in ns): changes whenever spans are added to a trace."""
-    bounds = trace_bounds(store, trace_id)
-    if bounds is None:
-        return None
-    params = {"tid": trace_id, "start": bounds[0], "end": bounds[1]}
+    """(span count, latest span end in ns): changes whenever spans are added to a trace. One
+    lookup by trace id in ``rewind_traces``."""
+    params: dict[str, Any] = {"tid": trace_id}
+    where = _trace_list_filters(tenant, None, params)
     row = store.query(
-        f"SELECT count() AS n, max(toUnixTimestamp64Nano(Timestamp)) AS last FROM {TRACES} "
-        "WHERE TraceId = {tid:String} AND toDateTime(Timestamp) >= {start:DateTime} "
-        f"AND toDateTime(Timestamp) <= {{end:DateTime}} AND {tenant_condition(tenant, params)}",
-        params,
-    )[0]
+        f"SELECT sum(Spans) AS n, max(End) AS last FROM {TRACE_LIST} "
+        f"WHERE TraceId = {{tid:String}} AND {where}", params)[0]
     return (row["n"], row["last"]) if row["n"] else None
+
+
+def _trace_list_filters(tenant: str | None, service: str | None,
+                        params: dict[str, Any]) -> str:
+    where = ["1"]
+    if tenant is not None:
+        where.append("Tenant = {tenant:String}")
+        params["tenant"] = tenant
+    if service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = service
+    return " AND ".join(where)
 
 
 def list_traces(
@@ -93,38 +108,39 @@ def list_traces(
     limit: int = 50,
     tenant: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trace, newest first: root span, service, start, duration, LLM calls, status."""
+    """One row per trace, newest first: root span, its service, start, duration, spans, LLM
+    calls and error spans. ``since``/``until`` bound the trace's start; with ``service``, only
+    that service's spans count.
+
+    Read from ``rewind_traces`` (see ``migrations``): the newest traces are picked from its
+    narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
+    sort key)."""
     params: dict[str, Any] = {"limit": int(limit)}
-    where = ["TraceId != ''", tenant_condition(tenant, params)]
-    if service:
-        where.append("ServiceName = {service:String}")
-        params["service"] = service
+    where = _trace_list_filters(tenant, service, params)
+    having = ["1"]
+    if errors_only:
+        having.append("sum(Errors) > 0")
     if since:
-        where.append("Timestamp >= {since:DateTime64(9)}")
+        having.append("min(Start) >= {since:DateTime64(9)}")
         params["since"] = since
     if until:
-        where.append("Timestamp <= {until:DateTime64(9)}")
+        having.append("min(Start) <= {until:DateTime64(9)}")
         params["until"] = until
-    having = "HAVING Errors > 0" if errors_only else ""
     return store.query(
         f"""
-SELECT
-    TraceId,
-    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
-        AS RootSpan,
-    any(ServiceName) AS Service,
-    min(Timestamp) AS Start,
-    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
-        AS DurationNs,
-    count() AS Spans,
-    {LLM_CALLS_IN_TRACE} AS LlmCalls,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
-FROM {TRACES}
-WHERE {' AND '.join(where)}
-GROUP BY TraceId
-{having}
-ORDER BY Start DESC
-LIMIT {{limit:UInt32}}
+SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
+       End - toUnixTimestamp64Nano(Start) AS DurationNs, Spans, LlmCalls, Errors
+FROM (
+    SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS Start, max(End) AS End,
+           sum(Spans) AS Spans, {calls_counted('groupArrayMerge(Calls)')} AS LlmCalls,
+           sum(Errors) AS Errors
+    FROM {TRACE_LIST}
+    WHERE {where} AND TraceId IN (
+        SELECT TraceId FROM {TRACE_LIST} WHERE {where}
+        GROUP BY TraceId HAVING {' AND '.join(having)}
+        ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}})
+    GROUP BY TraceId)
+ORDER BY Start DESC, TraceId
 """,
         params,
     )

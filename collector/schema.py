@@ -391,7 +391,7 @@ def _llm_steps(layout: Layout) -> tuple[str, ...]:
     return statements(layout)
 
 
-MIGRATIONS: tuple[Migration, ...] = (
+FIRST_MIGRATIONS: tuple[Migration, ...] = (  # all of them: migrations.MIGRATIONS
     Migration(1, "otel_traces with trace-id lookup; rewind_llm_calls", _traces_and_llm_calls),
     Migration(2, "rewind_model_prices, rewind_llm_costs, rewind_tool_calls", _dashboard_views),
     Migration(3, "otel_traces: inserted batches as compact parts", _compact_batches),

@@ -6,8 +6,9 @@ import pytest
 
 from rewind.collector import reader
 from rewind.collector.migrate import migrate
+from rewind.collector.migrations import MIGRATIONS
 from rewind.collector.rows import span_rows
-from rewind.collector.schema import LLM_CALLS, MIGRATIONS, TRACE_LOOKUP, TRACES
+from rewind.collector.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
 from rewind.collector.store import Store, StoreError
 from rewind.collector.writer import TraceWriter, batch_token
 from tests.support.collector_client import make_request

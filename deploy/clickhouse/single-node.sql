@@ -237,3 +237,72 @@ LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, 
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (4, 'rewind_llm_steps: one row per LLM call however many spans describe it');
+
+CREATE TABLE IF NOT EXISTS rewind_traces (
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String),
+    Tenant LowCardinality(String),
+    Start SimpleAggregateFunction(min, DateTime64(9)) CODEC(ZSTD(1)),
+    End SimpleAggregateFunction(max, Int64) CODEC(ZSTD(1)),
+    Spans SimpleAggregateFunction(sum, UInt64),
+    Errors SimpleAggregateFunction(sum, UInt64),
+    Root AggregateFunction(argMin, Tuple(String, String), Tuple(UInt8, Int64)),
+    Calls AggregateFunction(groupArray, Tuple(String, Int64, Int64, String, String, UInt8, String)) CODEC(ZSTD(1))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toStartOfWeek(Start)
+ORDER BY (TraceId, ServiceName, Tenant)
+SETTINGS index_granularity = 256, ttl_only_drop_parts = 1;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_traces_mv
+TO rewind_traces
+AS SELECT
+    TraceId, ServiceName, ResourceAttributes['rewind.tenant'] AS Tenant,
+    min(Timestamp) AS Start,
+    max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS End,
+    toUInt64(count()) AS Spans,
+    toUInt64(countIf(StatusCode = 'STATUS_CODE_ERROR')) AS Errors,
+    argMinState((toString(SpanName), toString(ServiceName)), (toUInt8(ParentSpanId != ''), toInt64(toUnixTimestamp64Nano(Timestamp)))) AS Root,
+    groupArrayStateIf(CAST((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), SpanAttributes['gen_ai.operation.name'], SpanAttributes['gen_ai.request.model'], toUInt8(mapContains(SpanAttributes, 'rewind.step')), ScopeName), 'Tuple(String, Int64, Int64, String, String, UInt8, String)'), SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses'))
+        AS Calls
+FROM otel_traces
+WHERE TraceId != ''
+GROUP BY TraceId, ServiceName, Tenant;
+
+INSERT INTO rewind_traces
+SELECT
+    TraceId, ServiceName, ResourceAttributes['rewind.tenant'] AS Tenant,
+    min(Timestamp) AS Start,
+    max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS End,
+    toUInt64(count()) AS Spans,
+    toUInt64(countIf(StatusCode = 'STATUS_CODE_ERROR')) AS Errors,
+    argMinState((toString(SpanName), toString(ServiceName)), (toUInt8(ParentSpanId != ''), toInt64(toUnixTimestamp64Nano(Timestamp)))) AS Root,
+    groupArrayStateIf(CAST((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), SpanAttributes['gen_ai.operation.name'], SpanAttributes['gen_ai.request.model'], toUInt8(mapContains(SpanAttributes, 'rewind.step')), ScopeName), 'Tuple(String, Int64, Int64, String, String, UInt8, String)'), SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses'))
+        AS Calls
+FROM otel_traces
+WHERE TraceId != ''
+GROUP BY TraceId, ServiceName, Tenant
+SETTINGS max_bytes_before_external_group_by = 1000000000;
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (5, 'rewind_traces: one row per trace for listings');
+
+CREATE OR REPLACE VIEW rewind_llm_steps AS
+SELECT f.1 AS Timestamp, f.2 AS TraceId, f.3 AS SpanId, f.4 AS ServiceName, f.5 AS Step, f.6 AS Operation, f.7 AS Provider, f.8 AS RequestModel, f.9 AS ResponseModel, f.10 AS InputTokens, f.11 AS OutputTokens, f.12 AS Duration, f.13 AS StatusCode, f.14 AS MatchKey, f.15 AS FinishReasons, f.16 AS ScopeName
+FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName) AS f FROM rewind_llm_calls WHERE (1) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
+        AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = '')
+        AND (p.5 = '' OR c.5 = '' OR startsWith(p.5, c.5)
+             OR startsWith(c.5, p.5))
+        AND p.2 <= c.3 AND c.2 <= p.3
+        AND NOT (p.6 AND c.6)
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - c.6, c.2, c.2 - c.3, c.1)), peers), facts, mine)) AS f FROM (
+    SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0) AS mine,
+           groupArrayIf((Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName), Step < 0) AS facts
+    FROM rewind_llm_calls WHERE 1
+    GROUP BY TraceId));
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (6, 'rewind_llm_steps without a window function');

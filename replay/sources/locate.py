@@ -228,8 +228,12 @@ def _embedded_path(url: str) -> Path | None:
 
 
 def _existing(store: Store) -> Store:
-    """``store`` if it holds Rewind's tables; else closed, and an error with the fix."""
+    """``store`` if it holds Rewind's tables; else closed, and an error with the fix. An
+    embedded store recorded by an older version gets the newer migrations first (its reads
+    use their tables); a server's are applied by its operator (``rewind migrate``)."""
     if store.command(f"EXISTS TABLE {TRACES}") in (1, "1"):
+        if store.embedded:
+            migrate(store)
         return store
     store.close()
     raise SourceError(f"nothing was ever recorded in {redact_url(store.url)} (it has no "

@@ -1,11 +1,12 @@
 """Tokens and cost per model and service over a period.
 
-Usage comes from the store's ``rewind_llm_steps`` view (one row per LLM call however many
-spans describe it, see ``collector/llm_steps.py``), summed per service and model in the
-query. Cost is put on it here, from a price table: the maintained list in
-``collector/prices.json`` (which also seeds ``rewind_model_prices``), overridden or extended
-by a user file (JSON, or TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A
-model missing from the table is reported as unpriced, not counted as free.
+Usage comes from the store's ``rewind_llm_calls`` without the shadows (one row per LLM call
+however many spans describe it, as the ``rewind_llm_steps`` view has it; see
+``collector/llm_steps.py`` ``steps_by_trace``), summed per service and model in the query.
+Cost is put on it here, from a price table: the maintained list in ``collector/prices.json``
+(which also seeds ``rewind_model_prices``), overridden or extended by a user file (JSON, or
+TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing from the
+table is reported as unpriced, not counted as free.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.llm_steps import LLM_STEPS
+from rewind.collector.llm_steps import steps_by_trace
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.reader import tenant_condition
 from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
@@ -135,19 +136,22 @@ def usage_from_store(store: Store, since: datetime | None = None, until: datetim
     where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
              "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
     params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62)}
-    if service:
-        where.append("ServiceName = {service:String}")
-        params["service"] = service
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
                      f"{' AND '.join(where[:2])} AND {tenant_condition(tenant, params)})")
+    facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
+             "OutputTokens, StatusCode, Duration)")
+    service_filter = ""
+    if service:
+        service_filter = "WHERE service = {service:String}"
+        params["service"] = service
     rows = store.query(
         f"""
-SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
-       count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
-       countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
-FROM {LLM_STEPS}
-WHERE {' AND '.join(where)}
+SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
+       sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
+       sum(f.6) AS duration_ns
+FROM ({steps_by_trace(' AND '.join(where), facts)})
+{service_filter}
 GROUP BY service, model
 ORDER BY service, model
 """, params)
