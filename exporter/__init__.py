@@ -18,15 +18,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from . import attributes as A
-from . import enrichment, scope, tools, transport
-from .agents import agent
-from .config import ENV_REPLAY_SOURCE, CaptureMode, CaptureSettings, settings
-from .pipeline import ensure_provider, export_stats, exports_through_us
-from .recording import Recorder
-from .tools import RecordedToolError, ToolAnswer, tool
+if TYPE_CHECKING:
+    from .agents import agent
+    from .config import CaptureMode, CaptureSettings
+    from .instrumentor import RewindInstrumentor
+    from .pipeline import export_stats
+    from .tools import RecordedToolError, ToolAnswer, tool
 
 log = logging.getLogger("rewind.exporter")
 
@@ -64,6 +64,12 @@ def instrument(
     ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; wrong values raise ``ValueError``.
     Calling it again replaces the previous settings.
     """
+    from . import attributes as A
+    from . import enrichment, scope, tools, transport
+    from .config import ENV_REPLAY_SOURCE, settings
+    from .pipeline import ensure_provider, exports_through_us
+    from .recording import Recorder
+
     chosen = settings(capture, redact, max_body_bytes)
     for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
         if os.environ.get(limit):
@@ -87,6 +93,8 @@ def instrument(
 
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
+    from . import scope, tools, transport
+
     transport.hooks.observer = None
     tools.configure(None)
     scope.set_tracer_provider(None)
@@ -94,12 +102,23 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    from . import transport
+
     return transport.hooks.observer is not None
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RewindInstrumentor":  # imported lazily: opentelemetry-instrumentation is heavier
-        from .instrumentor import RewindInstrumentor
+# Public names and the module each lives in, imported on first use: a process that only
+# replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
+_LAZY = {
+    "CaptureMode": ".config", "CaptureSettings": ".config", "RecordedToolError": ".tools",
+    "RewindInstrumentor": ".instrumentor", "ToolAnswer": ".tools", "agent": ".agents",
+    "export_stats": ".pipeline", "tool": ".tools",
+}
 
-        return RewindInstrumentor
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
