@@ -18,21 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import tools, transport
-from rewind.exporter.config import ENV_REPLAY_SOURCE
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.matching import Divergence
-from rewind.replay.play.session import LENIENT, STRICT, Answer, ReplaySession, recorded_answer
+from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
+from rewind.replay.play.settings import (
+    ENV_CASSETTE,
+    ENV_DEBUG,
+    ENV_MODE,
+    ENV_REPORT,
+    ENV_SOURCE,
+    ENV_SPEED,
+    INSTALLER,
+    LENIENT,
+    STRICT,
+)
 
-__all__ = ["LENIENT", "STRICT", "ReplayDivergence", "ReplaySession", "install", "uninstall"]
-
-ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
-ENV_REPORT = "REWIND_REPLAY_REPORT"
-ENV_MODE = "REWIND_REPLAY_MODE"
-ENV_SPEED = "REWIND_REPLAY_SPEED"
-ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
-ENV_SOURCE = ENV_REPLAY_SOURCE
-INSTALLER = f"{__name__}:install_from_env"  # what the child's sitecustomize runs
+__all__ = ["ENV_CASSETTE", "ENV_DEBUG", "ENV_MODE", "ENV_REPORT", "ENV_SOURCE", "ENV_SPEED",
+           "INSTALLER", "LENIENT", "STRICT", "ReplayDivergence", "ReplaySession", "install",
+           "uninstall"]
 
 
 class ReplayDivergence(BaseException):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch, player
+from rewind.replay.play import launch, settings
 from rewind.replay.play.report import ReplayReport
 
 DIVERGED_EXIT = 3
@@ -25,7 +25,8 @@ class ReplayOutcome:
 
 
 def run_command(
-    cassette: Cassette, command: list[str], mode: str = player.STRICT, speed: float | None = None,
+    cassette: Cassette, command: list[str], mode: str = settings.STRICT,
+    speed: float | None = None,
     debug: bool = False,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too."""
@@ -35,16 +36,16 @@ def run_command(
         cassette_path = os.path.join(tmp, "cassette.json")
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
-        settings = {player.ENV_CASSETTE: cassette_path, player.ENV_REPORT: str(report_path),
-                    player.ENV_MODE: mode, player.ENV_SOURCE: cassette.trace_id,
-                    player.ENV_SPEED: str(speed) if speed else None,
-                    player.ENV_DEBUG: "1" if debug else None}
-        exit_code = launch.run(command, settings, [player.INSTALLER])
+        child = {settings.ENV_CASSETTE: cassette_path, settings.ENV_REPORT: str(report_path),
+                 settings.ENV_MODE: mode, settings.ENV_SOURCE: cassette.trace_id,
+                 settings.ENV_SPEED: str(speed) if speed else None,
+                 settings.ENV_DEBUG: "1" if debug else None}
+        exit_code = launch.run(command, child, [settings.INSTALLER])
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
         except FileNotFoundError:
             report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
             installed = False
-    diverged = report.divergence is not None and mode == player.STRICT
+    diverged = report.divergence is not None and mode == settings.STRICT
     return ReplayOutcome(DIVERGED_EXIT if diverged else exit_code, report, installed)

@@ -22,9 +22,7 @@ from rewind.replay.cassette.semantic import request_semantic_form
 from rewind.replay.cassette.synthesis import provider_of, render, reply_of, shape_of
 from rewind.replay.play.matching import Divergence, Matcher
 from rewind.replay.play.report import ReplayReport
-
-STRICT = "strict"
-LENIENT = "lenient"
+from rewind.replay.play.settings import LENIENT, STRICT
 
 Events = list[tuple[int, str]]
 

@@ -1,0 +1,18 @@
+"""How a replayed child gets its cassette and settings: the variables ``runner.py`` sets and
+``player.py`` reads in the child, and the installer the child runs. Kept apart from both so
+that the parent names them without importing the player (and the transport hooks with it).
+"""
+
+from __future__ import annotations
+
+from rewind.exporter.config import ENV_REPLAY_SOURCE
+
+ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
+ENV_REPORT = "REWIND_REPLAY_REPORT"
+ENV_MODE = "REWIND_REPLAY_MODE"
+ENV_SPEED = "REWIND_REPLAY_SPEED"
+ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
+ENV_SOURCE = ENV_REPLAY_SOURCE
+INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
+STRICT = "strict"
+LENIENT = "lenient"
