@@ -3,7 +3,9 @@ API call after it go over one kept-alive connection per worker URL.
 
 Built on the standard library's ``http.client`` so that a command reading a trace from a worker
 (``rewind-replay --trace-id``) starts without importing an HTTP library. Proxies named in the
-usual variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) are honoured, as httpx does.
+usual variables (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) are honoured, as httpx does;
+an ``https`` worker's certificate is checked against the system's store (``SSL_CERT_FILE``,
+``SSL_CERT_DIR``).
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ class ApiClient:
                 timeout: float | None = None) -> ApiResponse:
         """The worker's answer (any status); :class:`ApiUnreachable` when there is none."""
         target = self._base + path + (f"?{urlencode(params)}" if params else "")
+        host = f"[{self._host}]" if ":" in self._host else self._host  # an IPv6 address
         if self._proxy and not self._https:
-            target = f"http://{self._host}:{self._port}{target}"
-        sent = {"host": f"{self._host}:{self._port}", "accept": "application/json",
+            target = f"http://{host}:{self._port}{target}"
+        sent = {"host": f"{host}:{self._port}", "accept": "application/json",
                 **(headers or {})}
         with self._lock:
             for attempt in (1, 2):
