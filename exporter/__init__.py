@@ -109,16 +109,29 @@ def is_instrumented() -> bool:
 
 # Public names and the module each lives in, imported on first use: a process that only
 # replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
+# Submodules (``rewind.exporter.transport``) are attributes too, imported on first use.
 _LAZY = {
-    "CaptureMode": ".config", "CaptureSettings": ".config", "RecordedToolError": ".tools",
-    "RewindInstrumentor": ".instrumentor", "ToolAnswer": ".tools", "agent": ".agents",
-    "export_stats": ".pipeline", "tool": ".tools",
+    "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".config",
+    "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
+    "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
+    "Recorder": ".recording", "ensure_provider": ".pipeline", "export_stats": ".pipeline",
+    "exports_through_us": ".pipeline",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    elif name == "A":
+        value = import_module(".attributes", __name__)
+    elif not name.startswith("_"):
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":  # the submodule exists; its dependency not
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
