@@ -10,11 +10,12 @@ request differs. Bisect compares every pair before the first divergence, answers
 1. Both traces are bulk-inserted into an embedded store, then loaded the way ``rewind bisect``
    loads them (reader + ``build_cassette``). Printed: load time, bisect time, and bisect / load
    (target: under 0.5).
-2. Growth: bisect on 10,000-step and 100,000-step pairs built in memory the same way (a
-   100,000-step pair in the store would hold ~1 GB of bodies); printed as the time ratio
-   (linear: about 10).
+2. Growth: bisect on 1,000-, 10,000- and 100,000-step pairs built in memory the same way (a
+   100,000-step pair in the store would hold ~1 GB of bodies), wall and CPU time (best of a
+   few rounds, each after a full collection); printed as the ratio from one size to the next
+   (linear: 10x the steps, about 10x the time).
 
-    python bench/bisect_traces.py [--steps 10000] [--big 100000]
+    python bench/bisect_traces.py [--steps 10000] [--sizes 1000,10000,100000]
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import random  # noqa: E402
 import tempfile  # noqa: E402
@@ -148,12 +151,22 @@ def pair_in_memory(steps: int) -> tuple[Cassette, Cassette]:
 
 
 def best_of(rounds: int, work) -> tuple[float, object]:
-    best, result = float("inf"), None
+    wall, _, result = timed(rounds, work)
+    return wall, result
+
+
+def timed(rounds: int, work) -> tuple[float, float, object]:
+    """Best wall and best CPU seconds of ``rounds`` runs, each after a full collection (so one
+    run does not pay for the garbage of the one before), and the last result."""
+    wall = cpu = float("inf")
+    result = None
     for _ in range(rounds):
-        started = time.perf_counter()
+        gc.collect()
+        started, cpu_started = time.perf_counter(), time.process_time()
         result = work()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+        wall = min(wall, time.perf_counter() - started)
+        cpu = min(cpu, time.process_time() - cpu_started)
+    return wall, cpu, result
 
 
 def against_load(steps: int) -> None:
@@ -184,26 +197,31 @@ def against_load(steps: int) -> None:
           f"{report.cause}: {report.detail}")  # type: ignore[union-attr]
 
 
-def growth(small: int, big: int) -> None:
-    times = {}
-    for steps in (small, big):
+def growth(sizes: list[int]) -> None:
+    times: dict[int, tuple[float, float]] = {}
+    for steps in sizes:
         good, bad = pair_in_memory(steps)
-        times[steps], report = best_of(2 if steps == big else 3, lambda g=good, b=bad: bisect(g, b))
-        print(f"  {steps:>7,} steps: bisect {times[steps] * 1e3:9.1f} ms "
-              f"({report.cause} at good step {report.good_step})")  # type: ignore[union-attr]
+        rounds = 2 if steps >= 100_000 else 5
+        wall, cpu, report = timed(rounds, lambda g=good, b=bad: bisect(g, b))
+        times[steps] = wall, cpu
+        print(f"  {steps:>7,} steps: bisect {wall * 1e3:9.1f} ms wall {cpu * 1e3:9.1f} ms CPU "
+              f"({report.cause} at bad step {report.bad_step})")  # type: ignore[union-attr]
         del good, bad
-    print(f"  {big:,} / {small:,} steps = {big / small:.0f}x the steps, "
-          f"{times[big] / times[small]:.1f}x the time (linear: {big / small:.0f}x)")
+    for small, big in itertools.pairwise(sizes):
+        (wall_s, cpu_s), (wall_b, cpu_b) = times[small], times[big]
+        print(f"  {small:,} -> {big:,} steps ({big / small:.0f}x): {wall_b / wall_s:.1f}x the "
+              f"wall time, {cpu_b / cpu_s:.1f}x the CPU time (linear: {big / small:.0f}x)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10_000)
-    parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=10_000, help="Steps per run from the store.")
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="Steps per run for the growth figures, comma-separated.")
     args = parser.parse_args()
     against_load(args.steps)
     print("growth (cassettes built in memory the same way):")
-    growth(args.steps, args.big)
+    growth([int(n) for n in args.sizes.split(",")])
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""Replay benchmark, two figures measured in one run.
+"""Replay benchmark, figures measured in one run.
 
-1. Per-call replay cost: the same N chat interactions replayed through the same ``httpx``
-   client code by Rewind (cassette at the transport) and by vcrpy (cassette file, matching on
-   method, URL and body). Printed as vcrpy / Rewind (target: at least 10x).
-2. Cassette build time for a 1,000-step trace in a store holding at least 1,000,000 spans:
+1. End to end, as a user runs it: an agent script making N sequential ``openai`` calls with
+   8 KB prompts, each variant a fresh process with its start-up, cassette loading and exit
+   counted. Live against a loopback fake LLM; ``rewind-replay --trace-id`` with ``rewind
+   serve`` running (its CPU counted too); ``rewind replay --cassette`` on a ``.rw`` file;
+   vcrpy replaying the same calls (cassette loaded in the process). Printed as ratios to live,
+   wall and CPU (targets: Rewind at most 1.15x live, and below vcrpy).
+2. In-process replay per call: the same N interactions replayed through the same ``httpx``
+   client code by Rewind and by vcrpy, each loading its cassette from its file every round.
+3. Cassette build time for a 1,000-step trace in a store holding at least 1,000,000 spans:
    reading the trace through the lookup table plus building the cassette, against the 1 s limit.
 
-    python bench/replay.py [--calls 300] [--spans 1000000]
+    python bench/replay.py [--sizes 10,100] [--rounds 5] [--spans 1000000]
 """
 
 from __future__ import annotations
@@ -15,8 +20,16 @@ import argparse
 import json
 import os
 import random
+import re
+import resource
+import statistics
+import subprocess
+import sys
 import tempfile
+import textwrap
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -33,10 +46,154 @@ from rewind.collector.schema import TRACE_COLUMNS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.exporter import instrument, uninstrument
-from rewind.replay.cassette.model import build_cassette
+from rewind.replay.cassette.model import Cassette, build_cassette
 from rewind.replay.play import player
 from rewind.replay.play.session import ReplaySession
 from rewind.replay.testing.fakellm import FakeLLMServer
+
+# -- 1. end to end ---------------------------------------------------------------------------
+
+AGENT = textwrap.dedent("""
+    import hashlib, os, sys
+    import httpx, openai
+
+    # A plain httpx client: the one HTTP library both Rewind and vcrpy hook.
+    client = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-bench",
+                           http_client=httpx.Client(), max_retries=0)
+    SYSTEM = "You are a careful assistant. Answer from the context only. " * 16
+    answers = []
+    for i in range(int(os.environ["CALLS"])):
+        reply = client.chat.completions.create(model="gpt-4o", messages=[
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"question {i}: " + "context " * 900}])
+        answers.append(reply.choices[0].message.content)
+    print(hashlib.sha256("|".join(answers).encode()).hexdigest())
+""")
+VCR_RUN = textwrap.dedent("""
+    import runpy, sys
+    import vcr
+
+    recorder = vcr.VCR(match_on=("method", "scheme", "host", "port", "path", "query", "body"))
+    with recorder.use_cassette(sys.argv[1], record_mode=sys.argv[2]):
+        runpy.run_path(sys.argv[3], run_name="__main__")
+""")
+READY = re.compile(r"otlp-grpc=(\S+):(\d+) api=(\S+) ")
+TRACE = re.compile(r"recorded trace ([0-9a-f]{32})")
+BIN = Path(sys.executable).parent
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far (Linux; else 0)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Serve:
+    """``rewind serve`` on an embedded store in ``tmp``, on free ports."""
+
+    def __init__(self, tmp: str) -> None:
+        self.process = subprocess.Popen(
+            [str(BIN / "rewind"), "serve", "--clickhouse", f"{tmp}/store", "--grpc-port", "0",
+             "--api-port", "0", "--http-port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        found: list[re.Match] = []
+
+        def pump() -> None:
+            for line in self.process.stdout or []:
+                match = READY.search(line)
+                if match and not found:
+                    found.append(match)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not found:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("rewind serve did not start")
+            time.sleep(0.05)
+        host, port, self.api = found[0].groups()
+        self.grpc = f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self.process.send_signal(2)
+        self.process.wait(timeout=60)
+
+
+def run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command[:3])} failed:\n{done.stderr}")
+    return done
+
+
+def end_to_end(calls: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="rewind-bench-e2e-") as tmp, FakeLLMServer() as llm:
+        agent, vcr_run = Path(tmp, "agent.py"), Path(tmp, "vcr_run.py")
+        agent.write_text(AGENT)
+        vcr_run.write_text(VCR_RUN)
+        cassette, archive = f"{tmp}/vcr.yaml", f"{tmp}/run.rw"
+        serve = Serve(tmp)
+        env = {**os.environ, "LLM_URL": llm.base_url, "CALLS": str(calls),
+               "REWIND_URL": serve.api}
+        python = [sys.executable]
+        try:
+            recorded = run([str(BIN / "rewind"), "record", "--endpoint", serve.grpc, "--",
+                            *python, str(agent)], env)
+            trace_id = TRACE.findall(recorded.stderr)[0]
+            run([str(BIN / "rewind"), "export", trace_id, "-o", archive], env)
+            run([*python, str(vcr_run), cassette, "all", str(agent)], env)
+            variants: dict[str, tuple[list[str], int | None]] = {
+                "live": ([*python, str(agent)], None),
+                "rewind-replay --trace-id (serve)": (
+                    [str(BIN / "rewind-replay"), "--trace-id", trace_id, "--", *python,
+                     str(agent)], serve.process.pid),
+                "rewind replay --cassette file.rw": (
+                    [str(BIN / "rewind"), "replay", "--cassette", archive, "--", *python,
+                     str(agent)], None),
+                "vcrpy (fresh process)": (
+                    [*python, str(vcr_run), cassette, "none", str(agent)], None),
+            }
+            expected = run(variants["live"][0], env).stdout
+            wall: dict[str, list[float]] = {name: [] for name in variants}
+            cpu: dict[str, list[float]] = {name: [] for name in variants}
+            for round_ in range(rounds + 1):  # round 0 warms caches and is not counted
+                for name, (command, also) in variants.items():
+                    cpu_before = _children_cpu() + (_proc_cpu(also) if also else 0.0)
+                    started = time.perf_counter()
+                    done = run(command, env)
+                    elapsed = time.perf_counter() - started
+                    used = _children_cpu() + (_proc_cpu(also) if also else 0.0) - cpu_before
+                    if done.stdout != expected:
+                        raise RuntimeError(f"{name} answered differently:\n{done.stderr}")
+                    if round_:
+                        wall[name].append(elapsed)
+                        cpu[name].append(used)
+        finally:
+            serve.stop()
+    live_wall, live_cpu = statistics.median(wall["live"]), statistics.median(cpu["live"])
+    print(f"end to end, {calls} sequential openai calls with 8 KB prompts, median of {rounds} "
+          "rounds (min-max):")
+    print(f"  {'':34} {'wall ms':>8} {'x live':>15} {'CPU ms':>8} {'x live':>6}")
+    for name in variants:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        spread = f"({min(wall[name]) / live_wall:.2f}-{max(wall[name]) / live_wall:.2f})"
+        print(f"  {name:34} {w * 1e3:8.0f} {w / live_wall:5.2f}x {spread:>11} "
+              f"{c * 1e3:8.0f} {c / live_cpu:5.2f}x")
+    vcrpy = statistics.median(wall["vcrpy (fresh process)"])
+    for name in list(variants)[1:3]:
+        ours = statistics.median(wall[name])
+        print(f"  {name}: {ours / live_wall:.2f}x live (target <= 1.15), "
+              f"{ours / vcrpy:.2f}x vcrpy (target < 1)")
+
+
+# -- 2. per call -------------------------------------------------------------------------------
 
 
 def requests(n: int) -> list[dict]:
@@ -71,42 +228,53 @@ def per_call(calls: int) -> None:
         expected = call_all(client, url, bodies)
         live = (time.perf_counter() - started) / calls
 
-        # Record with both tools.
+        # Record with both tools; each keeps its cassette in a file, as between processes.
         spans = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(spans))
         instrument(tracer_provider=provider)
         call_all(client, url, bodies)
         uninstrument()
-        cassette = build_cassette("bench", span_dicts(spans))
+        ours_file = Path(tmp, "bench.json")
+        ours_file.write_text(json.dumps(build_cassette("bench", span_dicts(spans)).to_dict()))
         vcr_file = os.path.join(tmp, "bench.yaml")
         matcher = vcr.VCR(match_on=("method", "scheme", "host", "port", "path", "query", "body"))
         with matcher.use_cassette(vcr_file, record_mode="new_episodes"):
             call_all(client, url, bodies)
 
-    # Replay with the LLM server gone; best of three rounds each (the machine is shared).
-    def vcrpy_round() -> float:
-        started = time.perf_counter()
+    # Replay with the LLM server gone, loading the cassette file each round on both sides;
+    # best of three rounds each (the machine is shared).
+    def vcrpy_round() -> None:
         with matcher.use_cassette(vcr_file, record_mode="none"):
             assert call_all(client, url, bodies) == expected
-        return (time.perf_counter() - started) / calls
 
-    def rewind_round() -> float:
-        started = time.perf_counter()
+    def rewind_round() -> None:
+        cassette = Cassette.from_dict(json.loads(ours_file.read_text("utf-8")))
         player.install(ReplaySession(cassette))
         try:
             assert call_all(client, url, bodies) == expected
         finally:
             player.uninstall()
-        return (time.perf_counter() - started) / calls
 
-    vcrpy = min(vcrpy_round() for _ in range(3))
-    ours = min(rewind_round() for _ in range(3))
-    print(f"replay per call, {calls} interactions of ~{len(json.dumps(bodies[0])) // 1024} KB:")
+    vcrpy, vcrpy_cpu = best_round(vcrpy_round, calls)
+    ours, ours_cpu = best_round(rewind_round, calls)
+    print(f"in-process replay per call, {calls} interactions of "
+          f"~{len(json.dumps(bodies[0])) // 1024} KB, cassette loading counted (wall, CPU):")
     print(f"  live against a local server  {live * 1e3:8.3f} ms")
-    print(f"  vcrpy                        {vcrpy * 1e3:8.3f} ms")
-    print(f"  rewind                       {ours * 1e3:8.3f} ms")
-    print(f"  vcrpy / rewind = {vcrpy / ours:.1f}x  (target >= 10x)")
+    print(f"  vcrpy                        {vcrpy * 1e3:8.3f} ms {vcrpy_cpu * 1e3:8.3f} ms")
+    print(f"  rewind                       {ours * 1e3:8.3f} ms {ours_cpu * 1e3:8.3f} ms")
+    print(f"  vcrpy / rewind = {vcrpy / ours:.1f}x wall, {vcrpy_cpu / ours_cpu:.1f}x CPU")
+
+
+def best_round(work: Callable[[], None], calls: int) -> tuple[float, float]:
+    """Best of three rounds per call: (wall, CPU of this process) seconds."""
+    best = (float("inf"), float("inf"))
+    for _ in range(3):
+        started, cpu = time.perf_counter(), time.process_time()
+        work()
+        best = min(best, ((time.perf_counter() - started) / calls,
+                          (time.process_time() - cpu) / calls))
+    return best
 
 
 def fill(store: Store, spans: int, batch: int = 100_000) -> None:
@@ -165,11 +333,17 @@ def build_time(spans: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--sizes", default="10,100", help="Calls per run, comma-separated.")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--spans", type=int, default=1_000_000, help="0: skip the store part.")
     args = parser.parse_args()
-    per_call(args.calls)
-    build_time(args.spans)
+    sizes = [int(n) for n in args.sizes.split(",")]
+    for calls in sizes:
+        end_to_end(calls, args.rounds)
+    for calls in sizes:
+        per_call(calls)
+    if args.spans:
+        build_time(args.spans)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from .config import Limits
 from .otlp_json import JsonPayloadError, parse_json
+from .store import MAX_TIME_NS
 
 PROTOBUF = "protobuf"
 JSON = "json"
 CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF,
                  "application/json": JSON}
 MAX_REPORTED_ERRORS = 3
-# The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
-# 2262-04-11). OTLP times are unsigned, so a valid request can carry one it cannot hold.
-MAX_TIME_NS = 2**63 - 1
+# OTLP times are unsigned, so a valid request can carry one the store cannot hold.
 
 
 class Refused(Exception):

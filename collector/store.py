@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .schema import sql_string
-
 ENV_URL = "REWIND_CLICKHOUSE_URL"
+# The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
+# 2262-04-11).
+MAX_TIME_NS = 2**63 - 1
 DEFAULT_DIR = ".rewind/store"
 
 
@@ -125,6 +126,8 @@ class Store:
             settings["insert_deduplication_token"] = dedup_token
         with self._lock:
             if self.embedded:
+                from .schema import sql_string  # the schema is not needed to name a store
+
                 cols = ", ".join(f"`{name}`" for name in columns)
                 clause = ", ".join(f"{key} = {sql_string(str(value))}"
                                    for key, value in settings.items())

@@ -18,21 +18,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from . import attributes as A
-from . import enrichment, scope, tools, transport
-from .agents import agent
-from .config import (
-    ENV_REPLAY_SOURCE,
-    CaptureMode,
-    CaptureSettings,
-    framework_tools_enabled,
-    settings,
-)
-from .pipeline import ensure_provider, export_stats, exports_through_us
-from .recording import Recorder
-from .tools import RecordedToolError, ToolAnswer, tool
+if TYPE_CHECKING:
+    from .agents import agent
+    from .config import CaptureMode, CaptureSettings
+    from .instrumentor import RewindInstrumentor
+    from .pipeline import export_stats
+    from .tools import RecordedToolError, ToolAnswer, tool
 
 log = logging.getLogger("rewind.exporter")
 
@@ -71,6 +65,12 @@ def instrument(
     ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; wrong values raise ``ValueError``.
     Calling it again replaces the previous settings.
     """
+    from . import attributes as A
+    from . import enrichment, scope, tools, transport
+    from .config import ENV_REPLAY_SOURCE, framework_tools_enabled, settings
+    from .pipeline import ensure_provider, exports_through_us
+    from .recording import Recorder
+
     chosen = settings(capture, redact, max_body_bytes)
     for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
         if os.environ.get(limit):
@@ -98,6 +98,8 @@ def instrument(
 
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
+    from . import scope, tools, transport
+
     transport.hooks.set_recorder(None)
     tools.configure(None)
     scope.set_tracer_provider(None)
@@ -105,12 +107,36 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    from . import transport
+
     return transport.hooks.recorder() is not None
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RewindInstrumentor":  # imported lazily: opentelemetry-instrumentation is heavier
-        from .instrumentor import RewindInstrumentor
+# Public names and the module each lives in, imported on first use: a process that only
+# replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
+# Submodules (``rewind.exporter.transport``) are attributes too, imported on first use.
+_LAZY = {
+    "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".config",
+    "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
+    "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
+    "Recorder": ".recording", "ensure_provider": ".pipeline", "export_stats": ".pipeline",
+    "exports_through_us": ".pipeline",
+}
 
-        return RewindInstrumentor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+    elif name == "A":
+        value = import_module(".attributes", __name__)
+    elif not name.startswith("_"):
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{name}":  # the submodule exists; its dependency not
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

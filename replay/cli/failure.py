@@ -7,30 +7,45 @@ unreachable store, bad flag or file); a command that cannot be started exits as 
 from __future__ import annotations
 
 import errno
+import functools
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from rewind.collector.prices import PriceError
-from rewind.collector.store import StoreError
-from rewind.replay.cassette.model import CassetteError
-from rewind.replay.play.launch import LaunchError
-from rewind.replay.sources.archive import ArchiveError
-from rewind.replay.sources.locate import SourceError
-from rewind.replay.timetravel.fork import ForkError
-from rewind.replay.timetravel.timeline import TimelineError
+if TYPE_CHECKING:
+    from rich.console import Console
 
 USAGE_ERROR = 2
-# What a command can fail with for a reason its message explains.
-PROBLEMS: tuple[type[Exception], ...] = (SourceError, StoreError, ArchiveError, CassetteError,
-                                         TimelineError, ForkError, PriceError, LaunchError,
-                                         ValueError)
+# What a command can fail with for a reason its message explains, by module and name: a
+# command imports only what it uses, and an error can only be raised once its module is loaded.
+PROBLEM_NAMES = (
+    ("rewind.replay.sources.locate", "SourceError"), ("rewind.collector.store", "StoreError"),
+    ("rewind.replay.sources.document", "ArchiveError"),
+    ("rewind.replay.cassette.model", "CassetteError"),
+    ("rewind.replay.timetravel.timeline", "TimelineError"),
+    ("rewind.replay.timetravel.fork", "ForkError"), ("rewind.collector.prices", "PriceError"),
+    ("rewind.replay.play.launch", "LaunchError"),
+)
 T = TypeVar("T")
-err = Console(stderr=True, soft_wrap=True)
+# Literal text must stay literal: rich drops these control characters from what it prints.
+_STRIPPED = dict.fromkeys((7, 8, 11, 12, 13))
+
+
+def problems() -> tuple[type[Exception], ...]:
+    """The error classes of :data:`PROBLEM_NAMES` loaded so far, and ValueError."""
+    loaded = tuple(getattr(sys.modules[module], name) for module, name in PROBLEM_NAMES
+                   if module in sys.modules)
+    return (*loaded, ValueError)
+
+
+@functools.cache
+def err() -> Console:
+    """The stderr console, made (and rich imported) when something is drawn on it."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str, fix: str = "") -> NoReturn:
@@ -41,27 +56,35 @@ def fail(message: str, fix: str = "") -> NoReturn:
 def exit_with(code: int, message: str, fix: str = "") -> NoReturn:
     """The error line (messages quote recorded text and user input: never markup), then exit
     ``code``."""
+    from rich.markup import escape
+
     line = f"[red]error:[/red] {escape(message)}"
-    err.print(f"{line} ({escape(fix)})" if fix else line, highlight=False)
+    err().print(f"{line} ({escape(fix)})" if fix else line, highlight=False)
     sys.exit(code)
 
 
 def warn(message: str, label: str = "warning") -> None:
     """One ``warning:`` line on stderr; ``message`` is literal text, not markup."""
-    err.print(f"[yellow]{label}:[/yellow] {escape(message)}", highlight=False)
+    from rich.markup import escape
+
+    err().print(f"[yellow]{label}:[/yellow] {escape(message)}", highlight=False)
 
 
 def note(message: str) -> None:
-    """A plain line on stderr (``rewind: …``), literal text."""
-    err.print(message, markup=False, highlight=False)
+    """A plain line on stderr (``rewind: …``), literal text: no markup, no styling, so no
+    need for rich."""
+    print(message.translate(_STRIPPED), file=sys.stderr, flush=True)
 
 
-def attempt(work: Callable[[], T], problems: tuple[type[Exception], ...] = PROBLEMS) -> T:
-    """``work()``, or its error line when it raises one of ``problems``: exit 2, or the
-    error's own ``exit_code`` (a command that could not be started: 127 or 126)."""
+def attempt(work: Callable[[], T], expected: tuple[type[Exception], ...] | None = None) -> T:
+    """``work()``, or its error line when it raises one of ``expected`` (default: any of
+    :func:`problems`): exit 2, or the error's own ``exit_code`` (a command that could not be
+    started: 127 or 126)."""
     try:
         return work()
-    except problems as error:
+    except Exception as error:
+        if not isinstance(error, expected or problems()):
+            raise
         exit_with(getattr(error, "exit_code", USAGE_ERROR), str(error), fix_for(error))
 
 
@@ -100,7 +123,7 @@ class OneLineUsage:
             where = f"`{context.command_path} --help`" if context else "--help"
             exit_with(error.exit_code, error.format_message(), f"see {where}")
         except click.exceptions.Abort:
-            err.print("aborted", markup=False)
+            err().print("aborted", markup=False)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 

@@ -1,57 +1,53 @@
-"""``rewind`` command line."""
+"""``rewind`` command line.
+
+Commands are loaded when they run (``LAZY`` names where each lives): ``rewind-replay`` and
+``rewind replay`` import the replay path only, not the time-travel commands, the collector,
+rich or an HTTP library.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from importlib import import_module
 from typing import Any
 
 import click
-from rich.console import Console
 
-from rewind.collector.command import collector
-from rewind.collector.config import ENV
-from rewind.collector.store import ENV_URL, Store, StoreError, redact_url
-from rewind.replay.cassette.model import CassetteError
+from rewind.collector.store import StoreError
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
-from rewind.replay.cli.share import register as register_share
-from rewind.replay.cli.time_travel import print_json
-from rewind.replay.cli.time_travel import register as register_time_travel
-from rewind.replay.play import launch, player
-from rewind.replay.sources.locate import ENV_API, SourceError, open_source, resolve_trace_id
-
-out = Console()
-
-def _store_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """A bare directory is an embedded store there (``--clickhouse ./data``)."""
-    if value and "://" not in value:
-        return f"chdb://{os.path.abspath(value)}"
-    return value
-
-
-clickhouse_option = click.option(
-    "--clickhouse",
-    envvar=ENV_URL,
-    default=None,
-    callback=_store_url,
-    help="Store: a directory or chdb:///abs/path (embedded), or "
-    "http(s)://user:pass@host:8123/db. Default: an embedded store in ./.rewind/store.",
-)
-api_option = click.option(
-    "--api",
-    envvar=ENV_API,
-    default=None,
-    help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
-    " when none answers, the store is opened directly.",
-)
-
+from rewind.replay.cli.options import HELP_OPTIONS, api_option, clickhouse_option, print_json
+from rewind.replay.play import launch
+from rewind.replay.sources.locate import SourceError, open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
-HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+_TIME_TRAVEL = "rewind.replay.cli.time_travel"
+_SERVERS = "rewind.replay.cli.servers"
+LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
+        "migrate": f"{_SERVERS}:migrate", "collector": "rewind.collector.command:collector",
+        "inspect": f"{_TIME_TRAVEL}:inspect", "diff": f"{_TIME_TRAVEL}:diff_command",
+        "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
+        "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
+        "share": "rewind.replay.cli.share:share"}
 
 
-@click.group(cls=Group, context_settings=HELP_OPTIONS)
+class LazyGroup(Group):
+    """A group whose commands in :data:`LAZY` are imported when asked for by name."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY:
+            module, name = LAZY[cmd_name].split(":")
+            command = getattr(import_module(module), name)
+            _show_envvars(command)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="rewind-otel", prog_name="rewind")
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
 def main(verbose: bool) -> None:
@@ -60,106 +56,6 @@ def main(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-
-
-@main.command()
-@clickhouse_option
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--grpc-port", envvar=ENV["grpc_port"], default=4317, show_default=True,
-              help="OTLP/gRPC port (0: any).")
-@click.option("--api-port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
-              help="Worker API port (0: any).")
-@click.option("--http-port", envvar=ENV["http_port"], default=4318, show_default=True,
-              help="OTLP/HTTP port (0: any).")
-@click.option("--spool-dir", envvar=ENV["spool_dir"], default=None,
-              help="Ingest spool (default: next to the store).")
-@click.option("--auth-tokens-file", "--tokens-file", "auth_tokens_file",
-              envvar=["REWIND_AUTH_TOKENS_FILE", "REWIND_API_TOKENS_FILE"], show_envvar=True,
-              default=None, type=click.Path(exists=True, dir_okay=False),
-              help="Bearer tokens, one per line: 'token' or 'token tenant', for sending spans "
-                   "and for the API alike. A tenant's token reads only its tenant's traces; "
-                   "one without a tenant is an operator's. Reloaded when the file changes or "
-                   "on SIGHUP. Required off loopback.")
-@click.option("--auth-tokens", envvar="REWIND_AUTH_TOKENS", show_envvar=True, default=None,
-              help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
-@click.option("--auth-reload-seconds", envvar="REWIND_AUTH_RELOAD_SECONDS", show_envvar=True,
-              type=float, default=2.0, show_default=True,
-              help="How often the tokens file is checked for changes (0: only on SIGHUP).")
-@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
-              help="Allow a non-loopback --host without authentication.")
-def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
-          spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
-          auth_reload_seconds: float, allow_insecure_bind: bool) -> None:
-    """Collector and replay worker together, on the embedded store by default."""
-    from rewind.replay.cli.preflight import check_ports, check_store
-    from rewind.replay.worker.server import ServeOptions
-    from rewind.replay.worker.server import serve as run
-
-    check_store(clickhouse)
-    check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
-                       "--http-port": (http_port, ENV["http_port"]),
-                       "--api-port": (api_port, "REWIND_WORKER_PORT")})
-    try:
-        run(
-            ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
-                         auth_tokens_file, auth_tokens, auth_reload_seconds,
-                         allow_insecure_bind),
-            announce=lambda line: print(line, flush=True),
-        )
-    except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
-        return
-    except (StoreError, OSError, ValueError) as error:  # ValueError: a setting (ConfigError)
-        fail(str(error), fix_for(error))
-
-
-@main.command()
-@clickhouse_option
-@click.option("--host", envvar="REWIND_WORKER_HOST", default="127.0.0.1", show_default=True,
-              help="Address to listen on.")
-@click.option("--port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
-              help="API port (0: any).")
-@click.option("--tokens-file", envvar="REWIND_API_TOKENS_FILE", default=None,
-              type=click.Path(exists=True, dir_okay=False),
-              help="Bearer tokens, one per line ('token [tenant]'); required off loopback.")
-@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
-              help="Serve on a non-loopback address without tokens.")
-def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
-           allow_insecure_bind: bool) -> None:
-    """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP)."""
-    from rewind.replay.worker.server import WorkerOptions
-    from rewind.replay.worker.server import worker as run
-
-    try:
-        run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind),
-            announce=lambda line: print(line, flush=True))
-    except KeyboardInterrupt:
-        return
-    except (StoreError, OSError, ValueError) as error:
-        fail(str(error), fix_for(error))
-
-
-@main.command()
-@clickhouse_option
-@click.option("--cluster", envvar="REWIND_CLICKHOUSE_CLUSTER", default="",
-              help="Create replicated local tables ON CLUSTER with Distributed tables over "
-                   "them (the cluster name from remote_servers).")
-@click.option("--database", envvar="REWIND_CLICKHOUSE_DATABASE", default="",
-              help="Database of the cluster tables (default: the connection's).")
-def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
-    """Create or upgrade the tables (idempotent)."""
-    from rewind.collector.migrate import migrate as apply
-    from rewind.collector.schema import Layout
-
-    try:
-        store = Store(clickhouse)
-        applied = apply(store, layout=Layout(cluster=cluster, database=database))
-    except StoreError as error:
-        fail(str(error))
-    where = redact_url(store.url)
-    if applied:
-        out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
-    else:
-        out.print(f"{where} is up to date")
 
 
 @main.command()
@@ -173,6 +69,8 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
            limit: int, as_json: bool) -> None:
     """List recent traces, newest first, with their whole ids (any unique prefix of one is
     accepted wherever a trace id is)."""
+    from rich.console import Console
+
     from rewind.replay.cli.render import trace_rows, traces_table
 
     rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(
@@ -180,6 +78,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
     if as_json:
         print_json(rows)
         return
+    out = Console()
     listing = out if out.is_terminal or os.environ.get("COLUMNS") else Console(width=10_000)
     listing.print(traces_table(rows))
 
@@ -265,23 +164,25 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
            debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.runner import run_command
-    from rewind.replay.sources.archive import ArchiveError, read_cassette
+    from rewind.replay.play.settings import LENIENT, STRICT
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
     attempt(lambda: launch.check_command(command))
     def load() -> Any:
         if cassette_file:
+            from rewind.replay.sources.archive import read_cassette
+
             return read_cassette(cassette_file)
         source = open_source(api, clickhouse)
         return source.cassette(resolve_trace_id(source, str(trace_id)))
 
-    cassette = attempt(load, (SourceError, StoreError, CassetteError, ArchiveError, ValueError))
+    cassette = attempt(load)
     for skipped in cassette.skipped:
         warn(f"span {skipped.span_id} ({skipped.name}) is not replayable: {skipped.reason}")
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
-    mode = player.STRICT if strict else player.LENIENT
+    mode = STRICT if strict else LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
                                           clock_mode=clock_mode))
@@ -363,9 +264,6 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
 
 main.add_command(replay)
-main.add_command(collector)
-register_time_travel(main, api_option, clickhouse_option)
-register_share(main, api_option, clickhouse_option)
 
 
 def _show_envvars(command: click.Command) -> None:

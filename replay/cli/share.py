@@ -7,21 +7,18 @@ refuses a trace that carries a credential (``sources/credentials.py``), naming w
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from rewind.replay.cli.failure import attempt, fail, note
+from rewind.replay.cli.options import api_option, clickhouse_option
 from rewind.replay.cli.time_travel import load_runs
 from rewind.replay.sources.archive import CredentialInTrace
 from rewind.replay.sources.credentials import span_findings
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui.assets import shared_html
 from rewind.replay.ui.views import run_view, step_details
-
-Decorator = Callable[[Any], Any]
 
 
 def share_document(run: Timeline, content: bool = True) -> str:
@@ -32,36 +29,33 @@ def share_document(run: Timeline, content: bool = True) -> str:
                        data)
 
 
-def register(group: click.Group, api_option: Decorator, clickhouse_option: Decorator) -> None:
-    """Add ``share`` to ``group`` with the CLI's ``--api`` and ``--clickhouse`` options."""
+@click.command("share")
+@click.argument("ref")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The .html file to write.")
+@click.option("--no-content", is_flag=True, help="Metadata only: span names, timing, "
+              "tokens, cost and status; no messages, bodies, arguments or results.")
+@api_option
+@clickhouse_option
+def share(ref: str, output: str, no_content: bool, api: str | None,
+          clickhouse: str | None) -> None:
+    """Write one run (a trace id, a unique prefix or a .rw file) as a self-contained HTML
+    page that opens offline. A trace that carries a credential is refused.
 
-    @group.command("share")
-    @click.argument("ref")
-    @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-                  help="The .html file to write.")
-    @click.option("--no-content", is_flag=True, help="Metadata only: span names, timing, "
-                  "tokens, cost and status; no messages, bodies, arguments or results.")
-    @api_option
-    @clickhouse_option
-    def share(ref: str, output: str, no_content: bool, api: str | None,
-              clickhouse: str | None) -> None:
-        """Write one run (a trace id, a unique prefix or a .rw file) as a self-contained HTML
-        page that opens offline. A trace that carries a credential is refused.
-
-        \b
-            rewind share 4bf92f35 -o incident.html
-        """
-        run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
-        findings = [f for span in run.spans for f in span_findings(span)]
-        if findings:
-            fail(str(CredentialInTrace(run.trace_id, findings, "share")),
-                 "remove the credential at its source and record the run again")
-        page = share_document(run, content=not no_content)
-        try:
-            Path(output).write_text(page, encoding="utf-8")
-        except OSError as error:
-            fail(f"cannot write {output}: {error.strerror or error}",
-                 "pick a writable path with -o")
-        what = "metadata only" if no_content else "with content"
-        note(f"wrote run {run.trace_id} to {output} ({len(page.encode()):,} bytes, {what}); "
-             "it opens offline in any browser")
+    \b
+        rewind share 4bf92f35 -o incident.html
+    """
+    run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
+    findings = [f for span in run.spans for f in span_findings(span)]
+    if findings:
+        fail(str(CredentialInTrace(run.trace_id, findings, "share")),
+             "remove the credential at its source and record the run again")
+    page = share_document(run, content=not no_content)
+    try:
+        Path(output).write_text(page, encoding="utf-8")
+    except OSError as error:
+        fail(f"cannot write {output}: {error.strerror or error}",
+             "pick a writable path with -o")
+    what = "metadata only" if no_content else "with content"
+    note(f"wrote run {run.trace_id} to {output} ({len(page.encode()):,} bytes, {what}); "
+         "it opens offline in any browser")

@@ -1,12 +1,11 @@
 """The time-travel commands of ``rewind``: inspect, diff, bisect, fork, stats, demo.
 
-``cli.py`` registers them with :func:`register`, handing over its shared options, so this
-module does not import the CLI (which imports it).
+``main.py`` names them in its ``LAZY`` table: this module is imported when one of them runs,
+so the replay path never loads time travel.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -17,7 +16,8 @@ from rich.console import Console
 
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
-from rewind.replay.cli.failure import attempt, fail, note, warn
+from rewind.replay.cli.failure import Command, attempt, fail, note, warn
+from rewind.replay.cli.options import print_json, sourced
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import (
     ApiSource,
@@ -32,11 +32,6 @@ from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_
 from rewind.replay.timetravel.timeline import Timeline, is_file_ref
 
 out = Console()
-Decorator = Callable[[Any], Any]
-
-
-def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
@@ -54,192 +49,186 @@ def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
             "status": event.status, "preview": event.preview}
 
 
-def register(group: click.Group, api_option: Decorator, clickhouse_option: Decorator) -> None:
-    """Add the commands to ``group`` with the CLI's ``--api`` and ``--clickhouse`` options."""
+@click.command(cls=Command)
+@click.argument("ref")
+@click.option("--all", "show_all", is_flag=True, help="Every span (agents, others), not "
+              "only model and tool steps.")
+@click.option("--messages-at", type=int, default=None, metavar="STEP",
+              help="Print the conversation as it stood once STEP was done.")
+@click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
+              "that first sent each.")
+@click.option("--prices", default=None, help="Price file overriding the built-in table.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@sourced
+def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
+            prices: str | None, as_json: bool, api: str | None,
+            clickhouse: str | None) -> None:
+    """Walk a recorded run: steps, type, model, tokens, latency, cost, status, preview.
+    REF is a trace id or a .rw file."""
+    from rewind.replay.cli.render import lineage_line, timeline_table
 
-    def sourced(command: Any) -> Any:
-        return api_option(clickhouse_option(command))
-
-    @group.command()
-    @click.argument("ref")
-    @click.option("--all", "show_all", is_flag=True, help="Every span (agents, others), not "
-                  "only model and tool steps.")
-    @click.option("--messages-at", type=int, default=None, metavar="STEP",
-                  help="Print the conversation as it stood once STEP was done.")
-    @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
-                  "that first sent each.")
-    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
-    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-    @sourced
-    def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
-                prices: str | None, as_json: bool, api: str | None,
-                clickhouse: str | None) -> None:
-        """Walk a recorded run: steps, type, model, tokens, latency, cost, status, preview.
-        REF is a trace id or a .rw file."""
-        from rewind.replay.cli.render import lineage_line, timeline_table
-
-        run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
-        run.prices = attempt(lambda: load_prices(prices))
-        if messages_at is not None:
-            print_json(attempt(lambda: run.messages_at(messages_at)))
-            return
-        if user_messages:
-            found = run.user_messages()
-            if as_json:
-                print_json([{"step": s, "text": t} for s, t in found])
-            for step, text in [] if as_json else found:
-                out.print(f"step {step}: {text}", markup=False, highlight=False)
-            return
-        kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
+    run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
+    run.prices = attempt(lambda: load_prices(prices))
+    if messages_at is not None:
+        print_json(attempt(lambda: run.messages_at(messages_at)))
+        return
+    if user_messages:
+        found = run.user_messages()
         if as_json:
-            print_json({"trace_id": run.trace_id, "totals": run.totals(),
-                        "lineage": run.lineage, "skipped": [s.__dict__ for s in
-                                                            run.cassette.skipped],
-                        "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
-            return
-        out.print(timeline_table(run, kinds, width=out.width))
-        line = lineage_line(run)
-        if line:
-            out.print(line, highlight=False)
-        for skipped in run.cassette.skipped:
-            warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
+            print_json([{"step": s, "text": t} for s, t in found])
+        for step, text in [] if as_json else found:
+            out.print(f"step {step}: {text}", markup=False, highlight=False)
+        return
+    kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
+    if as_json:
+        print_json({"trace_id": run.trace_id, "totals": run.totals(),
+                    "lineage": run.lineage, "skipped": [s.__dict__ for s in
+                                                        run.cassette.skipped],
+                    "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
+        return
+    out.print(timeline_table(run, kinds, width=out.width))
+    line = lineage_line(run)
+    if line:
+        out.print(line, highlight=False)
+    for skipped in run.cassette.skipped:
+        warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
 
-    @group.command("diff")
-    @click.argument("left")
-    @click.argument("right")
-    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-    @sourced
-    def diff_command(left: str, right: str, as_json: bool, api: str | None,
-                     clickhouse: str | None) -> None:
-        """Two runs side by side, steps aligned so an inserted retry does not shift the rest;
-        request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
-        from rewind.replay.cli.render import diff_table
+@click.command("diff", cls=Command)
+@click.argument("left")
+@click.argument("right")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@sourced
+def diff_command(left: str, right: str, as_json: bool, api: str | None,
+                 clickhouse: str | None) -> None:
+    """Two runs side by side, steps aligned so an inserted retry does not shift the rest;
+    request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
+    from rewind.replay.cli.render import diff_table
 
-        a, b = attempt(lambda: load_runs([left, right], api, clickhouse))
-        show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
+    a, b = attempt(lambda: load_runs([left, right], api, clickhouse))
+    show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
 
-    @group.command("bisect")
-    @click.argument("runs", nargs=-1)
-    @click.option("--between", nargs=2, default=None, metavar="A B",
-                  help="Many runs: a time range (24h now, or ISO times) or two service "
-                       "versions, grouped with --by.")
-    @click.option("--by", type=click.Choice(GROUP_BY), default="service.version",
-                  show_default=True, help="What to group runs by (with --between).")
-    @click.option("--service", default=None, help="Only runs of this service (with --between).")
-    @click.option("--limit", default=1000, show_default=True, help="At most this many runs.")
-    @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
-    @sourced
-    def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: str,
-                       service: str | None, limit: int, as_json: bool, api: str | None,
-                       clickhouse: str | None) -> None:
-        """The first step where BAD departed from GOOD, and its likely cause.
+@click.command("bisect", cls=Command)
+@click.argument("runs", nargs=-1)
+@click.option("--between", nargs=2, default=None, metavar="A B",
+              help="Many runs: a time range (24h now, or ISO times) or two service "
+                   "versions, grouped with --by.")
+@click.option("--by", type=click.Choice(GROUP_BY), default="service.version",
+              show_default=True, help="What to group runs by (with --between).")
+@click.option("--service", default=None, help="Only runs of this service (with --between).")
+@click.option("--limit", default=1000, show_default=True, help="At most this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+@sourced
+def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: str,
+                   service: str | None, limit: int, as_json: bool, api: str | None,
+                   clickhouse: str | None) -> None:
+    """The first step where BAD departed from GOOD, and its likely cause.
 
-        \b
-            rewind bisect GOOD BAD
-            rewind bisect --between 7d now --by model
-            rewind bisect --between 1.4.0 1.5.0
-        """
-        from rewind.replay.cli.render import bisection_view, runs_table
+    \b
+        rewind bisect GOOD BAD
+        rewind bisect --between 7d now --by model
+        rewind bisect --between 1.4.0 1.5.0
+    """
+    from rewind.replay.cli.render import bisection_view, runs_table
 
-        if between is not None:
-            if runs:
-                fail("give either GOOD BAD or --between, not both")
-            facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
-                                               limit))
-            if not facts:
-                fail(f"no runs between {between[0]} and {between[1]}"
-                     + (f" of service {service}" if service else ""),
-                     "widen the range, or check the versions with `rewind traces`")
-            show(attempt(lambda: bisect_runs(facts, by)), as_json, runs_table)
-            return
-        if len(runs) != 2:
-            fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
-        good, bad = attempt(lambda: load_runs(list(runs), api, clickhouse))
-        show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
+    if between is not None:
+        if runs:
+            fail("give either GOOD BAD or --between, not both")
+        facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
+                                           limit))
+        if not facts:
+            fail(f"no runs between {between[0]} and {between[1]}"
+                 + (f" of service {service}" if service else ""),
+                 "widen the range, or check the versions with `rewind traces`")
+        show(attempt(lambda: bisect_runs(facts, by)), as_json, runs_table)
+        return
+    if len(runs) != 2:
+        fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
+    good, bad = attempt(lambda: load_runs(list(runs), api, clickhouse))
+    show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
 
-    @group.command(context_settings={"ignore_unknown_options": True})
-    @click.argument("trace")
-    @click.option("--step", type=int, required=True, help="The step to fork at.")
-    @click.option("--user-message", default=None, help="Replace the last user message of the "
-                  "step's request.")
-    @click.option("--tool-result", default=None, help="JSON result for the tool step.")
-    @click.option("--model", default=None, help="Model for this step and after.")
-    @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-                  help="Sampling param for this step and after (VALUE read as JSON).")
-    @click.option("--endpoint", default=None, help="OTLP endpoint for the new run's spans "
-                  "(default: OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve).")
-    @click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
-    @sourced
-    @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-    def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
-             model: str | None, params: tuple[str, ...], endpoint: str | None, as_json: bool,
-             api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
-        """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
-        at --step, and everything from there live; the new run is recorded with its lineage.
+@click.command(cls=Command, context_settings={"ignore_unknown_options": True})
+@click.argument("trace")
+@click.option("--step", type=int, required=True, help="The step to fork at.")
+@click.option("--user-message", default=None, help="Replace the last user message of the "
+              "step's request.")
+@click.option("--tool-result", default=None, help="JSON result for the tool step.")
+@click.option("--model", default=None, help="Model for this step and after.")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Sampling param for this step and after (VALUE read as JSON).")
+@click.option("--endpoint", default=None, help="OTLP endpoint for the new run's spans "
+              "(default: OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve).")
+@click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
+@sourced
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
+         model: str | None, params: tuple[str, ...], endpoint: str | None, as_json: bool,
+         api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+    """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
+    at --step, and everything from there live; the new run is recorded with its lineage.
 
-        \b
-            rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python agent.py
-        """
-        from rewind.replay.play.recorder import collector_reachable, endpoint_for
+    \b
+        rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python agent.py
+    """
+    from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
-        attempt(lambda: launch.check_command(command))
-        if user_message is None and tool_result is None and model is None and not params:
-            warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
-                 "--tool-result, --model or --param)")
-        edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
-                                 "params": dict(_param(p) for p in params)}
-        if tool_result is not None:
-            edits["edit_tool_result"] = json_or_text(tool_result)
-        target = endpoint_for(endpoint)
-        if not collector_reachable(target):
-            warn(f"nothing answers at {target}; start `rewind serve` or the new run's spans will "
-                 "be dropped")
-        run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
-        checkpoint = attempt(lambda: run.fork(step, **edits))
-        outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
-        if as_json:
-            print_json(outcome.to_dict())
-        summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
-                   f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
-        if outcome.divergence:
-            summary += f"; stopped: {outcome.divergence['reason']}"
-        note(summary)
-        for warning in outcome.warnings:
-            warn(warning)
-        sys.exit(3 if outcome.divergence else outcome.exit_code or 0)
+    attempt(lambda: launch.check_command(command))
+    if user_message is None and tool_result is None and model is None and not params:
+        warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
+             "--tool-result, --model or --param)")
+    edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
+                             "params": dict(_param(p) for p in params)}
+    if tool_result is not None:
+        edits["edit_tool_result"] = json_or_text(tool_result)
+    target = endpoint_for(endpoint)
+    if not collector_reachable(target):
+        warn(f"nothing answers at {target}; start `rewind serve` or the new run's spans will "
+             "be dropped")
+    run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
+    checkpoint = attempt(lambda: run.fork(step, **edits))
+    outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint))
+    if as_json:
+        print_json(outcome.to_dict())
+    summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
+               f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
+    if outcome.divergence:
+        summary += f"; stopped: {outcome.divergence['reason']}"
+    note(summary)
+    for warning in outcome.warnings:
+        warn(warning)
+    sys.exit(3 if outcome.divergence else outcome.exit_code or 0)
 
-    @group.command()
-    @click.option("--since", default="24h", show_default=True, help="Start: 24h, 7d, or ISO.")
-    @click.option("--until", default=None, help="End (default: now).")
-    @click.option("--service", default=None, help="Only this service.")
-    @click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
-                  show_default=True, help="Group by model, service, or both.")
-    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
-    @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
-    @sourced
-    def stats(since: str, until: str | None, service: str | None, by: str, prices: str | None,
-              as_json: bool, api: str | None, clickhouse: str | None) -> None:
-        """Tokens and cost per model and service over a period."""
-        from rewind.replay.cli.render import stats_table
+@click.command(cls=Command)
+@click.option("--since", default="24h", show_default=True, help="Start: 24h, 7d, or ISO.")
+@click.option("--until", default=None, help="End (default: now).")
+@click.option("--service", default=None, help="Only this service.")
+@click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
+              show_default=True, help="Group by model, service, or both.")
+@click.option("--prices", default=None, help="Price file overriding the built-in table.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+@sourced
+def stats(since: str, until: str | None, service: str | None, by: str, prices: str | None,
+          as_json: bool, api: str | None, clickhouse: str | None) -> None:
+    """Tokens and cost per model and service over a period."""
+    from rewind.replay.cli.render import stats_table
 
-        start, end = attempt(lambda: (parse_when(since, flag="--since"),
-                                      parse_when(until, flag="--until")))
-        report = attempt(lambda: summarise(
-            _usage(open_source(api, clickhouse), start, end, service), load_prices(prices), by))
-        show(report, as_json, stats_table)
-        if report.unpriced and not as_json:
-            warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
-                 "no price for")
+    start, end = attempt(lambda: (parse_when(since, flag="--since"),
+                                  parse_when(until, flag="--until")))
+    report = attempt(lambda: summarise(
+        _usage(open_source(api, clickhouse), start, end, service), load_prices(prices), by))
+    show(report, as_json, stats_table)
+    if report.unpriced and not as_json:
+        warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
+             "no price for")
 
-    @group.command()
-    @click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
-                  help="Keep the demo's store here (default: a temporary directory).")
-    def demo(directory: str | None) -> None:
-        """The whole product offline in under a minute: record a good and a drifted run
-        against a built-in fake LLM, inspect, replay, bisect, fork."""
-        from rewind.replay.cli.demo import main as run_demo
+@click.command(cls=Command)
+@click.option("--dir", "directory", default=None, type=click.Path(file_okay=False),
+              help="Keep the demo's store here (default: a temporary directory).")
+def demo(directory: str | None) -> None:
+    """The whole product offline in under a minute: record a good and a drifted run
+    against a built-in fake LLM, inspect, replay, bisect, fork."""
+    from rewind.replay.cli.demo import main as run_demo
 
-        sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
+    sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
 
 
 def load_runs(refs: list[str], api: str | None, clickhouse: str | None) -> list[Timeline]:

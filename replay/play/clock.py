@@ -21,11 +21,9 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.exporter import steps
+from rewind.replay.play.settings import CLOCK_LIVE, CLOCK_RECORDED, CLOCKS
 
-RECORDED = "recorded"
-LIVE = "live"
-CHOICES = (RECORDED, LIVE)
+RECORDED, LIVE, CHOICES = CLOCK_RECORDED, CLOCK_LIVE, CLOCKS
 
 _travel: list[Any] = []
 
@@ -69,6 +67,8 @@ def _real_time_for_spans() -> None:
     two of its modules: those names get the real time (monotonic clock + the offset read before
     travelling), now or when the modules are imported."""
     import wrapt
+
+    from rewind.exporter import steps
 
     offset = time.time_ns() - time.monotonic_ns()
 

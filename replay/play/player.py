@@ -18,25 +18,30 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import frameworks, tools, transport
-from rewind.exporter.config import ENV_REPLAY_SOURCE, host_globs
+from rewind.exporter.config import host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock
 from rewind.replay.play.matching import Divergence
-from rewind.replay.play.session import LENIENT, STRICT, Answer, ReplaySession, recorded_answer
+from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
+from rewind.replay.play.settings import (
+    ENV_ALLOW_LIVE,
+    ENV_CASSETTE,
+    ENV_CLOCK,
+    ENV_DEBUG,
+    ENV_IGNORE,
+    ENV_MODE,
+    ENV_REPORT,
+    ENV_SOURCE,
+    ENV_SPEED,
+    INSTALLER,
+    LENIENT,
+    STRICT,
+)
 
-__all__ = ["LENIENT", "STRICT", "ReplayDivergence", "ReplaySession", "install", "uninstall"]
-
-ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
-ENV_REPORT = "REWIND_REPLAY_REPORT"
-ENV_MODE = "REWIND_REPLAY_MODE"
-ENV_SPEED = "REWIND_REPLAY_SPEED"
-ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
-ENV_ALLOW_LIVE = "REWIND_REPLAY_ALLOW_LIVE"  # comma-separated host globs
-ENV_IGNORE = "REWIND_REPLAY_IGNORE"  # newline-separated request path globs
-ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # recorded (default) or live
-ENV_SOURCE = ENV_REPLAY_SOURCE
-INSTALLER = f"{__name__}:install_from_env"  # what the child's sitecustomize runs
+__all__ = ["ENV_ALLOW_LIVE", "ENV_CASSETTE", "ENV_CLOCK", "ENV_DEBUG", "ENV_IGNORE", "ENV_MODE",
+           "ENV_REPORT", "ENV_SOURCE", "ENV_SPEED", "INSTALLER", "LENIENT", "STRICT",
+           "ReplayDivergence", "ReplaySession", "install", "uninstall"]
 
 
 class ReplayDivergence(BaseException):

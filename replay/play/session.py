@@ -24,9 +24,7 @@ from rewind.replay.cassette.synthesis import provider_of, render, reply_of, shap
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.matching import Divergence, Matcher
 from rewind.replay.play.report import ReplayReport
-
-STRICT = "strict"
-LENIENT = "lenient"
+from rewind.replay.play.settings import LENIENT, STRICT
 
 Events = list[tuple[int, str]]
 

@@ -17,17 +17,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rewind.collector import reader
-from rewind.collector.intake import MAX_TIME_NS
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
+from rewind.collector.store import MAX_TIME_NS
 from rewind.exporter import attributes as A
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette, build_cassette
 from rewind.replay.sources import otlp_files
-from rewind.replay.sources.credentials import Finding, span_findings
 from rewind.replay.sources.document import (
     FORMAT,
     VERSION,
@@ -36,6 +32,10 @@ from rewind.replay.sources.document import (
     document_digest,
     encode_document,
 )
+
+if TYPE_CHECKING:  # the store side and the screening load when a file is stored or exported
+    from rewind.collector.store import Store
+    from rewind.replay.sources.credentials import Finding
 
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
@@ -160,9 +160,7 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
     if strangers:
         raise ArchiveError(f"spans of other traces ({', '.join(sorted(strangers))}) given "
                            f"for trace {trace_id}")
-    findings = [f for span in spans for f in span_findings(span)]
-    if findings:
-        raise CredentialInTrace(trace_id, findings, "export")
+    _screen(trace_id, spans, "export")
     blobs: dict[str, str] = {}
     packed = []
     for span in spans:
@@ -226,7 +224,15 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
     return span
 
 
-def _from_otlp(data: bytes) -> Archive:
+def _screen(trace_id: str, spans: Sequence[Mapping[str, Any]], action: str) -> None:
+    from rewind.replay.sources.credentials import span_findings
+
+    findings = [f for span in spans for f in span_findings(span)]
+    if findings:
+        raise CredentialInTrace(trace_id, findings, action)
+
+
+def _from_otlp(data: bytes, for_import: bool = True) -> Archive:
     """One trace from an OTLP file (``otlp_files.py``), checked for credentials like a file."""
     try:
         rows = otlp_files.rows_of(data)
@@ -239,25 +245,29 @@ def _from_otlp(data: bytes) -> Archive:
         shown = ", ".join(traces[:5]) + (", ..." if len(traces) > 5 else "")
         raise ArchiveError(f"the OTLP file holds {len(traces)} traces ({shown}); import takes "
                            "one trace per file: keep the lines or requests of the one you want")
-    findings = [f for span in spans for f in span_findings(span)]
-    if findings:
-        raise CredentialInTrace(traces[0], findings, "import")
+    if not for_import:
+        return Archive(traces[0], spans, "")
+    _screen(traces[0], spans, "import")
     return Archive(traces[0], spans, hashlib.sha256(data).hexdigest())
 
 
-def unpack(data: bytes | IO[bytes]) -> Archive:
+def unpack(data: bytes | IO[bytes], for_import: bool = True) -> Archive:
     """A file's trace; refused (with the reason) when damaged, altered or carrying a credential.
     An OTLP file (JSON lines, one JSON document, protobuf) holding one trace is taken too; a
-    stream is peeked at, and read whole only when it is OTLP (its size was bounded upstream)."""
+    stream is peeked at, and read whole only when it is OTLP (its size was bounded upstream).
+
+    Without ``for_import`` (a file read to be replayed: nothing is stored or sent on) the
+    credential screening and the content digest, which are for storing, are skipped; the
+    archive's digest is then empty."""
     if isinstance(data, bytes):
         if otlp_files.is_otlp(data):
-            return _from_otlp(data)
+            return _from_otlp(data, for_import)
     else:  # a seekable binary file, read from its start as decode_document reads it
         data.seek(0)
         head = data.read(len(otlp_files.ZSTD_MAGIC))
         if otlp_files.is_otlp(head):
             data.seek(0)
-            return _from_otlp(data.read())
+            return _from_otlp(data.read(), for_import)
     document = decode_document(data)
     try:
         trace_id = parse_trace_id(document.get("trace_id", ""))
@@ -269,9 +279,9 @@ def unpack(data: bytes | IO[bytes]) -> Archive:
         raise ArchiveError(f"trace file for {trace_id} holds no spans")
     blobs = check_blobs(document.get("blobs", {}), entries)
     spans = [_checked_span(entry, i, trace_id, blobs) for i, entry in enumerate(entries)]
-    findings = [f for span in spans for f in span_findings(span)]
-    if findings:
-        raise CredentialInTrace(trace_id, findings, "import")
+    if not for_import:
+        return Archive(trace_id, spans, "")
+    _screen(trace_id, spans, "import")
     return Archive(trace_id, spans, document_digest(document))
 
 
@@ -308,6 +318,9 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     Everything is checked before the first row is written. ``tenant`` (the importer's, from
     its token) replaces whatever tenant the file names; None keeps the file's.
     """
+    from rewind.collector import reader
+    from rewind.collector.writer import TraceWriter
+
     archive = unpack(data)
     if tenant is not None:
         spans = [{**s, "ResourceAttributes": {**s["ResourceAttributes"],
@@ -340,15 +353,16 @@ def write_file(path: str | Path, data: bytes) -> None:
                            ) from error
 
 
-def read_archive(path: str | Path) -> Archive:
+def read_archive(path: str | Path, for_import: bool = True) -> Archive:
     data = read_file(path)
     try:
-        return unpack(data)
+        return unpack(data, for_import)
     except ArchiveError as error:
         raise ArchiveError(f"{path}: {error}") from error
 
 
 def read_cassette(path: str | Path) -> Cassette:
-    """The cassette of a ``.rw`` file, built the same way as from a stored trace."""
-    archive = read_archive(path)
+    """The cassette of a ``.rw`` (or OTLP) file, built the same way as from a stored trace;
+    checked like an import except for credentials: replaying stores and sends nothing."""
+    archive = read_archive(path, for_import=False)
     return build_cassette(archive.trace_id, archive.spans)

@@ -10,18 +10,16 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-import httpx
-
-from rewind.collector import reader
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import TRACE_LOOKUP, TRACES
-from rewind.collector.store import ENV_URL, Store, redact_url, resolve_url
+from rewind.collector.store import ENV_URL, redact_url, resolve_url
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
-from rewind.replay.cassette.model import Cassette, build_cassette
-from rewind.replay.sources import archive
+
+if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
+    from rewind.collector.store import Store
+    from rewind.replay.cassette.model import Cassette
+    from rewind.replay.sources.api_client import ApiResponse
 
 ENV_API = "REWIND_URL"
 ENV_API_TOKEN = "REWIND_API_TOKEN"  # bearer token for a worker or serve run with tokens
@@ -52,11 +50,15 @@ class TraceSource(Protocol):
 
 
 class ApiSource:
-    def __init__(self, url: str, timeout: float = 30.0, token: str | None = None) -> None:
+    """A worker's API, through this process's one client for its URL (``api_client.py``)."""
+
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url.rstrip("/")
         token = token if token is not None else os.environ.get(ENV_API_TOKEN)
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
+        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        from rewind.replay.sources.api_client import client_for
+
+        self._http = client_for(self.url)
 
     def _get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params={k: v for k, v in params.items() if v}).json()
@@ -65,10 +67,13 @@ class ApiSource:
         """Any worker API route's JSON; empty params are left out."""
         return self._get(path, **params)
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, method: str, path: str, params: dict[str, Any] | None = None,
+              content: bytes | None = None) -> ApiResponse:
+        from rewind.replay.sources.api_client import ApiUnreachable
+
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as error:
+            response = self._http.request(method, path, params, content, self._headers)
+        except ApiUnreachable as error:
             raise SourceError(f"worker at {self.url} did not answer: {error}") from error
         if response.status_code != 200:
             try:
@@ -77,7 +82,7 @@ class ApiSource:
                 message = response.text
             if response.status_code == 401:
                 message += (f" (give one of its tokens in {ENV_API_TOKEN})"
-                            if not self._http.headers.get("authorization")
+                            if not self._headers
                             else f" (the token in {ENV_API_TOKEN} is not one of its tokens)")
             raise SourceError(f"worker at {self.url}: {message}")
         return response
@@ -96,6 +101,8 @@ class ApiSource:
         return self._get(f"/v1/traces/{trace_id}")["spans"]
 
     def cassette(self, trace_id: str) -> Cassette:
+        from rewind.replay.cassette.model import Cassette
+
         return Cassette.from_dict(self._get(f"/v1/traces/{trace_id}/cassette"))
 
     def export_archive(self, trace_id: str) -> bytes:
@@ -108,13 +115,16 @@ class ApiSource:
         """Polls until the traces hold ``spans`` spans together (what their recording
         exported), so that a command returning a trace id returns a readable one; False when
         ``timeout`` seconds pass first, None when the worker will not say (it wants a token)."""
+        from rewind.replay.sources.api_client import ApiUnreachable
+
         deadline = time.monotonic() + timeout
         while True:
             stored = 0
             for trace_id in trace_ids:
                 try:
-                    response = self._http.get(f"/v1/traces/{trace_id}")
-                except httpx.HTTPError:
+                    response = self._http.request("GET", f"/v1/traces/{trace_id}",
+                                                  headers=self._headers)
+                except ApiUnreachable:
                     return None
                 if response.status_code in (401, 403):
                     return None
@@ -132,9 +142,13 @@ class StoreSource:
         self.store = store
 
     def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
+        from rewind.collector import reader
+
         return reader.list_traces(self.store, **filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
+        from rewind.collector.schema import TRACE_LOOKUP
+
         rows = self.store.query(
             f"SELECT DISTINCT TraceId FROM {TRACE_LOOKUP} WHERE startsWith(TraceId, "
             "{prefix:String}) ORDER BY TraceId LIMIT {n:UInt32}",
@@ -142,18 +156,27 @@ class StoreSource:
         return [r["TraceId"] for r in rows], redact_url(self.store.url)
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
+        from rewind.collector import reader
+
         spans = reader.get_trace(self.store, trace_id)
         if not spans:
             raise SourceError(f"trace {trace_id} not found in {self.store.url}")
         return spans
 
     def cassette(self, trace_id: str) -> Cassette:
+        from rewind.replay.cassette.model import build_cassette
+
         return build_cassette(trace_id.strip().lower(), self.spans(trace_id))
 
     def export_archive(self, trace_id: str) -> bytes:
+        from rewind.replay.sources import archive
+
         return archive.pack(trace_id.strip().lower(), self.spans(trace_id))
 
     def import_archive(self, data: bytes) -> str:
+        from rewind.collector.migrate import migrate
+        from rewind.replay.sources import archive
+
         migrate(self.store)  # a store made just to receive the file has no tables yet
         return archive.import_into(self.store, data).trace_id
 
@@ -167,9 +190,13 @@ def resolve_trace_id(source: TraceSource, ref: str) -> str:
 
 
 def worker_reachable(url: str) -> bool:
+    """Whether a worker answers ``/health`` at ``url``; the connection stays open for the
+    calls that follow."""
+    from rewind.replay.sources.api_client import ApiUnreachable, client_for
+
     try:
-        return httpx.get(url.rstrip("/") + "/health", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
+        return client_for(url).request("GET", "/health", timeout=1.0).status_code == 200
+    except (ApiUnreachable, ValueError):
         return False
 
 
@@ -178,6 +205,8 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly.
     Without ``create`` (only an import makes a store) a store that is not there is an error
     naming where it was looked for, never an empty store made on the spot."""
+    from rewind.collector.store import Store
+
     url = api_url or os.environ.get(ENV_API) or DEFAULT_API
     if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
         server = Store(clickhouse_url)  # a server: read it directly
@@ -231,6 +260,9 @@ def _existing(store: Store) -> Store:
     """``store`` if it holds Rewind's tables; else closed, and an error with the fix. An
     embedded store recorded by an older version gets the newer migrations first (its reads
     use their tables); a server's are applied by its operator (``rewind migrate``)."""
+    from rewind.collector.migrate import migrate
+    from rewind.collector.schema import TRACES
+
     if store.command(f"EXISTS TABLE {TRACES}") in (1, "1"):
         if store.embedded:
             migrate(store)

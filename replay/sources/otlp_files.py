@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from rewind.collector.otlp_json import JsonPayloadError, parse_json
-from rewind.collector.rows import span_rows
+if TYPE_CHECKING:  # protobuf and the row conversion load when an OTLP file is read, not a .rw
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a .rw file is one zstd frame
 
@@ -32,6 +31,8 @@ def is_otlp(data: bytes) -> bool:
 
 
 def _json_requests(data: bytes) -> Iterator[ExportTraceServiceRequest]:
+    from rewind.collector.otlp_json import JsonPayloadError, parse_json
+
     lines = [line for line in data.splitlines() if line.strip()]
     try:
         for number, line in enumerate(lines, 1):
@@ -61,6 +62,11 @@ def _length_prefixed(data: bytes) -> list[bytes] | None:
 
 
 def _proto_requests(data: bytes) -> list[ExportTraceServiceRequest]:
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     for chunks in (_length_prefixed(data), [data]):
         try:
             requests = [ExportTraceServiceRequest.FromString(c) for c in chunks or []]
@@ -74,6 +80,8 @@ def _proto_requests(data: bytes) -> list[ExportTraceServiceRequest]:
 
 def rows_of(data: bytes) -> list[list[Any]]:
     """Every span of an OTLP file as an ``otel_traces`` row (``schema.TRACE_COLUMNS``)."""
+    from rewind.collector.rows import span_rows
+
     text = data.lstrip()
     requests = list(_json_requests(data)) if text.startswith(b"{") else _proto_requests(data)
     rows = [row for request in requests for row in span_rows(request)]

@@ -24,6 +24,9 @@ MAX_EDITS = 256  # Myers gives up past this many insertions + removals in one st
 LOOKAHEAD = 16  # how far the greedy fallback looks for the next matching signature
 
 
+Script = list[tuple[int | None, int | None]]
+
+
 @dataclass(frozen=True)
 class Pair:
     """Indexes into the left and right sequences; ``None`` on the side that lacks the step."""
@@ -45,6 +48,20 @@ def align(
 ) -> list[Pair]:
     """Align two sequences of signatures; keys (default: the signatures) pick the best partner
     among equal signatures. Every index of both sides appears exactly once, in order."""
+    return [Pair(i, j) for i, j in align_indexes(left, right, left_keys, right_keys, max_edits)]
+
+
+def align_indexes(
+    left: Sequence[Hashable],
+    right: Sequence[Hashable],
+    left_keys: Sequence[Hashable] | None = None,
+    right_keys: Sequence[Hashable] | None = None,
+    max_edits: int = MAX_EDITS,
+) -> Script:
+    """:func:`align` as plain ``(left, right)`` tuples: for long runs walked once, since plain
+    tuples of indexes are dropped from the garbage collector's watch and ``Pair`` objects are
+    not (hundreds of thousands of them make its full passes over the heap a cost that grows
+    faster than the runs)."""
     if (left_keys is None) != (right_keys is None):
         raise ValueError("give keys for both sides or for neither")
     if left_keys is not None and right_keys is not None:
@@ -63,16 +80,16 @@ class _Aligner:
                  max_edits: int) -> None:
         self.ls, self.rs, self.lk, self.rk = left, right, left_keys, right_keys
         self.max_edits = max_edits
-        self.out: list[Pair] = []
+        self.out: Script = []
 
-    def run(self, anchors: bool) -> list[Pair]:
+    def run(self, anchors: bool) -> Script:
         self._range(0, len(self.ls), 0, len(self.rs), anchors)
         return self.out
 
     def _range(self, lo1: int, hi1: int, lo2: int, hi2: int, anchors: bool) -> None:
         lk, rk, out = self.lk, self.rk, self.out
         while lo1 < hi1 and lo2 < hi2 and lk[lo1] == rk[lo2]:
-            out.append(Pair(lo1, lo2))
+            out.append((lo1, lo2))
             lo1 += 1
             lo2 += 1
         tail = 0
@@ -82,37 +99,40 @@ class _Aligner:
         found = _unique_anchors(lk, rk, lo1, hi1, lo2, hi2) if anchors else []
         for i, j in found:
             self._range(lo1, i, lo2, j, anchors=False)
-            out.append(Pair(i, j))
+            out.append((i, j))
             lo1, lo2 = i + 1, j + 1
         self._signatures(lo1, hi1, lo2, hi2)
-        out.extend(Pair(hi1 + t, hi2 + t) for t in range(tail))
+        out.extend((hi1 + t, hi2 + t) for t in range(tail))
 
     def _signatures(self, lo1: int, hi1: int, lo2: int, hi2: int) -> None:
         if lo1 == hi1 or lo2 == hi2:
-            self.out.extend(Pair(i, None) for i in range(lo1, hi1))
-            self.out.extend(Pair(None, j) for j in range(lo2, hi2))
+            self.out.extend((i, None) for i in range(lo1, hi1))
+            self.out.extend((None, j) for j in range(lo2, hi2))
             return
         a, b = self.ls[lo1:hi1], self.rs[lo2:hi2]
         script = _myers(a, b, self.max_edits, budget=20 * (len(a) + len(b)) + 50_000)
         if script is None:
             script = _greedy(a, b)
-        self.out.extend(Pair(None if i is None else lo1 + i, None if j is None else lo2 + j)
+        self.out.extend((None if i is None else lo1 + i, None if j is None else lo2 + j)
                         for i, j in script)
 
 
 def _unique_anchors(lk: Sequence[Hashable], rk: Sequence[Hashable], lo1: int, hi1: int,
                     lo2: int, hi2: int) -> list[tuple[int, int]]:
-    """Pairs of keys found once on each side, the longest run of them in the same order."""
-    counts: dict[Hashable, list[int]] = {}  # key -> [left count, right count, left i, right j]
+    """Pairs of keys found once on each side, the longest run of them in the same order.
+    Positions are kept in flat dicts of ints (no container per key), so the work and the
+    garbage collector's share of it stay linear in the length of the runs."""
+    left: dict[Hashable, int] = {}
+    repeated: set[Hashable] = set()
     for i in range(lo1, hi1):
-        entry = counts.setdefault(lk[i], [0, 0, i, -1])
-        entry[0] += 1
+        if left.setdefault(lk[i], i) != i:
+            repeated.add(lk[i])
+    right: dict[Hashable, int] = {}
     for j in range(lo2, hi2):
-        entry = counts.get(rk[j])
-        if entry is not None:
-            entry[1] += 1
-            entry[3] = j
-    candidates = sorted((e[2], e[3]) for e in counts.values() if e[0] == 1 and e[1] == 1)
+        key = rk[j]
+        if key in left and right.setdefault(key, j) != j:
+            repeated.add(key)
+    candidates = sorted((left[key], j) for key, j in right.items() if key not in repeated)
     return _longest_increasing(candidates)
 
 
@@ -137,9 +157,6 @@ def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         at = back[at]
     chain.reverse()
     return chain
-
-
-Script = list[tuple[int | None, int | None]]
 
 
 def _myers(a: Sequence[Hashable], b: Sequence[Hashable], max_edits: int,

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.diff import (
     INSERTED,
     REMOVED,
     SAME,
     StepView,
-    align_views,
+    align_interactions,
     pair_status,
     preview,
-    views,
+    signature_of,
 )
 
 CAUSES = (
@@ -114,26 +114,32 @@ class Bisection:
 
 
 def bisect(good: Cassette, bad: Cassette) -> Bisection:
-    """The first aligned pair of steps that differs, with its likely cause."""
-    gv, bv = views(good), views(bad)
-    pairs = align_views(gv, bv)
-    matched: list[tuple[StepView, StepView]] = []
-    for index, pair in enumerate(pairs):
-        g = None if pair.left is None else gv[pair.left]
-        b = None if pair.right is None else bv[pair.right]
+    """The first aligned pair of steps that differs, with its likely cause.
+
+    Linear in the steps: a view is made for each pair as it is compared and dropped after, so
+    the walk keeps nothing per step that the garbage collector would keep walking over."""
+    gi, bi = good.interactions, bad.interactions
+    pairs = align_interactions(gi, bi)
+    matched = 0
+    last: deque[tuple[int, int, str]] = deque(maxlen=CONTEXT_STEPS)
+    for index, (left, right) in enumerate(pairs):
+        g = None if left is None else StepView(gi[left])
+        b = None if right is None else StepView(bi[right])
         status = pair_status(g, b)
         if status == SAME and g is not None and b is not None:
-            matched.append((g, b))
+            matched += 1
+            last.append((g.step, b.step, g.name))
             continue
-        result = Bisection(good.trace_id, bad.trace_id, len(matched))
-        result.before = [(x.step, y.step, x.name) for x, y in matched[-CONTEXT_STEPS:]]
-        _classify(result, g, b, status, pairs[index + 1:], gv, bv)
+        result = Bisection(good.trace_id, bad.trace_id, matched)
+        result.before = list(last)
+        _classify(result, g, b, status, pairs[index + 1:], gi, bi)
         return result
-    return Bisection(good.trace_id, bad.trace_id, len(matched))
+    return Bisection(good.trace_id, bad.trace_id, matched)
 
 
 def _classify(result: Bisection, g: StepView | None, b: StepView | None, status: str,
-              rest: Sequence[Any], gv: list[StepView], bv: list[StepView]) -> None:
+              rest: Sequence[Any], gv: Sequence[Interaction], bv: Sequence[Interaction]
+              ) -> None:
     for side, view in (("good", g), ("bad", b)):
         if view is not None:
             setattr(result, f"{side}_step", view.step)
@@ -156,20 +162,20 @@ Check = Callable[..., "str | None"]
 
 
 def _steps(g: StepView | None, b: StepView | None, status: str, rest: Sequence[Any],
-           gv: list[StepView], bv: list[StepView]) -> str | None:
+           gv: Sequence[Interaction], bv: Sequence[Interaction]) -> str | None:
     if status not in (REMOVED, INSERTED):
         return None
-    following = rest[0] if rest else None
+    next_good, next_bad = rest[0] if rest else (None, None)  # the next pair's indexes
     if status == REMOVED and g is not None:
-        if following is not None and following.left is None and following.right is not None:
-            other = bv[following.right]
-            return f"step type changed: {g.signature} -> {other.signature}"
+        if next_good is None and next_bad is not None:
+            other = signature_of(bv[next_bad])
+            return f"step type changed: {g.signature} -> {other}"
         return f"the bad run has no {g.signature} here (good step {g.step}); " \
                f"{len(gv)} steps in the good run, {len(bv)} in the bad"
     assert b is not None
-    if following is not None and following.right is None and following.left is not None:
-        other = gv[following.left]
-        return f"step type changed: {other.signature} -> {b.signature}"
+    if next_bad is None and next_good is not None:
+        other = signature_of(gv[next_good])
+        return f"step type changed: {other} -> {b.signature}"
     failed = f", answered {b.interaction.status}" if b.interaction.status >= 400 else ""
     return f"the bad run makes an extra {b.signature} call (bad step {b.step}{failed}); " \
            f"{len(gv)} steps in the good run, {len(bv)} in the bad"

@@ -10,7 +10,7 @@ so OpenAI, Anthropic and Gemini traces compare the same way and volatile ids do 
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +22,7 @@ from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
-from rewind.replay.timetravel.align import Pair, align
+from rewind.replay.timetravel.align import Pair, Script, align, align_indexes
 
 SAME = "same"  # same request, same answer
 CHANGED = "changed"  # the request differs
@@ -37,8 +37,31 @@ SAMPLING = {
 
 
 def _endpoint(interaction: Interaction) -> providers.Endpoint | None:
-    parts = urlsplit(interaction.url)
+    return _endpoint_of(interaction.url)
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint_of(url: str) -> providers.Endpoint | None:
+    """Per URL, not per step: a run calls a handful of URLs thousands of times."""
+    parts = urlsplit(url)
     return providers.detect(parts.hostname or "", parts.path)
+
+
+def signature_of(interaction: Interaction) -> str:
+    """What kind of step it is (``llm chat``, ``tool get_weather``): what alignment pairs."""
+    if interaction.kind == A.KIND_TOOL:
+        return f"tool {interaction.tool_name}"
+    if interaction.semantic is not None:
+        return f"llm {interaction.semantic.get('operation', 'chat')}"
+    endpoint = _endpoint(interaction)
+    return f"llm {endpoint.operation if endpoint else interaction.name}"
+
+
+def align_key_of(interaction: Interaction) -> tuple[str, bool]:
+    """The exact request, and whether it failed: a failed attempt is not the same step as the
+    retry that succeeded."""
+    key = interaction.match_key or interaction.semantic_key
+    return key, interaction.status >= 400 or bool(interaction.tool_error)
 
 
 def split_system(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
@@ -53,26 +76,18 @@ def split_system(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
 class StepView:
     """One interaction as diff and bisect see it; the costly views are built on first use."""
 
-    __slots__ = ("_answer", "_canonical", "_request", "_stable", "align_key", "interaction", "key",
-                 "kind", "signature")
+    __slots__ = ("_answer", "_canonical", "_request", "align_key", "interaction", "key", "kind",
+                 "signature")
 
     def __init__(self, interaction: Interaction) -> None:
         self.interaction = interaction
         self.kind = interaction.kind
         self.key = interaction.match_key or interaction.semantic_key
-        # A failed attempt is not the same step as the retry that succeeded.
-        self.align_key = (self.key, interaction.status >= 400 or bool(interaction.tool_error))
-        if interaction.kind == A.KIND_TOOL:
-            self.signature = f"tool {interaction.tool_name}"
-        elif interaction.semantic is not None:
-            self.signature = f"llm {interaction.semantic.get('operation', 'chat')}"
-        else:
-            endpoint = _endpoint(interaction)
-            self.signature = f"llm {endpoint.operation if endpoint else interaction.name}"
+        self.align_key = align_key_of(interaction)
+        self.signature = signature_of(interaction)
         self._request: dict[str, Any] | None = None
         self._answer: dict[str, Any] | None = None
         self._canonical: dict[str, Any] | None = None
-        self._stable: Any = _UNREAD
 
     @property
     def step(self) -> int:
@@ -103,17 +118,6 @@ class StepView:
             self._answer = _answer_view(self.interaction)
         return self._answer
 
-    def stable_body(self) -> Any:
-        """The plain JSON answer without per-response ids, times and usage (None: streamed or
-        not JSON): equal stable bodies mean equal answers, at a fraction of a decode."""
-        if self._stable is _UNREAD:
-            i = self.interaction
-            self._stable = None
-            if i.kind != A.KIND_TOOL and i.response_events is None and i.response_body:
-                with contextlib.suppress(ValueError):
-                    self._stable = _without_volatile(json.loads(i.response_body))
-        return self._stable
-
     def same_answer(self, other: StepView) -> bool:
         a, b = self.interaction, other.interaction
         if a.status != b.status:
@@ -121,13 +125,11 @@ class StepView:
         if (a.response_body == b.response_body and a.response_events == b.response_events
                 and a.tool_error == b.tool_error and a.synthetic == b.synthetic):
             return True
-        stable = self.stable_body()
-        if stable is not None and stable == other.stable_body():
+        if _same_stable_body(a, b):
             return True
         return self.answer == other.answer
 
 
-_UNREAD = object()
 # Fields every response has its own value of, though the answer is the same.
 VOLATILE_ANSWER_FIELDS = frozenset({
     "id", "created", "created_at", "system_fingerprint", "usage", "service_tier",
@@ -135,13 +137,37 @@ VOLATILE_ANSWER_FIELDS = frozenset({
 })
 
 
-def _without_volatile(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _without_volatile(v) for k, v in node.items()
-                if k not in VOLATILE_ANSWER_FIELDS}
-    if isinstance(node, list):
-        return [_without_volatile(v) for v in node]
-    return node
+def _plain_json(interaction: Interaction) -> Any:
+    """A plain (not streamed) JSON answer, parsed; None when there is none."""
+    if interaction.kind == A.KIND_TOOL or interaction.response_events is not None:
+        return None
+    if not interaction.response_body:
+        return None
+    try:
+        return json.loads(interaction.response_body)
+    except ValueError:
+        return None
+
+
+def _same_stable_body(a: Interaction, b: Interaction) -> bool:
+    """Equal JSON answers but for per-response ids, times and usage: the same answer, at a
+    fraction of a decode. Parsed for the comparison and dropped: nothing is kept per step, so
+    a long run does not fill the heap (and the collector's passes over it) with copies."""
+    left = _plain_json(a)
+    return left is not None and _equal_but_volatile(left, _plain_json(b))
+
+
+def _equal_but_volatile(left: Any, right: Any) -> bool:
+    if isinstance(left, dict):
+        if not isinstance(right, dict):
+            return False
+        keys = left.keys() - VOLATILE_ANSWER_FIELDS
+        return keys == right.keys() - VOLATILE_ANSWER_FIELDS and all(
+            _equal_but_volatile(left[k], right[k]) for k in keys)
+    if isinstance(left, list):
+        return isinstance(right, list) and len(left) == len(right) and all(
+            _equal_but_volatile(x, y) for x, y in zip(left, right, strict=True))
+    return bool(left == right)
 
 
 def _request_view(interaction: Interaction) -> dict[str, Any]:
@@ -207,6 +233,13 @@ def views(cassette: Cassette) -> list[StepView]:
 def align_views(left: Sequence[StepView], right: Sequence[StepView]) -> list[Pair]:
     return align([v.signature for v in left], [v.signature for v in right],
                  [v.align_key for v in left], [v.align_key for v in right])
+
+
+def align_interactions(left: Sequence[Interaction], right: Sequence[Interaction]) -> Script:
+    """:func:`align_views` as ``(left, right)`` index tuples and without a view per step, for
+    a walk that builds views as it goes (``bisect``)."""
+    return align_indexes([signature_of(i) for i in left], [signature_of(i) for i in right],
+                         [align_key_of(i) for i in left], [align_key_of(i) for i in right])
 
 
 def pair_status(left: StepView | None, right: StepView | None) -> str:

@@ -1,0 +1,49 @@
+"""What several commands share: options (``--clickhouse``, ``--api``, ``-h``) and JSON output,
+declared once. Cheap to import: ``rewind-replay`` loads this and the replay command, nothing
+else of the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from rewind.collector.store import ENV_URL
+from rewind.replay.sources.locate import ENV_API
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+
+def _store_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bare directory is an embedded store there (``--clickhouse ./data``)."""
+    if value and "://" not in value:
+        return f"chdb://{os.path.abspath(value)}"
+    return value
+
+
+clickhouse_option = click.option(
+    "--clickhouse",
+    envvar=ENV_URL,
+    default=None,
+    callback=_store_url,
+    help="Store: a directory or chdb:///abs/path (embedded), or "
+    "http(s)://user:pass@host:8123/db. Default: an embedded store in ./.rewind/store.",
+)
+api_option = click.option(
+    "--api",
+    envvar=ENV_API,
+    default=None,
+    help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
+    " when none answers, the store is opened directly.",
+)
+
+
+def sourced(command: click.Command) -> click.Command:
+    """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""
+    return api_option(clickhouse_option(command))
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))

@@ -1,0 +1,114 @@
+"""The server commands of ``rewind``: serve, worker, migrate. Loaded when one of them runs (or
+``rewind --help`` lists them), so that other commands do not import the collector's settings."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+from rewind.collector.config import ENV
+from rewind.collector.store import StoreError, redact_url
+from rewind.replay.cli.failure import Command, fail, fix_for
+from rewind.replay.cli.options import clickhouse_option
+
+out = Console()
+
+@click.command(cls=Command)
+@clickhouse_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--grpc-port", envvar=ENV["grpc_port"], default=4317, show_default=True,
+              help="OTLP/gRPC port (0: any).")
+@click.option("--api-port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+              help="Worker API port (0: any).")
+@click.option("--http-port", envvar=ENV["http_port"], default=4318, show_default=True,
+              help="OTLP/HTTP port (0: any).")
+@click.option("--spool-dir", envvar=ENV["spool_dir"], default=None,
+              help="Ingest spool (default: next to the store).")
+@click.option("--auth-tokens-file", "--tokens-file", "auth_tokens_file",
+              envvar=["REWIND_AUTH_TOKENS_FILE", "REWIND_API_TOKENS_FILE"], show_envvar=True,
+              default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Bearer tokens, one per line: 'token' or 'token tenant', for sending spans "
+                   "and for the API alike. A tenant's token reads only its tenant's traces; "
+                   "one without a tenant is an operator's. Reloaded when the file changes or "
+                   "on SIGHUP. Required off loopback.")
+@click.option("--auth-tokens", envvar="REWIND_AUTH_TOKENS", show_envvar=True, default=None,
+              help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
+@click.option("--auth-reload-seconds", envvar="REWIND_AUTH_RELOAD_SECONDS", show_envvar=True,
+              type=float, default=2.0, show_default=True,
+              help="How often the tokens file is checked for changes (0: only on SIGHUP).")
+@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+              help="Allow a non-loopback --host without authentication.")
+def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
+          spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
+          auth_reload_seconds: float, allow_insecure_bind: bool) -> None:
+    """Collector and replay worker together, on the embedded store by default."""
+    from rewind.replay.cli.preflight import check_ports, check_store
+    from rewind.replay.worker.server import ServeOptions
+    from rewind.replay.worker.server import serve as run
+
+    check_store(clickhouse)
+    check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
+                       "--http-port": (http_port, ENV["http_port"]),
+                       "--api-port": (api_port, "REWIND_WORKER_PORT")})
+    try:
+        run(
+            ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
+                         auth_tokens_file, auth_tokens, auth_reload_seconds,
+                         allow_insecure_bind),
+            announce=lambda line: print(line, flush=True),
+        )
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
+        return
+    except (StoreError, OSError, ValueError) as error:  # ValueError: a setting (ConfigError)
+        fail(str(error), fix_for(error))
+
+
+@click.command(cls=Command)
+@clickhouse_option
+@click.option("--host", envvar="REWIND_WORKER_HOST", default="127.0.0.1", show_default=True,
+              help="Address to listen on.")
+@click.option("--port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+              help="API port (0: any).")
+@click.option("--tokens-file", envvar="REWIND_API_TOKENS_FILE", default=None,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Bearer tokens, one per line ('token [tenant]'); required off loopback.")
+@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+              help="Serve on a non-loopback address without tokens.")
+def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
+           allow_insecure_bind: bool) -> None:
+    """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP)."""
+    from rewind.replay.worker.server import WorkerOptions
+    from rewind.replay.worker.server import worker as run
+
+    try:
+        run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind),
+            announce=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return
+    except (StoreError, OSError, ValueError) as error:
+        fail(str(error), fix_for(error))
+
+
+@click.command(cls=Command)
+@clickhouse_option
+@click.option("--cluster", envvar="REWIND_CLICKHOUSE_CLUSTER", default="",
+              help="Create replicated local tables ON CLUSTER with Distributed tables over "
+                   "them (the cluster name from remote_servers).")
+@click.option("--database", envvar="REWIND_CLICKHOUSE_DATABASE", default="",
+              help="Database of the cluster tables (default: the connection's).")
+def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
+    """Create or upgrade the tables (idempotent)."""
+    from rewind.collector.migrate import migrate as apply
+    from rewind.collector.schema import Layout
+    from rewind.collector.store import Store
+
+    try:
+        store = Store(clickhouse)
+        applied = apply(store, layout=Layout(cluster=cluster, database=database))
+    except StoreError as error:
+        fail(str(error))
+    where = redact_url(store.url)
+    if applied:
+        out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
+    else:
+        out.print(f"{where} is up to date")
