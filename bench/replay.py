@@ -342,6 +342,10 @@ def main() -> None:
         end_to_end(calls, args.rounds)
     for calls in sizes:
         per_call(calls)
+    from replay_tools import per_call_tools_http  # the same, for a tool's HTTP and @tool calls
+
+    for calls in sizes:
+        per_call_tools_http(calls)
     if args.spans:
         build_time(args.spans)
 
