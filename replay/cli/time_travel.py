@@ -31,14 +31,18 @@ from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
 from rewind.replay.timetravel.timeline import Timeline, is_file_ref
 
-out = Console()
+
+def out() -> Console:
+    """A console made for this invocation: its width comes from the terminal or ``COLUMNS``
+    as they are now, not when the module was first imported."""
+    return Console()
 
 
 def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
     if as_json:
         print_json(result.to_dict())
     else:
-        out.print(view(result))
+        out().print(view(result))
 
 
 def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bo
         if as_json:
             print_json([{"step": s, "text": t} for s, t in found])
         for step, text in [] if as_json else found:
-            out.print(f"step {step}: {text}", markup=False, highlight=False)
+            out().print(f"step {step}: {text}", markup=False, highlight=False)
         return
     kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
     if as_json:
@@ -86,10 +90,11 @@ def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bo
                                                         run.cassette.skipped],
                     "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
         return
-    out.print(timeline_table(run, kinds, width=out.width))
+    console = out()
+    console.print(timeline_table(run, kinds, width=console.width))
     line = lineage_line(run)
     if line:
-        out.print(line, highlight=False)
+        out().print(line, highlight=False)
     for skipped in run.cassette.skipped:
         warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
 
@@ -228,7 +233,7 @@ def demo(directory: str | None) -> None:
     against a built-in fake LLM, inspect, replay, bisect, fork."""
     from rewind.replay.cli.demo import main as run_demo
 
-    sys.exit(attempt(lambda: run_demo(directory, out), (StoreError, OSError)))
+    sys.exit(attempt(lambda: run_demo(directory, out()), (StoreError, OSError)))
 
 
 def load_runs(refs: list[str], api: str | None, clickhouse: str | None) -> list[Timeline]:
