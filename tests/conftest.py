@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.register_assert_rewrite("tests.support")
+# LiteLLM fetches its price table from the network when imported unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from rewind import exporter  # noqa: E402  (after the rewrite hook, like every support import)
 from rewind.collector.migrate import migrate  # noqa: E402
