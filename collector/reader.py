@@ -12,7 +12,7 @@ from typing import Any
 from rewind.exporter import attributes as A
 
 from .llm_steps import LLM_CALLS_IN_TRACE
-from .schema import TRACE_LOOKUP, TRACES
+from .schema import TRACE_LOOKUP, TRACES, span_attribute
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -84,6 +84,11 @@ def trace_version(store: Store, trace_id: str,
     return (row["n"], row["last"]) if row["n"] else None
 
 
+def _first_set(name: str) -> str:
+    """In a query grouped by trace: the attribute's value on some span that has it, else ''."""
+    return f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
+
+
 def list_traces(
     store: Store,
     service: str | None = None,
@@ -93,7 +98,9 @@ def list_traces(
     limit: int = 50,
     tenant: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per trace, newest first: root span, service, start, duration, LLM calls, status."""
+    """One row per trace, newest first: root span, service, start, duration, LLM calls, status,
+    and what it was made from (``ReplaySource``; ``ForkSource`` and ``ForkStep``; '' if
+    nothing)."""
     params: dict[str, Any] = {"limit": int(limit)}
     where = ["TraceId != ''", tenant_condition(tenant, params)]
     if service:
@@ -118,7 +125,10 @@ SELECT
         AS DurationNs,
     count() AS Spans,
     {LLM_CALLS_IN_TRACE} AS LlmCalls,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
+    {_first_set(A.REPLAY_SOURCE_TRACE_ID)} AS ReplaySource,
+    {_first_set(A.FORK_SOURCE_TRACE_ID)} AS ForkSource,
+    {_first_set(A.FORK_STEP)} AS ForkStep
 FROM {TRACES}
 WHERE {' AND '.join(where)}
 GROUP BY TraceId
