@@ -49,8 +49,7 @@ def runs(tmp_path_factory):
                                       "--user-message", "book the cheapest", "--",
                                       sys.executable, str(recording.script), LLM_URL=llm.base_url)
         assert forked.returncode == 0, forked.stderr
-        fork_id = forked.stderr.rsplit("new trace ", 1)[1].split()[0]
-        recording.served.wait_for_spans(fork_id, 3)
+        fork_id = forked.stderr.rsplit("new trace ", 1)[1].split()[0]  # readable at once
         yield recording, replay_id, fork_id
     finally:
         recording.served.stop()
@@ -109,3 +108,12 @@ def test_stats_count_only_original_runs_unless_asked(runs):
     calls = [sum(row["calls"] for row in httpx.get(usage, params=params, timeout=10)
                  .json()["usage"]) for params in ({}, {"include_replays": "true"})]
     assert calls == [2, 6]
+
+
+def test_a_timeline_says_what_it_is_in_a_repl(runs):
+    from rewind.replay import Timeline
+
+    recording, replay_id, _ = runs
+    run = Timeline.load(replay_id[:8], api=recording.served.api_url)
+    assert repr(run) == (f"<Timeline {replay_id}: 2 steps, 3 events, replay of "
+                         f"{recording.trace_id}>")

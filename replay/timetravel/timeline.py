@@ -213,6 +213,13 @@ class Timeline:
         store."""
         return load_all([ref], api, clickhouse)[0]
 
+    def __repr__(self) -> str:
+        """What a REPL shows: the whole id, its size, and what it was made from."""
+        made = self.lineage
+        origin = f", {made['kind']} of {made['source_trace_id']}" if made else ""
+        return (f"<Timeline {self.trace_id}: {len(self._by_step)} steps, "
+                f"{len(self.events)} events{origin}>")
+
     # -- walking --------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.events)
