@@ -43,7 +43,7 @@ api_option = click.option(
     envvar=ENV_API,
     default=None,
     help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
-    " when none answers, the store is opened directly.",
+    " when none answers, the store is opened directly. A token it wants: REWIND_API_TOKEN.",
 )
 
 
@@ -322,6 +322,10 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
     \b
         rewind record -- python my_agent.py
+
+    The recorded process reads REWIND_CAPTURE, REWIND_REDACT, REWIND_MAX_BODY_BYTES,
+    REWIND_MATCH_KEY_SALT, REWIND_HTTP, REWIND_HTTP_HOSTS, REWIND_HTTP_EXCLUDE,
+    REWIND_MAX_QUEUE_BYTES and the OTEL_* variables (README, Configuration).
     """
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,

@@ -68,7 +68,8 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
                   help="Print the conversation as it stood once STEP was done.")
     @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
                   "that first sent each.")
-    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
+    @click.option("--prices", default=None, help="Price file overriding the built-in table "
+                  "and REWIND_PRICES.")
     @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
     @sourced
     def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
@@ -214,7 +215,8 @@ def register(group: click.Group, api_option: Decorator, clickhouse_option: Decor
     @click.option("--service", default=None, help="Only this service.")
     @click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
                   show_default=True, help="Group by model, service, or both.")
-    @click.option("--prices", default=None, help="Price file overriding the built-in table.")
+    @click.option("--prices", default=None, help="Price file overriding the built-in table "
+                  "and REWIND_PRICES.")
     @click.option("--include-replays", is_flag=True, help="Count replays and forks too (left "
                   "out by default: their calls repeat the runs they were made from).")
     @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
