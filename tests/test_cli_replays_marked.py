@@ -117,3 +117,13 @@ def test_a_timeline_says_what_it_is_in_a_repl(runs):
     run = Timeline.load(replay_id[:8], api=recording.served.api_url)
     assert repr(run) == (f"<Timeline {replay_id}: 2 steps, 3 events, replay of "
                          f"{recording.trace_id}>")
+
+
+def test_a_fork_edit_at_the_wrong_kind_of_step_names_the_flag(runs):
+    recording, _, _ = runs
+    done = rewind("fork", recording.trace_id, "--step", "0", "--tool-result", "{}", "--",
+                  sys.executable, str(recording.script),
+                  env={**recording.env, "COLUMNS": COLUMNS})
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ") and "--tool-result" in line and "tool step" in line
