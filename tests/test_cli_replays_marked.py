@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import COLUMNS, readable, rewind
+from tests.support.cli import BIN, COLUMNS, readable, rewind
 from tests.support.harness import record_script
 
 AGENT = textwrap.dedent(
@@ -127,3 +128,18 @@ def test_a_fork_edit_at_the_wrong_kind_of_step_names_the_flag(runs):
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert line.startswith("error: ") and "--tool-result" in line and "tool step" in line
+
+
+def test_a_recorded_replay_stays_offline_and_is_marked(runs):
+    """``rewind replay -- rewind record -- CMD``: the replay holds in the recorded program (no
+    call reaches the network), the summary counts its steps, and the new trace is a replay."""
+    recording, _, _ = runs
+    done = recording.rewind("replay", "--trace-id", recording.trace_id, "--",
+                            str(BIN / "rewind"), "record", "--", sys.executable,
+                            str(recording.script), LLM_URL=recording.dead_url())
+    assert done.returncode == 0, done.stderr
+    assert f"replayed 2/2 recorded steps of trace {recording.trace_id} (strict), 0 live " \
+           "calls" in done.stderr
+    [new] = re.findall(r"rewind: recorded trace ([0-9a-f]{32})", done.stderr)
+    lineage = json.loads(cli(recording, "inspect", new, "--json").stdout)["lineage"]
+    assert lineage["kind"] == "replay" and lineage["source_trace_id"] == recording.trace_id
