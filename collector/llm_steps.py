@@ -25,13 +25,30 @@ from .schema import (
     LLM_CALLS_MV,
     LLM_COSTS,
     SINGLE_NODE,
+    TRACES,
     Layout,
     llm_calls_view,
     llm_costs_view,
     span_attribute,
+    sql_string,
 )
 
 LLM_STEPS = "rewind_llm_steps"
+
+# A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
+# span its source and step. mapContains reads the span-attribute key index (bloom filter).
+MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
+                 f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
+# How far before a period a fork's root span may start and still have calls in it.
+LINEAGE_SLACK = "INTERVAL 1 DAY"
+
+
+def not_made_from_run(since: str, until: str) -> str:
+    """A condition on rows with a ``TraceId`` between the SQL times ``since`` and ``until``:
+    their trace is no replay or fork. Stats and the dashboards count only original runs
+    unless asked: a replay's calls were answered from its source, a fork's first ones too."""
+    return (f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE Timestamp >= {since} - "
+            f"{LINEAGE_SLACK} AND Timestamp <= {until} AND {MADE_FROM_RUN})")
 
 
 def shadowed_by(peer: str, span_id: str, start: str, end: str, operation: str, model: str,

@@ -7,14 +7,14 @@ trace reads as unknown; None reads every tenant (an operator, or a store without
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from rewind.exporter import attributes as A
 
 from .llm_steps import calls_counted
 from .migrations import TRACE_LIST
-from .schema import TRACE_LOOKUP, TRACES
+from .schema import TRACE_LOOKUP, TRACES, span_attribute
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -126,7 +126,7 @@ def list_traces(
     if until:
         having.append("min(Start) <= {until:DateTime64(9)}")
         params["until"] = until
-    return store.query(
+    rows = store.query(
         f"""
 SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
        End - toUnixTimestamp64Nano(Start) AS DurationNs, Spans, LlmCalls, Errors
@@ -144,3 +144,30 @@ ORDER BY Start DESC, TraceId
 """,
         params,
     )
+    return _with_lineage(store, rows)
+
+
+_LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
+            "ForkStep": A.FORK_STEP}
+
+
+def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each listed trace was made from (``ReplaySource``; ``ForkSource`` and
+    ``ForkStep``; '' if nothing), read from the listed traces' own spans only, in their time
+    range: attribute maps of those few traces, never of the whole store."""
+    if not rows:
+        return rows
+    picks = ", ".join(f"anyIf({span_attribute(name)}, {span_attribute(name)} != '') AS {alias}"
+                      for alias, name in _LINEAGE.items())
+    found = store.query(
+        f"SELECT TraceId, {picks} FROM {TRACES} WHERE TraceId IN {{ids:Array(String)}} "
+        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
+        "GROUP BY TraceId",
+        {"ids": [r["TraceId"] for r in rows], "lo": min(r["Start"] for r in rows),
+         "hi": max(r["Start"] + timedelta(microseconds=int(r["DurationNs"]) // 1000 + 1)
+                   for r in rows)})
+    by_id = {r["TraceId"]: r for r in found}
+    for row in rows:
+        made = by_id.get(row["TraceId"], {})
+        row.update({alias: str(made.get(alias) or "") for alias in _LINEAGE})
+    return rows

@@ -42,7 +42,7 @@ def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
     try:
         assert {t["TraceId"] for t in reader.list_traces(store)} == {good, bad, forked[1]}
         fork = Timeline.from_store(store, forked[1])
-        assert fork.lineage == {"source_trace_id": bad, "step": 1, "edits": {
+        assert fork.lineage == {"kind": "fork", "source_trace_id": bad, "step": 1, "edits": {
             "user_message": "Where is order 42? Please just look it up."}}
         assert [e.name for e in fork.of_type("tool")] == ["execute_tool lookup_order"]
     finally:

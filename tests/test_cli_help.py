@@ -3,10 +3,12 @@ README lists doing what their flags do."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import click
 import pytest
@@ -96,3 +98,20 @@ def test_a_usage_error_click_finds_is_one_error_line_too(args, message):
     done = rewind(*args)
     assert done.returncode == 2
     assert done.stderr.splitlines() == [message]
+
+
+def test_every_variable_of_the_configuration_table_is_named_in_some_help():
+    """A variable the README lists is found where a user looks first: some ``--help``."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    table = readme.split("## Configuration", 1)[1].split("\n\n**", 1)[0]
+    listed = set(re.findall(r"REWIND_[A-Z_]+", table))
+    helps = [rewind("--help").stdout]
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        for name, sub in getattr(command, "commands", {}).items():
+            helps.append(rewind(*path, name, "--help").stdout)
+            walk(sub, [*path, name])
+
+    walk(main, [])
+    named = set(re.findall(r"REWIND_[A-Z_]+", " ".join("".join(helps).split())))
+    assert listed and listed <= named, sorted(listed - named)

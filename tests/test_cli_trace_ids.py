@@ -52,7 +52,8 @@ def test_traces_json_lists_whole_ids_with_their_facts(traces_dir):
     assert {len(r["trace_id"]) for r in rows} == {32}
     assert rows[0]["root_span"] == "invoke_agent weather" and rows[0]["llm_calls"] >= 1
     assert set(rows[0]) == {"trace_id", "start", "service", "root_span", "spans", "llm_calls",
-                            "duration_ms", "errors"}
+                            "duration_ms", "errors", "lineage"}
+    assert rows[0]["lineage"] is None  # recorded, not made from another run
 
 
 def test_a_unique_prefix_is_taken_for_the_whole_id(traces_dir, tmp_path):

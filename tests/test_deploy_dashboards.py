@@ -32,9 +32,11 @@ from rewind.collector.schema import (
     LLM_CALLS,
     MODEL_VERSION_SUFFIX,
     TRACE_LOOKUP,
+    TRACES,
 )
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter, batch_token
+from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.grafana_macros import ALL, QueryContext, expand
 
@@ -284,6 +286,9 @@ def dataset(tmp_path_factory) -> Dataset:
                              batch_token(payload))
     now = datetime.now(timezone.utc)
     ctx = QueryContext(now - timedelta(hours=1), now + timedelta(minutes=10))
+    for choice in (v for d in load_dashboards().values() for v in d["templating"]["list"]
+                   if v["type"] == "custom"):  # a fixed choice: its default
+        ctx = replace(ctx, values={**ctx.values, choice["name"]: [choice["current"]["value"]]})
     variables = [v for d in load_dashboards().values() for v in d["templating"]["list"]
                  if v["type"] == "query"]  # a textbox (the Rewind UI's address) holds no SQL
     for variable in variables:
@@ -372,6 +377,42 @@ def test_choosing_a_service_or_a_model_filters_every_panel(dataset):
     assert {row["Service"] for row in rows} == {"support-bot"}
     [calls] = dataset.panel("rewind-overview", "LLM calls", mini)
     assert calls["Calls"] == 1
+
+
+def test_replays_and_forks_count_only_when_chosen(dataset):
+    """A replay (its calls marked) and a fork (its root span marked) of a recorded run: the
+    overview leaves them out by default and counts them on demand. They are taken out of the
+    store again, for the other tests' totals."""
+    source = dataset.summary[0]["traces"][0]
+    spans = reader.get_trace(dataset.store, source)
+    marks = {"ab" * 16: (lambda s: s["SpanAttributes"].get("rewind.step") is not None,
+                         {"rewind.replay.source_trace_id": source}),
+             "cd" * 16: (lambda s: s["ParentSpanId"] == "",
+                         {"rewind.fork.source_trace_id": source, "rewind.fork.step": "0"})}
+    [alone] = dataset.panel("rewind-overview", "LLM calls")
+    try:
+        for copy, (marked, extra) in marks.items():
+            archive.import_into(dataset.store, archive.pack(copy, [
+                {**s, "TraceId": copy, "SpanAttributes": {**s["SpanAttributes"],
+                                                          **(extra if marked(s) else {})}}
+                for s in spans]))
+        [left_out] = dataset.panel("rewind-overview", "LLM calls")
+        [every] = dataset.panel("rewind-overview", "LLM calls",
+                                with_values(dataset.ctx, replays=["1"]))
+        assert left_out == alone
+        [mine] = dataset.store.query("SELECT count() AS n FROM rewind_llm_steps WHERE "
+                                     f"TraceId = '{source}'")
+        assert mine["n"] > 0 and every["Calls"] == alone["Calls"] + 2 * mine["n"]
+        costly = {row["TraceId"] for row in dataset.panel("rewind-overview",
+                                                          "Most expensive traces")}
+        assert costly.isdisjoint(marks)
+    finally:
+        for table in (TRACES, LLM_CALLS, TRACE_LOOKUP):
+            dataset.store.command(f"DELETE FROM {table} WHERE TraceId IN ('{'ab' * 16}', "
+                                  f"'{'cd' * 16}')")
+    choice = next(v for v in load_dashboards()["rewind-overview"]["templating"]["list"]
+                  if v["name"] == "replays")
+    assert choice["current"]["value"] == "0"
 
 
 def test_a_trace_link_opens_its_spans_and_its_replay_command(dataset):

@@ -41,6 +41,12 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
             assert rewind_replay.matcher.replayed == rewind_replay.matcher.total == 2
 
 
+        @pytest.mark.rewind(trace_id={rec.trace_id[:8]!r})  # a unique prefix, as in the CLI
+        def test_from_a_prefix_of_the_id(rewind_replay):
+            support_agent.run(OFFLINE, "unused", {rec.question!r})
+            assert rewind_replay.cassette.trace_id == {rec.trace_id!r}
+
+
         @pytest.mark.rewind(cassette="incidents/parcel.rw")
         def test_after_the_prompt_changed():
             try:
@@ -65,7 +71,7 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
     ))
     result = pytester.runpytest_subprocess("suite", "-p", "no:cacheprovider",
                                            f"--rewind-api={rec.served.api_url}")
-    result.assert_outcomes(passed=3, failed=2, errors=1)
+    result.assert_outcomes(passed=4, failed=2, errors=1)
     result.stdout.fnmatch_lines([
         "*FAILED suite/test_support.py::test_after_the_prompt_changed*",
     ])

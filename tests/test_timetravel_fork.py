@@ -69,7 +69,7 @@ def test_fork_with_an_edited_user_message(lab):
 
     new = stored(lab, outcome.trace_id)
     assert new.trace_id != lab.source.trace_id
-    assert new.lineage == {"source_trace_id": lab.source.trace_id, "step": 3,
+    assert new.lineage == {"kind": "fork", "source_trace_id": lab.source.trace_id, "step": 3,
                            "edits": {"user_message": EDITED}}
     root = new[0]
     assert root.name == "rewind.fork" and root.parent_span_id == ""

@@ -109,15 +109,15 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                         query[name] = value
                 kwargs: dict[str, Any] = {"params": query}
                 content = operation.get("requestBody", {}).get("content", {})
-                if "application/json" in content:
+                if "{path}" in path:  # a provider's request, replayed
+                    kwargs["json"] = chat
+                elif "application/json" in content:
                     kwargs["json"] = {"trace_id": theirs}
                     names["trace"] = theirs
                 elif "application/octet-stream" in content:
                     # a file is the caller's own data: its own trace, exported by itself
                     kwargs["content"] = client.get(f"/v1/traces/{own}/export",
                                                    headers=bearer(caller.token)).content
-                elif "{path}" in path:
-                    kwargs["json"] = chat
                 yield Call(f"{method.upper()} {path}", method.upper(), url, kwargs, names)
 
 

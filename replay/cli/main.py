@@ -223,6 +223,10 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
     \b
         rewind record -- python my_agent.py
+
+    The recorded process reads REWIND_CAPTURE, REWIND_REDACT, REWIND_MAX_BODY_BYTES,
+    REWIND_MATCH_KEY_SALT, REWIND_HTTP, REWIND_HTTP_HOSTS, REWIND_HTTP_EXCLUDE,
+    REWIND_MAX_QUEUE_BYTES and the OTEL_* variables (README, Configuration).
     """
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,

@@ -36,7 +36,7 @@ api_option = click.option(
     envvar=ENV_API,
     default=None,
     help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
-    " when none answers, the store is opened directly.",
+    " when none answers, the store is opened directly. A token it wants: REWIND_API_TOKEN.",
 )
 
 

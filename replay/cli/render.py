@@ -63,11 +63,28 @@ def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"trace_id": r["TraceId"], "start": start(r["Start"]), "service": r["Service"],
              "root_span": r["RootSpan"], "spans": int(r["Spans"]),
              "llm_calls": int(r["LlmCalls"]), "duration_ms": round(int(r["DurationNs"]) / 1e6, 3),
-             "errors": int(r["Errors"])} for r in rows]
+             "errors": int(r["Errors"]), "lineage": listed_lineage(r)} for r in rows]
 
 
-def traces_table(rows: list[dict[str, Any]]) -> Table:
-    """Whole trace ids, never cut: the other columns wrap first."""
+def listed_lineage(listed: dict[str, Any]) -> dict[str, Any] | None:
+    """What a listed trace was made from (``collector.reader.list_traces``' lineage columns):
+    kind, source, the fork's step, and the phrase the table prints."""
+    fork, replay = listed.get("ForkSource") or "", listed.get("ReplaySource") or ""
+    if not fork and not replay:
+        return None
+    step = str(listed.get("ForkStep") or "")
+    found: dict[str, Any] = {"kind": "fork" if fork else "replay",
+                             "source_trace_id": fork or replay,
+                             "step": int(step) if fork and step.isdigit() else None}
+    found["text"] = (f"fork of {fork}" + (f" at step {found['step']}" if step.isdigit() else "")
+                     if fork else f"replay of {replay}")
+    return found
+
+
+def traces_table(rows: list[dict[str, Any]]) -> Table | Group:
+    """Whole trace ids, never cut: the other columns wrap first. Replays and forks are dimmed
+    and named under the table with their sources, in full (a column would squeeze the
+    others at 100 columns)."""
     table = Table(title=f"{len(rows)} trace{'' if len(rows) == 1 else 's'}", title_justify="left",
                   **COMPACT)
     table.add_column("trace id", no_wrap=True, min_width=32)
@@ -79,8 +96,13 @@ def traces_table(rows: list[dict[str, Any]]) -> Table:
     for trace in rows:
         row(table, trace["trace_id"], trace["start"][:16], trace["service"],
             trace["root_span"], trace["spans"], trace["llm_calls"],
-            f"{trace['duration_ms']:,.0f} ms", trace["errors"])
-    return table
+            f"{trace['duration_ms']:,.0f} ms", trace["errors"],
+            style="dim" if trace.get("lineage") else None)
+    made = [trace for trace in rows if trace.get("lineage")]
+    if not made:
+        return table
+    return Group(table, Text(""), *(Text(f"{t['trace_id']} is a {t['lineage']['text']}")
+                                    for t in made))
 
 
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
@@ -118,6 +140,9 @@ def lineage_line(run: Timeline) -> Text | None:
     lineage = run.lineage
     if lineage is None:
         return None
+    if lineage["kind"] == "replay":
+        return Text(f"a replay of trace {lineage['source_trace_id']} (left out of `rewind "
+                    "stats` unless --include-replays)")
     return Text(f"forked from trace {lineage['source_trace_id']} at step {lineage['step']} "
                 f"with {lineage['edits']}")
 

@@ -61,7 +61,8 @@ def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
               help="Print the conversation as it stood once STEP was done.")
 @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
               "that first sent each.")
-@click.option("--prices", default=None, help="Price file overriding the built-in table.")
+@click.option("--prices", default=None, help="Price file overriding the built-in table "
+              "and REWIND_PRICES.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @sourced
 def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
@@ -208,18 +209,23 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
 @click.option("--service", default=None, help="Only this service.")
 @click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
               show_default=True, help="Group by model, service, or both.")
-@click.option("--prices", default=None, help="Price file overriding the built-in table.")
+@click.option("--prices", default=None, help="Price file overriding the built-in table "
+              "and REWIND_PRICES.")
+@click.option("--include-replays", is_flag=True, help="Count replays and forks too (left "
+              "out by default: their calls repeat the runs they were made from).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @sourced
 def stats(since: str, until: str | None, service: str | None, by: str, prices: str | None,
-          as_json: bool, api: str | None, clickhouse: str | None) -> None:
-    """Tokens and cost per model and service over a period."""
+          include_replays: bool, as_json: bool, api: str | None, clickhouse: str | None) -> None:
+    """Tokens and cost per model and service over a period; replays and forks of runs are
+    left out unless --include-replays."""
     from rewind.replay.cli.render import stats_table
 
     start, end = attempt(lambda: (parse_when(since, flag="--since"),
                                   parse_when(until, flag="--until")))
     report = attempt(lambda: summarise(
-        _usage(open_source(api, clickhouse), start, end, service), load_prices(prices), by))
+        _usage(open_source(api, clickhouse), start, end, service, include_replays),
+        load_prices(prices), by))
     show(report, as_json, stats_table)
     if report.unpriced and not as_json:
         warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
@@ -262,13 +268,15 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _usage(source: TraceSource, since: datetime | None, until: datetime | None,
-           service: str | None) -> list[Usage]:
+           service: str | None, include_replays: bool = False) -> list[Usage]:
     if isinstance(source, StoreSource):
         from rewind.replay.timetravel.stats import usage_from_store
 
-        return usage_from_store(source.store, since, until, service)
+        return usage_from_store(source.store, since, until, service,
+                                include_replays=include_replays)
     assert isinstance(source, ApiSource)
-    rows = source.get_json("/v1/usage", since=_iso(since), until=_iso(until), service=service)
+    rows = source.get_json("/v1/usage", since=_iso(since), until=_iso(until), service=service,
+                           include_replays="1" if include_replays else None)
     return [Usage(**row) for row in rows["usage"]]
 
 

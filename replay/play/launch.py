@@ -35,7 +35,10 @@ class LaunchError(RuntimeError):
 def environment(settings: Settings, installers: Sequence[str] = (),
                 base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with the bootstrap on ``PYTHONPATH``,
-    ``settings`` applied and ``installers`` named (each checked: ValueError)."""
+    ``settings`` applied and ``installers`` named (each checked: ValueError) after those
+    ``base`` names already: a launcher started inside a replay (``rewind replay -- rewind
+    record -- CMD``) keeps the replay in force, so CMD's calls are still answered from the
+    recording and never reach the network."""
     env = dict(os.environ if base is None else base)
     boot = str(Path(bootstrap.__file__).parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
@@ -44,8 +47,9 @@ def environment(settings: Settings, installers: Sequence[str] = (),
             env.pop(name, None)
         else:
             env[name] = value
-    if installers:
-        env[bootstrap.ENV_INSTALLERS] = bootstrap.installers_value(list(installers))
+    names = [*bootstrap.valid_installers(env.get(bootstrap.ENV_INSTALLERS, "")), *installers]
+    if names:
+        env[bootstrap.ENV_INSTALLERS] = bootstrap.installers_value(list(dict.fromkeys(names)))
     else:
         env.pop(bootstrap.ENV_INSTALLERS, None)
     return env

@@ -168,10 +168,19 @@ def install_from_env() -> ReplaySession | None:
     )
     clock.start(os.environ.get(ENV_CLOCK) or clock.RECORDED, cassette.started_ns)
     install(session)
-    atexit.register(session.write_report)
+    atexit.register(_report_at_exit, session)
     if not os.environ.get(ENV_DEBUG):
         _quiet_divergences()
     return session
+
+
+def _report_at_exit(session: ReplaySession) -> None:
+    """A process that asked nothing of the replay (one that only started the program, as a
+    nested ``rewind record`` or a wrapper script does) leaves the report of the one that did."""
+    path = session.report_path
+    if path and not session.matcher.requests and Path(path).exists():
+        return
+    session.write_report()
 
 
 def _quiet_divergences() -> None:

@@ -83,7 +83,7 @@ def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
 
 def _load(config: pytest.Config, test_dir: Path, settings: dict[str, Any]) -> Cassette:
     from rewind.replay.sources.archive import read_cassette
-    from rewind.replay.sources.locate import open_source
+    from rewind.replay.sources.locate import open_source, resolve_trace_id
 
     cache = config.stash.setdefault(_CASSETTES, {})
     if settings.get("cassette") is not None:
@@ -97,7 +97,8 @@ def _load(config: pytest.Config, test_dir: Path, settings: dict[str, Any]) -> Ca
         if _SOURCE not in config.stash:
             config.stash[_SOURCE] = open_source(config.getoption("rewind_api"),
                                                 config.getoption("rewind_clickhouse"))
-        cache[key] = config.stash[_SOURCE].cassette(key)
+        source = config.stash[_SOURCE]
+        cache[key] = source.cassette(resolve_trace_id(source, key))  # a unique prefix too
     return cache[key]
 
 

@@ -142,7 +142,8 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
                         "message, model or params can only be edited at a model call")
     if at.kind != A.KIND_TOOL and edits.has_tool_result:
         raise ForkError(f"{where}: step {at_step} is a model call ({at.name}); "
-                        "edit_tool_result needs a tool step")
+                        "a tool result (--tool-result, edit_tool_result) can only be "
+                        "edited at a tool step")
     if edits.touches_requests and at.semantic is not None:
         raise ForkError(f"{where}: step {at_step} has no recorded request body to edit "
                         "(it came from another instrumentation)")

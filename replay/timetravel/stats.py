@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.llm_steps import steps_by_trace
+from rewind.collector.llm_steps import not_made_from_run, steps_by_trace
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.reader import tenant_condition
 from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
@@ -130,15 +130,20 @@ class Usage:
 
 
 def usage_from_store(store: Store, since: datetime | None = None, until: datetime | None = None,
-                     service: str | None = None, tenant: str | None = None) -> list[Usage]:
+                     service: str | None = None, tenant: str | None = None,
+                     include_replays: bool = False) -> list[Usage]:
     """Calls and tokens per service and model; only ``tenant``'s calls when one is given (the
-    call table has no tenant: its spans are picked from the span table, same period)."""
+    call table has no tenant: its spans are picked from the span table, same period); replays
+    and forks only with ``include_replays``."""
     where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
              "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
     params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62)}
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
                      f"{' AND '.join(where[:2])} AND {tenant_condition(tenant, params)})")
+    if not include_replays:
+        where.append(not_made_from_run("fromUnixTimestamp64Nano({since:Int64})",
+                                       "fromUnixTimestamp64Nano({until:Int64})"))
     facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
              "OutputTokens, StatusCode, Duration)")
     service_filter = ""

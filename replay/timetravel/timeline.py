@@ -213,6 +213,13 @@ class Timeline:
         store."""
         return load_all([ref], api, clickhouse)[0]
 
+    def __repr__(self) -> str:
+        """What a REPL shows: the whole id, its size, and what it was made from."""
+        made = self.lineage
+        origin = f", {made['kind']} of {made['source_trace_id']}" if made else ""
+        return (f"<Timeline {self.trace_id}: {len(self._by_step)} steps, "
+                f"{len(self.events)} events{origin}>")
+
     # -- walking --------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.events)
@@ -322,13 +329,19 @@ class Timeline:
 
     @property
     def lineage(self) -> dict[str, Any] | None:
-        """Where this run was forked from, when it was (``rewind.fork.*`` on a span)."""
+        """What this run was made from, when Rewind made it: a fork (``rewind.fork.*`` on a
+        span: source, step, edits) or a replay (``rewind.replay.source_trace_id`` on its
+        calls); ``kind`` says which."""
         for event in self.events:
             source = event.attributes.get(A.FORK_SOURCE_TRACE_ID)
             if source:
-                return {"source_trace_id": source,
+                return {"kind": "fork", "source_trace_id": source,
                         "step": _int(event.attributes.get(A.FORK_STEP)),
                         "edits": json_or_text(event.attributes.get(A.FORK_EDITS) or "{}")}
+        replayed = next((e.attributes[A.REPLAY_SOURCE_TRACE_ID] for e in self.events
+                         if e.attributes.get(A.REPLAY_SOURCE_TRACE_ID)), None)
+        if replayed:
+            return {"kind": "replay", "source_trace_id": replayed, "step": None, "edits": None}
         return None
 
     # -- time travel ----------------------------------------------------------------------

@@ -86,9 +86,9 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
              content: bool = True) -> dict[str, Any]:
     """The trace page: totals, lineage, the outline, the runs made from this one."""
     first = timeline.events[0].span
-    lineage = timeline.lineage
-    replayed_from = next((e.attributes[A.REPLAY_SOURCE_TRACE_ID] for e in timeline.events
-                          if e.attributes.get(A.REPLAY_SOURCE_TRACE_ID)), None)
+    made = timeline.lineage
+    lineage = made if made and made["kind"] == "fork" else None
+    replayed_from = made["source_trace_id"] if made and made["kind"] == "replay" else None
     return {
         "trace_id": timeline.trace_id,
         "service": str(first.get("ServiceName", "")),

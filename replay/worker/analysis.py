@@ -3,7 +3,8 @@
 
     GET /v1/diff?left=A&right=B              per-step differences (diff.TraceDiff)
     GET /v1/bisect?good=A&bad=B              first divergence and cause (bisect.Bisection)
-    GET /v1/usage?since=&until=&service=     calls and tokens per service and model
+    GET /v1/usage?since=&until=&service=&include_replays=   calls and tokens per service and
+                                             model; replays and forks left out unless asked
     GET /v1/runs?since=&until=&service=&versions=a,b&limit=   one row per run
 """
 
@@ -18,7 +19,7 @@ from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import parse_when
-from rewind.replay.worker.routing import query_limit, query_trace_id, route
+from rewind.replay.worker.routing import query_flag, query_limit, query_trace_id, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_RUNS = 100_000
@@ -44,7 +45,9 @@ def routes() -> list[Route]:
                 "service": query.get("service") or None}
 
     def usage(request: Request, view: TenantView) -> Any:
-        return {"usage": [u.to_dict() for u in view.usage(**period(request))]}
+        every = query_flag(request, "include_replays")
+        return {"usage": [u.to_dict() for u in view.usage(include_replays=every,
+                                                          **period(request))]}
 
     def runs(request: Request, view: TenantView) -> Any:
         limit = query_limit(request, default=1000, maximum=MAX_RUNS)

@@ -15,6 +15,34 @@ _ERROR = {"description": "error", "content": {"application/json": {"schema": {
     "type": "object", "properties": {"error": {"type": "string"}}}}}}
 
 
+# A replayed request: the body the provider's SDK sends (OpenAI chat/Responses/embeddings,
+# Anthropic messages), matched against the recording as it is.
+_PROVIDER_REQUEST = {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "description": "The request body the provider's SDK sends, as is",
+    "properties": {"model": {"type": "string"}, "messages": {"type": "array"},
+                   "input": {}, "stream": {"type": "boolean"}},
+    "additionalProperties": True}}}}
+# A divergence, in the error shape the caller's SDK reads (OpenAI's; Anthropic's for
+# /messages), with x-should-retry: false so SDKs do not retry it.
+_DIVERGED = {"description": "the request departs from the recording (what differs, at which "
+             "step) or the session's run has used every recorded step",
+             "headers": {"x-should-retry": {"schema": {"type": "string", "enum": ["false"]}}},
+             "content": {"application/json": {"schema": {"type": "object", "properties": {
+                 "type": {"type": "string"},
+                 "error": {"type": "object", "properties": {
+                     "message": {"type": "string"},
+                     "type": {"type": "string", "enum": ["rewind_replay_divergence"]},
+                     "code": {"type": "string"}}}}}}}}
+SESSION_MODEL = (
+    "Replay over HTTP: point an SDK's base URL at /replay/{trace_id}/v1 (OpenAI) or "
+    "/replay/{trace_id} (Anthropic). That URL has one implicit session per trace and caller: "
+    "each request takes the next recorded answer; a request the session cannot answer that "
+    "the recording's first step answers starts a new run from the top (so runs one after "
+    "another need nothing in between), and DELETE /v1/replay/sessions/{trace_id} resets it. "
+    "For runs at the same time, POST /v1/replay/sessions makes an independent session (one "
+    "run) served at /replay/s/{session_id}/. A divergence is a 409.")
+
+
 def _query(name: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
 
@@ -68,12 +96,18 @@ def ui_paths() -> dict[str, Any]:
 
 
 def openapi_document() -> dict[str, Any]:
-    replay_path = {
-        "post": _op("Answer an OpenAI/Anthropic-compatible request from the trace's cassette "
-                    "(default session of the trace). 409 on divergence.",
-                    [_TRACE_ID, {"name": "path", "in": "path", "required": True,
-                                 "schema": {"type": "string"}}]),
-    }
+    provider_path = {"name": "path", "in": "path", "required": True,
+                     "schema": {"type": "string"}}
+
+    def replayed(summary: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+        operation = _op(summary, params, requestBody=_PROVIDER_REQUEST)
+        operation["responses"]["409"] = _DIVERGED
+        return {"post": operation}
+
+    created = {"description": "created", "content": {"application/json": {"schema": {
+        "type": "object", "properties": {"session_id": {"type": "string"},
+                                         "trace_id": _TRACE_ID_SCHEMA,
+                                         "base_path": {"type": "string"}}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Rewind worker API", "version": "1", "description": (
@@ -81,7 +115,7 @@ def openapi_document() -> dict[str, Any]:
             "tenant's traces (another tenant's trace or session is a 404, as an unknown one "
             "is) and imports as that tenant; a token without a tenant sees every tenant. "
             f"Browsers sign in at {LOGIN_PATH}: the cookie it sets carries the token on reads "
-            "(GET, HEAD) only.")},
+            f"(GET, HEAD) only. {SESSION_MODEL}")},
         "components": {"securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"},
             "cookie": {"type": "apiKey", "in": "cookie", "name": TOKEN_COOKIE}}},
@@ -89,7 +123,8 @@ def openapi_document() -> dict[str, Any]:
         "paths": {
             "/health": {"get": {"summary": "Liveness", "security": [],
                                 "responses": {"200": {"description": "ok"}}}},
-            "/v1/traces": {"get": _op("List recent traces", [
+            "/v1/traces": {"get": _op("List recent traces (ReplaySource, ForkSource, "
+                                      "ForkStep: what a replay or fork was made from)", [
                 {"name": "service", "in": "query", "schema": {"type": "string"}},
                 {"name": "errors", "in": "query", "schema": {"type": "boolean"}},
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
@@ -97,15 +132,19 @@ def openapi_document() -> dict[str, Any]:
             ])},
             "/v1/traces/{trace_id}": {"get": _op("All spans of a trace", [_TRACE_ID])},
             "/v1/traces/{trace_id}/cassette": {"get": _op("The trace's cassette", [_TRACE_ID])},
-            "/v1/replay/sessions": {"post": _op(
-                "Start an independent replay session for a trace", ok="201",
+            "/v1/replay/sessions": {"post": {**_op(
+                "Start an independent replay session (one run) for a trace", ok="201",
                 requestBody={"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["trace_id"],
                     "properties": {"trace_id": _TRACE_ID_SCHEMA,
-                                   "speed": {"type": "number"}}}}}})},
+                                   "speed": {"type": "number", "description": "stream events "
+                                             "with recorded timing divided by this"},
+                                   "mode": {"type": "string", "enum": ["strict"]}}}}}}),
+                "responses": {"201": created, "400": _ERROR, "401": _ERROR, "404": _ERROR}}},
             "/v1/replay/sessions/{session_id}": {
                 "get": _op("Progress and first divergence of a session", [_SESSION_ID]),
-                "delete": _op("Forget a session", [_SESSION_ID], ok="204"),
+                "delete": _op("Forget a session; with a trace id as session_id, reset the "
+                              "trace's implicit session", [_SESSION_ID], ok="204"),
             },
             "/v1/traces/{trace_id}/export": {"get": _op(
                 "The trace as a portable .rw file (422 if it carries a credential)",
@@ -119,16 +158,20 @@ def openapi_document() -> dict[str, Any]:
                 _trace_query("left"), _trace_query("right")])},
             "/v1/bisect": {"get": _op("First diverging step and its likely cause", [
                 _trace_query("good"), _trace_query("bad")])},
-            "/v1/usage": {"get": _op("Calls, tokens and cost per model and service", [
-                _query("since"), _query("until"), _query("service")])},
+            "/v1/usage": {"get": _op("Calls and tokens per model and service; replays and "
+                                     "forks only with include_replays=true", [
+                _query("since"), _query("until"), _query("service"),
+                {"name": "include_replays", "in": "query", "schema": {"type": "boolean"}}])},
             "/v1/runs": {"get": _op("Per-run facts for bisect over many runs", [
                 _query("since"), _query("until"), _query("service"), _query("versions"),
                 _query("limit")])},
-            "/replay/{trace_id}/{path}": replay_path,
-            "/replay/s/{session_id}/{path}": {"post": _op(
-                "Answer a request within a session", [_SESSION_ID, {
-                    "name": "path", "in": "path", "required": True,
-                    "schema": {"type": "string"}}])},
+            "/replay/{trace_id}/{path}": replayed(
+                "Answer an OpenAI/Anthropic-compatible request from the trace's recording, in "
+                "the trace's implicit session (a new run starts from the top)",
+                [_TRACE_ID, provider_path]),
+            "/replay/s/{session_id}/{path}": replayed(
+                "Answer a request within an independent session", [_SESSION_ID,
+                                                                   provider_path]),
             **ui_paths(),
         },
     }

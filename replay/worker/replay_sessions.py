@@ -4,9 +4,12 @@ cassette, so an agent in any language replays by changing its base URL.
     OpenAI SDK:    base_url = http://worker:8787/replay/<trace_id>/v1
     Anthropic SDK: base_url = http://worker:8787/replay/<trace_id>
 
-Each session keeps its own cursor. ``/replay/<trace_id>/…`` uses one default session per
-trace (reset with ``DELETE /v1/replay/sessions/<trace_id>``); ``POST /v1/replay/sessions``
-makes independent ones, served under ``/replay/s/<session_id>/…``.
+Each session keeps its own cursor. ``/replay/<trace_id>/…`` uses one implicit session per
+trace, so a run needs no set-up; a new run starts it again from the top: a request the
+session cannot answer that the recording's first step answers (the previous run completed,
+stopped or diverged) begins a new run, and ``DELETE /v1/replay/sessions/<trace_id>`` resets
+it by hand. ``POST /v1/replay/sessions`` makes independent sessions, one run each, served
+under ``/replay/s/<session_id>/…`` (for runs of one trace at the same time).
 
 A session belongs to the tenant that made it: another tenant's session is unknown (404), and
 each tenant has its own default session per trace. An operator (tenant None) sees them all.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -25,13 +29,19 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from rewind.exporter import attributes as A
 from rewind.replay.cassette.ids import parse_trace_id
+from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.matching import Divergence
 from rewind.replay.play.session import STRICT, ReplaySession, recorded_answer
 from rewind.replay.worker.routing import json_response, route
 from rewind.replay.worker.tenancy import TenantView
 
 SessionKey = tuple[str | None, str]  # (owner tenant, session id)
+NEW_RUN_HINT = (" (a new run starts from the top when its first request is the recording's "
+                "first; DELETE /v1/replay/sessions/{trace_id} resets this trace's session)")
+ONE_RUN_HINT = (" (a session made with POST /v1/replay/sessions serves one run: make another "
+                "for the next)")
 
 
 class SessionRegistry:
@@ -72,11 +82,36 @@ class SessionRegistry:
             session = self._sessions.get((view.tenant, trace_id))
         return session or self.create(view, trace_id, session_id=trace_id)[1]
 
+    def decide_default(self, view: TenantView, trace_id: str, method: str, url: str,
+                       headers: dict[str, str], body: bytes
+                       ) -> tuple[ReplaySession, Interaction | Divergence | None]:
+        """A request to the trace's implicit session, and the session that took it: a fresh
+        one when the current one cannot answer it and the recording's first step does (a new
+        run), else the current one."""
+        session = self.default(view, trace_id)
+        found = session.decide(method, url, headers, body)
+        if not isinstance(found, Divergence):
+            return session, found
+        fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed)
+        again = fresh.decide(method, url, headers, body)
+        if not isinstance(again, Interaction) or again is not _first_llm_step(fresh.cassette):
+            return session, found
+        with self._lock:
+            key = (view.tenant, trace_id)
+            if self._sessions.get(key) is session:
+                self._sessions[key] = fresh
+        return fresh, again
+
     def drop(self, view: TenantView, session_id: str) -> bool:
         with self._lock:
             key = self._key(view, session_id)
             return key is not None and self._sessions.pop(key, None) is not None
 
+
+
+def _first_llm_step(cassette: Cassette) -> Interaction | None:
+    return min((i for i in cassette.interactions if i.kind == A.KIND_LLM),
+               key=lambda i: i.step, default=None)
 
 
 def _unknown(session_id: str) -> HTTPException:
@@ -94,15 +129,21 @@ def _provider_error(path: str, status: int, message: str) -> Response:
     return json_response(body, status, {"x-should-retry": "false"})
 
 
-async def _answer(session: ReplaySession, request: Request) -> Response:
+Decide = Callable[[str, str, dict[str, str], bytes],
+                  tuple[ReplaySession, Interaction | Divergence | None]]
+
+
+async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
+    """``decide``: the session's answer for the request (the session, and what it found);
+    ``hint``: what a 409 adds (how this kind of session starts a new run)."""
     path = request.path_params["path"]
     body = await request.body()
     url = f"http://replay/{path.lstrip('/')}"
-    found = session.decide(request.method, url, dict(request.headers), body)
+    session, found = decide(request.method, url, dict(request.headers), body)
     if found is None:
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
     if isinstance(found, Divergence):
-        return _provider_error(path, 409, found.describe())
+        return _provider_error(path, 409, found.describe() + hint)
     answer = recorded_answer(found, body)
     if answer.events is not None:
         return StreamingResponse(answer.iter_async(session.speed), status_code=answer.status,
@@ -112,9 +153,13 @@ async def _answer(session: ReplaySession, request: Request) -> Response:
 
 def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_trace(request: Request, view: TenantView) -> Response:
-        session = await run_in_threadpool(sessions.default, view,
-                                          request.path_params["trace_id"])
-        return await _answer(session, request)
+        trace_id = request.path_params["trace_id"]
+        await run_in_threadpool(sessions.default, view, trace_id)  # reads the store once
+
+        def decide(*asked: Any) -> tuple[ReplaySession, Interaction | Divergence | None]:
+            return sessions.decide_default(view, trace_id, *asked)
+
+        return await _answer(decide, request, NEW_RUN_HINT.format(trace_id=trace_id))
 
     def known(request: Request, view: TenantView) -> ReplaySession:
         session = sessions.get(view, request.path_params["session_id"])
@@ -123,7 +168,9 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         return session
 
     async def by_session(request: Request, view: TenantView) -> Response:
-        return await _answer(known(request, view), request)
+        session = known(request, view)
+        return await _answer(lambda *asked: (session, session.decide(*asked)), request,
+                             ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.replay.worker.routing import query_limit, route
+from rewind.replay.worker.routing import query_flag, query_limit, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_LIMIT = 10_000
@@ -23,7 +23,7 @@ def routes() -> list[Route]:
         query = request.query_params
         rows = view.traces(
             service=query.get("service") or None,
-            errors_only=query.get("errors") in ("1", "true"),
+            errors_only=query_flag(request, "errors"),
             limit=query_limit(request, default=50, maximum=MAX_LIMIT),
         )
         return {"traces": rows}

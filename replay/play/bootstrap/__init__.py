@@ -29,6 +29,13 @@ def check_installer(name: str) -> str:
     return name
 
 
+def valid_installers(value: str) -> list[str]:
+    """The acceptable installers a ``REWIND_INSTALLERS`` value names (the others are refused
+    where they would run)."""
+    return [name.strip() for name in value.split(_SEPARATOR)
+            if _INSTALLER.fullmatch(name.strip())]
+
+
 def installers_value(names: list[str]) -> str:
     """The ``REWIND_INSTALLERS`` value for ``names`` (each checked)."""
     return _SEPARATOR.join(check_installer(name) for name in names)
