@@ -51,11 +51,20 @@ def test_help_names_the_environment_variables():
     assert "env var: REWIND_URL" in " ".join(rewind("inspect", "-h").stdout.split())
 
 
+def _subcommands(command: click.Command) -> list[tuple[str, click.Command]]:
+    """A group's commands, those the CLI loads only when named included."""
+    if not isinstance(command, click.Group):
+        return []
+    context = click.Context(command)
+    return [(name, command.get_command(context, name))
+            for name in command.list_commands(context)]
+
+
 def test_every_option_of_every_command_has_a_description():
     missing = []
 
     def walk(command: click.Command, path: str) -> None:
-        for name, sub in getattr(command, "commands", {}).items():
+        for name, sub in _subcommands(command):
             walk(sub, f"{path} {name}")
         missing.extend(f"{path} {p.opts[0]}" for p in command.params
                        if isinstance(p, click.Option) and not p.help)
@@ -108,7 +117,7 @@ def test_every_variable_of_the_configuration_table_is_named_in_some_help():
     helps = [rewind("--help").stdout]
 
     def walk(command: click.Command, path: list[str]) -> None:
-        for name, sub in getattr(command, "commands", {}).items():
+        for name, sub in _subcommands(command):
             helps.append(rewind(*path, name, "--help").stdout)
             walk(sub, [*path, name])
 
