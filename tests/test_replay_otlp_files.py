@@ -12,8 +12,10 @@ import sys
 import textwrap
 
 import pytest
+from starlette.testclient import TestClient
 
 from rewind.replay.testing.fakellm import FakeLLMServer
+from rewind.replay.worker.app import create_app
 from tests.support.harness import Recording
 
 pytest.importorskip("opentelemetry.instrumentation.genai.openai")
@@ -160,6 +162,18 @@ def test_one_trace_kept_from_the_lines_replays_as_a_cassette(files):
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == _runs(output)[0]
     assert "replayed 2/2" in replayed.stderr
+
+
+def test_the_worker_imports_every_trace_of_an_otlp_file(files, store):
+    tmp, _, _ = files
+    client = TestClient(create_app(store))  # how the CLI imports while `rewind serve` runs
+    imported = client.post("/v1/import", content=(tmp / "traces.pb").read_bytes())
+    assert imported.status_code == 200, imported.text
+    done = imported.json()
+    assert len(done["trace_ids"]) == 2 and done["trace_id"] == done["trace_ids"][0]
+    assert done["written"] == 6 and done["already_present"] == 0
+    for trace_id in done["trace_ids"]:
+        assert len(client.get(f"/v1/traces/{trace_id}").json()["spans"]) == 3
 
 
 def test_a_file_that_is_neither_says_what_it_tried(tmp_path):
