@@ -1,11 +1,15 @@
 """``opentelemetry-instrument python agent.py`` in an environment that also has the official
 GenAI instrumentation and OpenLLMetry's: the run is one trace (Rewind's instrumentor opens the
 process root span ``rewind record`` opens), each LLM call one step although three spans
-describe it, and ``rewind-replay --trace-id`` gives the same output offline."""
+describe it, and ``rewind-replay --trace-id`` gives the same output offline. Wrapped in
+``rewind record`` / ``rewind-replay`` (whose start-up hook ``opentelemetry-instrument``'s own
+would hide) it records and replays the same way."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import sys
 import textwrap
 import time
@@ -14,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import rewind
+from tests.support.cli import rewind, user_env
 from tests.support.harness import Recording, start_serve
 
 pytest.importorskip("opentelemetry.instrumentation.genai.openai")
@@ -41,17 +45,24 @@ CONTENT_ON = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    """The agent under ``opentelemetry-instrument`` (service ``zero-code-agent``), then under
+    ``rewind record -- opentelemetry-instrument`` (``recorded-agent``): the served store, the
+    directory, the environment a replay runs in, and each run's output."""
     tmp = tmp_path_factory.mktemp("otel-instrument")
     (tmp / "agent.py").write_text(AGENT)
     served = start_serve(tmp / "store")
     try:
+        outputs = {}
         with FakeLLMServer() as llm:
-            env = served.env(LLM_URL=llm.base_url, OTEL_SERVICE_NAME="zero-code-agent",
-                             **CONTENT_ON)
-            done = rewind(sys.executable, "agent.py", program="opentelemetry-instrument",
-                          cwd=tmp, env=env)
-            assert done.returncode == 0, done.stderr
-        yield served, tmp, {**env, "LLM_URL": Recording.dead_url()}, done.stdout
+            for service, wrapper in (("zero-code-agent", ()), ("recorded-agent", (
+                    str(BIN / "rewind"), "record", "--"))):
+                env = served.env(LLM_URL=llm.base_url, OTEL_SERVICE_NAME=service, **CONTENT_ON)
+                done = rewind(*wrapper[1:], str(BIN / "opentelemetry-instrument"),
+                              sys.executable, "agent.py", cwd=tmp, env=env,
+                              program=wrapper[0] if wrapper else "opentelemetry-instrument")
+                assert done.returncode == 0, done.stderr
+                outputs[service] = done
+        yield served, tmp, {**env, "LLM_URL": Recording.dead_url()}, outputs
     finally:
         served.stop()
 
@@ -67,9 +78,9 @@ def _traces(served, service: str, spans: int, timeout: float = 30) -> list[dict]
 
 
 def test_the_run_is_one_trace_with_one_step_per_call(run):
-    served, _, env, output = run
-    assert output.splitlines() == ["echo: where is my parcel", "echo: and the other one",
-                                   "echo: summarise"]
+    served, _, env, outputs = run
+    assert outputs["zero-code-agent"].stdout.splitlines() == [
+        "echo: where is my parcel", "echo: and the other one", "echo: summarise"]
     # the root, and three spans per call: the official instrumentation's, OpenLLMetry's, ours
     [listed] = _traces(served, "zero-code-agent", 10)
     assert listed["RootSpan"] == "invoke_agent agent.py" and listed["Spans"] == 10
@@ -86,11 +97,59 @@ def test_the_run_is_one_trace_with_one_step_per_call(run):
 
 
 def test_the_trace_replays_offline_with_identical_output(run):
-    served, tmp, env, output = run
+    served, tmp, env, outputs = run
     [listed] = _traces(served, "zero-code-agent", 10)
     replayed = rewind("--trace-id", listed["TraceId"], "--", sys.executable, "agent.py",
                       program="rewind-replay", cwd=tmp, env=env)
     assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == output
+    assert replayed.stdout == outputs["zero-code-agent"].stdout
     assert "replayed 3/3" in replayed.stderr and "0 live calls" in replayed.stderr
     assert "not replayable" not in replayed.stderr
+
+
+def test_rewind_record_and_replay_wrap_opentelemetry_instrument(run):
+    served, tmp, env, outputs = run
+    recorded = outputs["recorded-agent"]
+    assert "not installed" not in recorded.stderr
+    [trace_id] = re.findall(r"recorded trace ([0-9a-f]{32})", recorded.stderr)
+    [listed] = _traces(served, "recorded-agent", 10)
+    assert listed["TraceId"] == trace_id and listed["LlmCalls"] == 3
+
+    replayed = rewind("--trace-id", trace_id, "--", str(BIN / "opentelemetry-instrument"),
+                      sys.executable, "agent.py", program="rewind-replay", cwd=tmp, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    assert "replayed 3/3" in replayed.stderr and "0 live calls" in replayed.stderr
+
+
+IN_CODE = textwrap.dedent(
+    """
+    import os, openai
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from rewind.exporter.instrumentor import RewindInstrumentor
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    RewindInstrumentor().instrument(tracer_provider=provider)
+    client = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-x", max_retries=0)
+    for question in ("one", "two"):
+        client.chat.completions.create(model="gpt-4o",
+                                       messages=[{"role": "user", "content": question}])
+    import atexit
+    atexit.register(lambda: print(sorted({format(s.context.trace_id, "032x")
+                                          for s in memory.get_finished_spans()})))
+    """
+)
+
+
+@pytest.mark.parametrize(("process_root", "traces"), [("", 1), ("off", 2)])
+def test_a_service_can_keep_each_call_its_own_trace(fake_llm, tmp_path, process_root, traces):
+    (tmp_path / "service.py").write_text(IN_CODE)
+    done = rewind("service.py", program="python", cwd=tmp_path,
+                  env={**user_env(), "LLM_URL": fake_llm.base_url,
+                       "REWIND_PROCESS_ROOT": process_root})
+    assert done.returncode == 0, done.stderr
+    assert len(ast.literal_eval(done.stdout.strip())) == traces
