@@ -14,6 +14,7 @@ import textwrap
 import pytest
 from starlette.testclient import TestClient
 
+from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
 from tests.support.harness import Recording
@@ -174,6 +175,28 @@ def test_the_worker_imports_every_trace_of_an_otlp_file(files, store):
     assert done["written"] == 6 and done["already_present"] == 0
     for trace_id in done["trace_ids"]:
         assert len(client.get(f"/v1/traces/{trace_id}").json()["spans"]) == 3
+
+
+def test_a_trace_fetched_from_a_trace_backend_replays(files):
+    """What Tempo (``/api/v2/traces/{id}``, ``/api/traces/{id}``) and Jaeger
+    (``/api/v3/traces/{id}``) answer: one OTLP/JSON document, wrapped."""
+    tmp, script, output = files
+    lines = [json.loads(line) for line in (tmp / "traces.jsonl").read_text().splitlines()]
+    first = lines[0]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    resource_spans = [r for line in lines for r in line["resourceSpans"]
+                      if r["scopeSpans"][0]["spans"][0]["traceId"] == first]
+    answers = {"tempo.json": {"trace": {"resourceSpans": resource_spans}},
+               "tempo-v1.json": {"batches": resource_spans},
+               "jaeger.json": {"result": {"resourceSpans": resource_spans}}}
+    for name, answer in answers.items():
+        (tmp / name).write_text(json.dumps(answer, indent=2))  # as saved from the browser
+        unpacked = archive.unpack((tmp / name).read_bytes())
+        assert unpacked.trace_id == first and len(unpacked.spans) == 3, name
+
+    replayed = _rewind("replay", "--cassette", str(tmp / "tempo.json"), "--", sys.executable,
+                       str(script), LLM_URL=Recording.dead_url(), ORDERS=ORDERS[0])
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == _runs(output)[0]
 
 
 def test_a_file_that_is_neither_says_what_it_tried(tmp_path):
