@@ -146,3 +146,10 @@ def test_the_dashboards_count_each_call_and_its_tokens_once(recorded, tmp_path):
         assert len(steps) == 2 and sum(row["InputTokens"] for row in steps) == tokens
     finally:
         store.close()
+
+
+def test_a_divergence_names_one_step_number(recorded):
+    diverged = recorded.replay(CITY="Rome")
+    assert diverged.returncode == 3, diverged.stderr
+    steps = set(re.findall(r"step (\d+)", diverged.stderr))
+    assert steps == {"0"}, diverged.stderr  # the shadows take no step numbers
