@@ -95,6 +95,11 @@ def test_the_run_is_one_trace_with_one_step_per_call(run):
     assert shown["totals"]["input_tokens"] == words  # the fake model counts words, once
     assert shown["skipped"] == []
 
+    stats = rewind("stats", "--service", "zero-code-agent", "--json", env=env)
+    assert stats.returncode == 0, stats.stderr
+    total = json.loads(stats.stdout)["total"]
+    assert total["calls"] == 3 and total["input_tokens"] == words
+
 
 def test_the_trace_replays_offline_with_identical_output(run):
     served, tmp, env, outputs = run
