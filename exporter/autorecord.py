@@ -1,4 +1,5 @@
-"""Whole-process recording for ``rewind record -- CMD``: started from ``sitecustomize``.
+"""Whole-process recording: one root span per run, for ``rewind record -- CMD`` (started from
+``sitecustomize``) and ``opentelemetry-instrument`` (from ``RewindInstrumentor``).
 
 With ``REWIND_RECORD=1`` in its environment a Python process instruments itself at start-up and
 opens one root span (``invoke_agent {name}``) that every LLM and tool call joins — in any thread
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context, trace
@@ -27,6 +29,7 @@ from . import scope
 ENV_RECORD = "REWIND_RECORD"
 ENV_REPORT = "REWIND_RECORD_REPORT"
 ENV_NAME = "REWIND_RECORD_NAME"
+ENV_PROCESS_ROOT = "REWIND_PROCESS_ROOT"  # off: RewindInstrumentor opens no root span
 FLUSH_TIMEOUT_MS = 30_000
 
 
@@ -69,6 +72,17 @@ def start_from_env() -> bool:
     seen = TraceIds()
     if isinstance(provider, TracerProvider):
         provider.add_span_processor(seen)
+    open_process_root(provider, lambda root: _report(root, seen))
+    return True
+
+
+def open_process_root(provider: Any, after: Callable[[Span], None] | None = None) -> Span | None:
+    """Opens the run's root span (``invoke_agent {name}``), which every span started without
+    a parent joins, in any thread, so the run is one trace; it ends at exit, then spans are
+    flushed and ``after`` runs. Nothing is opened when a span is current or a root is open
+    (``rewind record`` under ``opentelemetry-instrument``, say)."""
+    if scope.has_process_root() or trace.get_current_span().get_span_context().is_valid:
+        return None
     name = _name()
     root = trace.get_tracer(scope.TRACER_NAME, tracer_provider=provider).start_span(
         f"invoke_agent {name}", kind=SpanKind.INTERNAL,
@@ -79,8 +93,8 @@ def start_from_env() -> bool:
     scope.set_process_root(ctx)
     _root_for_new_threads(ctx)
     _watch_uncaught(root)
-    atexit.register(_finish, root, seen, provider)
-    return True
+    atexit.register(_finish, root, provider, after)
+    return root
 
 
 class _RootByDefault(ContextVarsRuntimeContext):
@@ -119,16 +133,23 @@ def _watch_uncaught(root: Span) -> None:
     sys.excepthook = hook
 
 
-def _finish(root: Span, seen: TraceIds, provider: Any) -> None:
+def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
     root.end()
     scope.set_process_root(None)
-    from .pipeline import export_stats, mark_closing
-    from .recording import counts
+    from .pipeline import mark_closing
 
     mark_closing()
     flush = getattr(provider, "force_flush", None)
     if callable(flush):
         flush(FLUSH_TIMEOUT_MS)
+    if after is not None:
+        after(root)
+
+
+def _report(root: Span, seen: TraceIds) -> None:
+    """One JSON line for ``rewind record``: the trace ids and export figures of this process."""
+    from .pipeline import export_stats
+    from .recording import counts
 
     line = {
         "pid": os.getpid(),

@@ -4,14 +4,22 @@ Registered under the ``opentelemetry_instrumentor`` entry point, so ``openteleme
 python app.py`` records LLM calls with no code change; in code,
 ``RewindInstrumentor().instrument(tracer_provider=..., capture="content")`` does the same as
 :func:`rewind.exporter.instrument`.
+
+Instrumenting where no span is current (as ``opentelemetry-instrument`` does, at start-up) also
+opens the process root span ``rewind record`` opens, so the run is one trace and not one trace
+per LLM call; ``process_root=False`` or ``REWIND_PROCESS_ROOT=off`` (a service whose requests
+are their own traces) leaves it out.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+OFF = ("0", "false", "no", "off")
 
 
 class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -21,14 +29,18 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         from . import instrument
+        from .autorecord import ENV_PROCESS_ROOT, open_process_root
 
-        instrument(
+        provider = instrument(
             service_name=kwargs.get("service_name"),
             endpoint=kwargs.get("endpoint"),
             tracer_provider=kwargs.get("tracer_provider"),
             capture=kwargs.get("capture"),
             redact=kwargs.get("redact"),
         )
+        wanted = os.environ.get(ENV_PROCESS_ROOT, "").strip().lower() not in OFF
+        if provider is not None and wanted and kwargs.get("process_root", True):
+            open_process_root(provider)
 
     def _uninstrument(self, **kwargs: Any) -> None:
         from . import uninstrument

@@ -35,6 +35,10 @@ def set_process_root(root: Context | None) -> None:
     _root = root
 
 
+def has_process_root() -> bool:
+    return _root is not None
+
+
 def parent_context() -> Context | None:
     """The context a new span should start in (None: the current one)."""
     if _root is None:

@@ -15,8 +15,7 @@ import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -38,9 +37,16 @@ from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter, batch_token
 from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.grafana_macros import ALL, QueryContext, expand
+from tests.support.dashboards import (
+    GRAFANA,
+    all_selected,
+    load_dashboards,
+    panel_rows,
+    panels,
+    queried,
+)
+from tests.support.grafana_macros import QueryContext, expand
 
-GRAFANA = Path(__file__).resolve().parent.parent / "deploy" / "grafana"
 DATASOURCE_UID = "rewind-clickhouse"
 TIMESERIES = ["time"]
 
@@ -224,27 +230,6 @@ EXPECTED = {
 }
 
 
-def load_dashboards() -> dict[str, dict[str, Any]]:
-    found = {}
-    for path in sorted((GRAFANA / "dashboards").glob("*.json")):
-        dashboard = json.loads(path.read_text(encoding="utf-8"))
-        found[dashboard["uid"]] = dashboard
-    return found
-
-
-def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every panel, rows' nested panels included."""
-    out = []
-    for panel in dashboard["panels"]:
-        out.append(panel)
-        out += panel.get("panels", [])
-    return out
-
-
-def queried(dashboard: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["title"]: p for p in panels(dashboard) if p.get("targets")}
-
-
 @dataclass
 class Dataset:
     store: Store
@@ -255,9 +240,7 @@ class Dataset:
         return self.store.query(expand(sql, ctx or self.ctx))
 
     def panel(self, uid: str, title: str, ctx: QueryContext | None = None) -> list[dict]:
-        panel = queried(load_dashboards()[uid])[title]
-        [target] = panel["targets"]
-        return self.run(target["rawSql"], ctx)
+        return panel_rows(self.store, uid, title, ctx or self.ctx)
 
     def total(self, key: str) -> int:
         return sum(made[key] for made in self.summary)
@@ -284,19 +267,7 @@ def dataset(tmp_path_factory) -> Dataset:
     migrate(store)
     TraceWriter(store).write(list(span_rows(ExportTraceServiceRequest.FromString(payload))),
                              batch_token(payload))
-    now = datetime.now(timezone.utc)
-    ctx = QueryContext(now - timedelta(hours=1), now + timedelta(minutes=10))
-    for choice in (v for d in load_dashboards().values() for v in d["templating"]["list"]
-                   if v["type"] == "custom"):  # a fixed choice: its default
-        ctx = replace(ctx, values={**ctx.values, choice["name"]: [choice["current"]["value"]]})
-    variables = [v for d in load_dashboards().values() for v in d["templating"]["list"]
-                 if v["type"] == "query"]  # a textbox (the Rewind UI's address) holds no SQL
-    for variable in variables:
-        rows = store.query(expand(variable["query"]["rawSql"], ctx))
-        options = [str(next(iter(row.values()))) for row in rows]
-        chosen = [ALL] if variable.get("includeAll") else options[:1]
-        ctx = replace(ctx, values={**ctx.values, variable["name"]: chosen},
-                      options={**ctx.options, variable["name"]: options})
+    ctx = all_selected(store)
     yield Dataset(store, summary, ctx)
     store.close()
 

@@ -69,7 +69,9 @@ def test_opentelemetry_instrument_records_with_no_code_change(served, llm, tmp_p
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "echo: no code change"
     trace_id = wait_for_service(served, "zero-code-app")
-    [span] = served.wait_for_spans(trace_id, 1)
+    root, span = sorted(served.wait_for_spans(trace_id, 2), key=lambda s: s["ParentSpanId"])
+    assert root["SpanName"] == "invoke_agent plain_app.py"  # the run's root, as rewind record
+    assert span["ParentSpanId"] == root["SpanId"]
     attrs = span["SpanAttributes"]
     assert span["SpanName"] == "chat gpt-4o" and span["ServiceName"] == "zero-code-app"
     assert attrs["gen_ai.provider.name"] == "openai"

@@ -193,7 +193,8 @@ def test_worker_routes_export_import_and_refuse_a_trace_carrying_a_key(store):
     spans = chat_spans()
     imported = client.post("/v1/import", content=archive.pack(TRACE, spans))
     assert imported.status_code == 200
-    assert imported.json() == {"trace_id": TRACE, "written": 2, "already_present": 0}
+    assert imported.json() == {"trace_id": TRACE, "trace_ids": [TRACE], "written": 2,
+                               "already_present": 0}
     exported = client.get(f"/v1/traces/{TRACE.upper()}/export")
     assert exported.status_code == 200
     assert exported.headers["content-type"] == archive.MEDIA_TYPE

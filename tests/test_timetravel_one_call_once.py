@@ -1,16 +1,22 @@
 """One LLM call is counted once, however many spans describe it: the anthropic SDK's own span,
 OpenLLMetry's and Rewind's capture all trace each call of this agent, recorded with
 ``rewind record``. inspect, the trace listing and stats report each call and its tokens once,
-the extra spans stay visible as context, and a replay plays every step, warning about none."""
+the extra spans stay visible as context, the Grafana dashboards' panels count each call and its
+tokens once, and a replay plays every step, warning about none."""
 
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
 
+from rewind.collector.migrate import migrate
+from rewind.collector.store import Store
 from rewind.replay.cassette.calls import llm_calls
+from rewind.replay.sources import archive
+from tests.support.dashboards import all_selected, panel_rows
 from tests.support.harness import Recording, record_command
 
 pytest.importorskip("opentelemetry.instrumentation.anthropic")
@@ -100,3 +106,32 @@ def test_replay_plays_every_step_and_calls_no_shadow_unreplayable(recorded):
     assert replayed.stdout == recorded.output
     assert "replayed 2/2" in replayed.stderr
     assert "not replayable" not in replayed.stderr and "content capture" not in replayed.stderr
+
+
+def test_the_dashboards_count_each_call_and_its_tokens_once(recorded, tmp_path):
+    exported = recorded.rewind("export", recorded.trace_id, "-o", str(tmp_path / "run.rw"))
+    assert exported.returncode == 0, exported.stderr
+    store = Store(f"chdb://{tmp_path / 'store'}")  # the panels' SQL, on the same spans
+    try:
+        migrate(store)
+        archive.import_into(store, (tmp_path / "run.rw").read_bytes())
+        ctx = all_selected(store, hours=24)
+        tokens = sum(int(s["SpanAttributes"]["gen_ai.usage.input_tokens"])
+                     for s in recorded.spans if "rewind.step" in s["SpanAttributes"])
+        [calls] = panel_rows(store, "rewind-overview", "LLM calls", ctx)
+        [used] = panel_rows(store, "rewind-overview", "Tokens", ctx)
+        assert calls["Calls"] == 2 and used["Input"] == tokens
+        [expensive] = panel_rows(store, "rewind-overview", "Most expensive traces", ctx)
+        assert expensive["LlmCalls"] == 2 and expensive["InputTokens"] == tokens
+        assert ctx.values["trace_id"] == [recorded.trace_id]  # the one trace of the store
+        steps = panel_rows(store, "rewind-trace", "LLM calls in this trace", ctx)
+        assert len(steps) == 2 and sum(row["InputTokens"] for row in steps) == tokens
+    finally:
+        store.close()
+
+
+def test_a_divergence_names_one_step_number(recorded):
+    diverged = recorded.replay(CITY="Rome")
+    assert diverged.returncode == 3, diverged.stderr
+    steps = set(re.findall(r"step (\d+)", diverged.stderr))
+    assert steps == {"0"}, diverged.stderr  # the shadows take no step numbers

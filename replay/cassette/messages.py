@@ -167,6 +167,10 @@ def _norm_part(part: Json) -> Json:
         return {"type": "tool_call", "name": part.get("name"), "arguments": arguments}
     if kind == "tool_call_response":
         response = part.get("response")
+        if isinstance(response, str) and response[:1] in ("{", "["):
+            # a structured result one instrumentation writes as JSON text, another as JSON
+            parsed = _loads(response)
+            response = parsed if isinstance(parsed, (dict, list)) else response
         if not isinstance(response, str):
             response = json.dumps(response, sort_keys=True, separators=(",", ":"))
         return {"type": "tool_call_response", "response": response}

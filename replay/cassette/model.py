@@ -18,7 +18,13 @@ from rewind.exporter import bodies, canonical
 from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
 from rewind.replay.cassette.messages import conversation_of
 from rewind.replay.cassette.semantic import semantic_form, semantic_key
-from rewind.replay.cassette.synthesis import PATHS, provider_of, reply_of
+from rewind.replay.cassette.synthesis import (
+    OPENLLMETRY_RESPONSES_SPAN,
+    PATHS,
+    path_of,
+    provider_of,
+    reply_of,
+)
 
 CASSETTE_VERSION = 1
 
@@ -211,12 +217,13 @@ def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
         name=span["SpanName"],
         match_key="",
         method="POST",
-        url=PATHS[provider],
+        url=path_of(provider, attrs, span["SpanName"]),
         request_headers={},
         request_body="",
         semantic_key=semantic_key(form),
         semantic=form,
-        synthetic=reply_of(attrs, conversation, span["SpanId"]),
+        synthetic=reply_of(attrs, conversation, span["SpanId"],
+                           reasoning_first=span["SpanName"] == OPENLLMETRY_RESPONSES_SPAN),
         provider=provider,
     )
 

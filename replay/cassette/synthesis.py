@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
-from rewind.replay.cassette import wire, wire_anthropic
+from rewind.replay.cassette import wire, wire_anthropic, wire_gemini
 from rewind.replay.cassette.messages import Conversation
 
 # Finish reasons: semantic-convention values back to each provider's own.
@@ -26,7 +26,10 @@ _ANTHROPIC_FINISH = {"tool_call": "tool_use", "tool_calls": "tool_use", "stop": 
                      "length": "max_tokens", "end_turn": "end_turn", "tool_use": "tool_use",
                      "max_tokens": "max_tokens", "stop_sequence": "stop_sequence"}
 
-PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages",
+         "gemini": "/v1beta/models/{model}:generateContent"}
+RESPONSES_PATH = "/v1/responses"
+OPENLLMETRY_RESPONSES_SPAN = "openai.response"  # OpenLLMetry's span name for Responses calls
 
 
 def provider_of(attrs: Mapping[str, str]) -> str:
@@ -35,12 +38,44 @@ def provider_of(attrs: Mapping[str, str]) -> str:
         return "anthropic"
     if name in ("openai", "azure.ai.openai", "az.ai.openai", "azure_openai") or not name:
         return "openai"
+    if "gemini" in name or "vertex" in name or name.startswith("gcp.") or name == "google":
+        return "gemini"
     return name
+
+
+def path_of(provider: str, attrs: Mapping[str, str], span_name: str) -> str:
+    """The endpoint a call rebuilt from content was sent to, as far as its shape goes: OpenAI's
+    Responses API is told apart by ``openai.api.type`` (official instrumentation) or the span
+    name (OpenLLMetry)."""
+    responses = (attrs.get(A.OPENAI_API_TYPE) == "responses"
+                 or span_name == OPENLLMETRY_RESPONSES_SPAN)
+    if provider == "openai" and responses:
+        return RESPONSES_PATH
+    return PATHS[provider].format(model=attrs.get(A.REQUEST_MODEL) or "model")
 
 
 def shape_of(provider: str, url: str) -> str:
     """The wire format an answer is rendered in: the provider's, or OpenAI's Responses API."""
-    return "responses" if urlsplit(url).path.endswith("/responses") else provider
+    return "responses" if urlsplit(url).path.endswith(RESPONSES_PATH) else provider
+
+
+def asks_stream(url: str, asked: Mapping[str, Any]) -> bool:
+    """Whether a request wants a stream: ``stream`` in its body, or Gemini's stream method."""
+    return bool(asked.get("stream")) or wire_gemini.STREAM_METHOD in urlsplit(url).path
+
+
+def _reasoning_text(content: Any) -> str:
+    """Reasoning as text; OpenLLMetry writes a Responses reasoning item's summary as JSON
+    (``[{"type": "summary_text", "text": ...}]``)."""
+    text = str(content or "")
+    if text.startswith("["):
+        try:
+            summary = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(summary, list) and all(isinstance(s, dict) for s in summary):
+            return "".join(str(s.get("text") or "") for s in summary)
+    return text
 
 
 def reply_parts(output: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -51,7 +86,7 @@ def reply_parts(output: Mapping[str, Any]) -> list[dict[str, Any]]:
         if kind == "text":
             parts.append({"type": "text", "content": str(part.get("content") or "")})
         elif kind == "reasoning":
-            parts.append({"type": "reasoning", "content": str(part.get("content") or "")})
+            parts.append({"type": "reasoning", "content": _reasoning_text(part.get("content"))})
         elif kind == "tool_call":
             arguments = part.get("arguments")
             parts.append({"type": "tool_call", "id": part.get("id") or f"call_{index}",
@@ -60,10 +95,15 @@ def reply_parts(output: Mapping[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str) -> dict[str, Any]:
-    """The neutral answer: what the model said, independent of wire format."""
+def reply_of(attrs: Mapping[str, str], conversation: Conversation, seed: str,
+             reasoning_first: bool = False) -> dict[str, Any]:
+    """The neutral answer: what the model said, independent of wire format.
+    ``reasoning_first``: the span lists reasoning after the rest (OpenLLMetry's Responses
+    spans), though the model gave it first."""
     output = conversation.output[0] if conversation.output else {"parts": []}
     parts = reply_parts(output)
+    if reasoning_first:
+        parts.sort(key=lambda p: p["type"] != "reasoning")
     calls = any(p["type"] == "tool_call" for p in parts)
 
     def tokens(name: str) -> int:
@@ -104,6 +144,13 @@ def render(provider: str, reply: Mapping[str, Any], stream: bool, include_usage:
     """Headers and body (bytes) or SSE events (list of raw events) in the provider's format;
     ``responses`` is OpenAI's Responses API (``request``: the request it answers)."""
     shaped = _wire_reply(reply)
+    if provider == "gemini":
+        if stream:
+            return {"content-type": "text/event-stream"}, [
+                "data: " + json.dumps(chunk, separators=(",", ":"))
+                for chunk in wire_gemini.stream_chunks(shaped)]
+        body = wire_gemini.generate_content(shaped)
+        return {"content-type": "application/json"}, json.dumps(body).encode()
     if provider == "anthropic":
         if stream:
             return {"content-type": "text/event-stream"}, _events(

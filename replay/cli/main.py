@@ -109,15 +109,18 @@ def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | 
 @api_option
 @clickhouse_option
 def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
-    """Load a .rw file into the store (through the worker when one runs); prints the trace id.
-    Importing the same file again adds nothing."""
+    """Load a .rw file, or an OTLP file (JSON lines as the OpenTelemetry Collector's file
+    exporter writes them, OTLP/JSON, protobuf) with every trace it holds, into the store
+    (through the worker when one runs); prints each trace id. Importing the same file again
+    adds nothing."""
     from rewind.replay.sources.archive import ArchiveError, read_file
 
     try:
-        trace_id = open_source(api, clickhouse, create=True).import_archive(read_file(file))
+        trace_ids = open_source(api, clickhouse, create=True).import_traces(read_file(file))
     except (SourceError, StoreError, ArchiveError) as error:
         fail(str(error), fix_for(error))
-    click.echo(trace_id)
+    for trace_id in trace_ids:
+        click.echo(trace_id)
 
 
 REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.

@@ -92,7 +92,7 @@ class TransportResponder:
             request.method, str(request.url), dict(request.headers.multi_items()), body
         )
         found = _checked(self.session, found, self.announce)
-        return recorded_answer(found, body) if found else None
+        return recorded_answer(found, body, str(request.url)) if found else None
 
     def __call__(self, flavor: Flavor, request: Any, asynchronous: bool = False) -> Any:
         answer = self._answer(request)

@@ -20,7 +20,7 @@ from rewind.exporter import canonical, providers, telemetry
 from rewind.replay.cassette.messages import from_parts_attributes
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
-from rewind.replay.cassette.synthesis import provider_of, render, reply_of, shape_of
+from rewind.replay.cassette.synthesis import asks_stream, provider_of, render, reply_of, shape_of
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.matching import Divergence, Matcher
 from rewind.replay.play.report import ReplayReport
@@ -77,25 +77,26 @@ def _reshaped(found: Interaction) -> dict[str, Any] | None:
     return reply_of(attrs, conversation, found.span_id)
 
 
-def _rendered(shape: str, reply: dict[str, Any], asked: dict[str, Any]) -> Answer:
+def _rendered(shape: str, reply: dict[str, Any], asked: dict[str, Any], stream: bool) -> Answer:
     usage = bool((asked.get("stream_options") or {}).get("include_usage"))
-    headers, rendered = render(shape, reply, bool(asked.get("stream")), usage, asked)
+    headers, rendered = render(shape, reply, stream, usage, asked)
     if isinstance(rendered, list):
         return Answer(200, headers, events=[(0, event) for event in rendered])
     return Answer(200, headers, body=rendered)
 
 
-def recorded_answer(found: Interaction, request_body: bytes) -> Answer:
-    """The recorded response, in the shape the request asks for (stream or not)."""
+def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> Answer:
+    """The recorded response, in the shape the request (to ``url``) asks for: stream or not."""
     asked = canonical.parse_body(request_body)
     asked = asked if isinstance(asked, dict) else {}
+    stream = asks_stream(url, asked)
     if found.synthetic is not None:
-        return _rendered(shape_of(found.provider, found.url), found.synthetic, asked)
-    if bool(asked.get("stream")) != found.streamed and found.kind == A.KIND_LLM:
+        return _rendered(shape_of(found.provider, found.url), found.synthetic, asked, stream)
+    if stream != found.streamed and found.kind == A.KIND_LLM:
         reply = _reshaped(found)
         if reply is not None:
             provider = provider_of({A.PROVIDER: found.provider})
-            return _rendered(shape_of(provider, found.url), reply, asked)
+            return _rendered(shape_of(provider, found.url), reply, asked, stream)
     headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
     if found.response_events is not None:
         return Answer(found.status or 200, headers, events=list(found.response_events))

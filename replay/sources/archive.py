@@ -232,29 +232,30 @@ def _screen(trace_id: str, spans: Sequence[Mapping[str, Any]], action: str) -> N
         raise CredentialInTrace(trace_id, findings, action)
 
 
-def _from_otlp(data: bytes, for_import: bool = True) -> Archive:
-    """One trace from an OTLP file (``otlp_files.py``), checked for credentials like a file."""
+def _from_otlp(data: bytes, for_import: bool = True) -> list[Archive]:
+    """Every trace of an OTLP file (``otlp_files.py``), in the order the file first names
+    them, each checked for credentials like a file (unless not ``for_import``)."""
     try:
         rows = otlp_files.rows_of(data)
     except otlp_files.OtlpFileError as error:
         raise ArchiveError("not a Rewind trace file (not zstd-compressed), nor an OTLP "
                            f"file: {error}") from None
-    spans = [dict(zip(SPAN_FIELDS, row, strict=True)) for row in rows]
-    traces = sorted({s["TraceId"] for s in spans})
-    if len(traces) != 1:
-        shown = ", ".join(traces[:5]) + (", ..." if len(traces) > 5 else "")
-        raise ArchiveError(f"the OTLP file holds {len(traces)} traces ({shown}); import takes "
-                           "one trace per file: keep the lines or requests of the one you want")
+    traces: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        span = dict(zip(SPAN_FIELDS, row, strict=True))
+        traces.setdefault(span["TraceId"], []).append(span)
     if not for_import:
-        return Archive(traces[0], spans, "")
-    _screen(traces[0], spans, "import")
-    return Archive(traces[0], spans, hashlib.sha256(data).hexdigest())
+        return [Archive(trace_id, spans, "") for trace_id, spans in traces.items()]
+    digest = hashlib.sha256(data).hexdigest()
+    found = []
+    for trace_id, spans in traces.items():
+        _screen(trace_id, spans, "import")
+        found.append(Archive(trace_id, spans, f"{digest}:{trace_id}"))
+    return found
 
 
-def unpack(data: bytes | IO[bytes], for_import: bool = True) -> Archive:
-    """A file's trace; refused (with the reason) when damaged, altered or carrying a credential.
-    An OTLP file (JSON lines, one JSON document, protobuf) holding one trace is taken too; a
-    stream is peeked at, and read whole only when it is OTLP (its size was bounded upstream).
+def unpack_all(data: bytes | IO[bytes], for_import: bool = True) -> list[Archive]:
+    """Every trace of a file: the one of a ``.rw`` file, each one of an OTLP file.
 
     Without ``for_import`` (a file read to be replayed: nothing is stored or sent on) the
     credential screening and the content digest, which are for storing, are skipped; the
@@ -265,9 +266,28 @@ def unpack(data: bytes | IO[bytes], for_import: bool = True) -> Archive:
     else:  # a seekable binary file, read from its start as decode_document reads it
         data.seek(0)
         head = data.read(len(otlp_files.ZSTD_MAGIC))
+        data.seek(0)
         if otlp_files.is_otlp(head):
             data.seek(0)
             return _from_otlp(data.read(), for_import)
+    return [_unpack_document(data, for_import)]
+
+
+def unpack(data: bytes | IO[bytes], for_import: bool = True) -> Archive:
+    """A file's one trace; refused (with the reason) when damaged, altered or carrying a
+    credential. An OTLP file (JSON lines, one JSON document, protobuf) is taken when it holds
+    one trace; a stream is peeked at, and read whole only when it is OTLP (its size was bounded
+    upstream)."""
+    archives = unpack_all(data, for_import)
+    if len(archives) > 1:
+        shown = ", ".join(a.trace_id for a in archives[:5]) + (", ..." if len(archives) > 5
+                                                               else "")
+        raise ArchiveError(f"the OTLP file holds {len(archives)} traces ({shown}): load them "
+                           "with `rewind import FILE`, then name one with --trace-id")
+    return archives[0]
+
+
+def _unpack_document(data: bytes | IO[bytes], for_import: bool) -> Archive:
     document = decode_document(data)
     try:
         trace_id = parse_trace_id(document.get("trace_id", ""))
@@ -307,13 +327,19 @@ def import_token(archive: Archive, span_ids: Iterable[str]) -> str:
 
 @dataclass(frozen=True)
 class ImportResult:
-    trace_id: str
+    trace_ids: tuple[str, ...]  # every trace of the file, in the order it names them
     written: int
     already_present: int
 
+    @property
+    def trace_id(self) -> str:
+        """The file's first (for a ``.rw`` file, its only) trace."""
+        return self.trace_ids[0]
+
 
 def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None) -> ImportResult:
-    """Writes a file's spans that the store does not hold yet; importing twice adds nothing.
+    """Writes a file's spans that the store does not hold yet, for each trace of the file;
+    importing twice adds nothing.
 
     Everything is checked before the first row is written. ``tenant`` (the importer's, from
     its token) replaces whatever tenant the file names; None keeps the file's.
@@ -321,16 +347,21 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     from rewind.collector import reader
     from rewind.collector.writer import TraceWriter
 
-    archive = unpack(data)
-    if tenant is not None:
-        spans = [{**s, "ResourceAttributes": {**s["ResourceAttributes"],
-                                              A.TENANT: tenant}} for s in archive.spans]
-        archive = Archive(archive.trace_id, spans, f"{archive.digest}:{tenant}")
-    present = {s["SpanId"] for s in reader.get_trace(store, archive.trace_id, tenant=tenant)}
-    fresh = [s for s in archive.spans if s["SpanId"] not in present]
-    token = import_token(archive, (s["SpanId"] for s in fresh))
-    TraceWriter(store).write([span_row(s) for s in fresh], token)
-    return ImportResult(archive.trace_id, len(fresh), len(archive.spans) - len(fresh))
+    archives = unpack_all(data)
+    written = present_before = 0
+    for archive in archives:
+        if tenant is not None:
+            spans = [{**s, "ResourceAttributes": {**s["ResourceAttributes"],
+                                                  A.TENANT: tenant}} for s in archive.spans]
+            archive = Archive(archive.trace_id, spans, f"{archive.digest}:{tenant}")
+        present = {s["SpanId"]
+                   for s in reader.get_trace(store, archive.trace_id, tenant=tenant)}
+        fresh = [s for s in archive.spans if s["SpanId"] not in present]
+        token = import_token(archive, (s["SpanId"] for s in fresh))
+        TraceWriter(store).write([span_row(s) for s in fresh], token)
+        written += len(fresh)
+        present_before += len(archive.spans) - len(fresh)
+    return ImportResult(tuple(a.trace_id for a in archives), written, present_before)
 
 
 def read_file(path: str | Path) -> bytes:

@@ -47,6 +47,7 @@ class TraceSource(Protocol):
     def cassette(self, trace_id: str) -> Cassette: ...
     def export_archive(self, trace_id: str) -> bytes: ...
     def import_archive(self, data: bytes) -> str: ...
+    def import_traces(self, data: bytes) -> list[str]: ...
 
 
 class ApiSource:
@@ -109,7 +110,12 @@ class ApiSource:
         return self._send("GET", f"/v1/traces/{trace_id}/export").content
 
     def import_archive(self, data: bytes) -> str:
-        return self._send("POST", "/v1/import", content=data).json()["trace_id"]
+        return self.import_traces(data)[0]
+
+    def import_traces(self, data: bytes) -> list[str]:
+        """Every trace the file holds (one for a ``.rw`` file), in the file's order."""
+        done = self._send("POST", "/v1/import", content=data).json()
+        return list(done.get("trace_ids") or [done["trace_id"]])
 
     def wait_for_spans(self, trace_ids: list[str], spans: int, timeout: float) -> bool | None:
         """Polls until the traces hold ``spans`` spans together (what their recording
@@ -174,11 +180,14 @@ class StoreSource:
         return archive.pack(trace_id.strip().lower(), self.spans(trace_id))
 
     def import_archive(self, data: bytes) -> str:
+        return self.import_traces(data)[0]
+
+    def import_traces(self, data: bytes) -> list[str]:
         from rewind.collector.migrate import migrate
         from rewind.replay.sources import archive
 
         migrate(self.store)  # a store made just to receive the file has no tables yet
-        return archive.import_into(self.store, data).trace_id
+        return list(archive.import_into(self.store, data).trace_ids)
 
 
 def resolve_trace_id(source: TraceSource, ref: str) -> str:

@@ -1,15 +1,17 @@
 """A trace brought from elsewhere: OTLP files as ``rewind import`` takes them.
 
 Three shapes: JSON lines as the OpenTelemetry Collector's file exporter writes them (one
-export request per line, ids in hex), one OTLP/JSON document (as trace backends serve them),
-and protobuf: the file exporter's ``format: proto`` (each message after its length, 4 bytes
-big-endian) or one bare ``ExportTraceServiceRequest`` / ``TracesData``. Spans become
-``otel_traces`` rows through the collector's own decoding and row conversion (no I/O), so an
-imported trace is an ordinary trace (``archive.unpack`` takes them).
+export request per line, ids in hex), one OTLP/JSON document (as trace backends serve them:
+bare, or inside Tempo's ``{"trace": ...}`` / ``{"batches": [...]}`` or Jaeger's
+``{"result": ...}``), and protobuf: the file exporter's ``format: proto`` (each message after
+its length, 4 bytes big-endian) or one bare ``ExportTraceServiceRequest`` / ``TracesData``.
+Spans become ``otel_traces`` rows through the collector's own decoding and row conversion (no
+I/O), so an imported trace is an ordinary trace (``archive.unpack`` takes them).
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # protobuf and the row conversion load when an OTLP file is r
     )
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a .rw file is one zstd frame
+BACKEND_WRAPPERS = ("trace", "result")  # Tempo's /api/v2/traces, Jaeger's /api/v3/traces
 
 class OtlpFileError(ValueError):
     """Not an OTLP file we can read; the message says where it failed."""
@@ -30,6 +33,21 @@ def is_otlp(data: bytes) -> bool:
     return not data.startswith(ZSTD_MAGIC)
 
 
+def _unwrapped(document: bytes) -> bytes:
+    """A trace backend's answer as the OTLP/JSON it wraps (anything else as it is)."""
+    try:
+        parsed = json.loads(document)
+    except ValueError:
+        return document
+    if isinstance(parsed, dict) and len(parsed) == 1:
+        [(key, inner)] = parsed.items()
+        if key in BACKEND_WRAPPERS and isinstance(inner, dict):
+            return json.dumps(inner).encode()
+        if key == "batches" and isinstance(inner, list):  # Tempo's name for resourceSpans
+            return json.dumps({"resourceSpans": inner}).encode()
+    return document
+
+
 def _json_requests(data: bytes) -> Iterator[ExportTraceServiceRequest]:
     from rewind.collector.otlp_json import JsonPayloadError, parse_json
 
@@ -37,14 +55,14 @@ def _json_requests(data: bytes) -> Iterator[ExportTraceServiceRequest]:
     try:
         for number, line in enumerate(lines, 1):
             try:
-                yield parse_json(line)
+                yield parse_json(_unwrapped(line))
             except JsonPayloadError as error:
                 raise OtlpFileError(f"line {number}: {error}") from None
     except OtlpFileError:
         if len(lines) == 1:
             raise
         try:  # one pretty-printed document rather than JSON lines
-            yield parse_json(data)
+            yield parse_json(_unwrapped(data))
         except JsonPayloadError as error:
             raise OtlpFileError(f"neither OTLP JSON lines nor one OTLP/JSON document: {error}"
                                 ) from None

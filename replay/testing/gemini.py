@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from rewind.replay.cassette import wire
+from rewind.replay.cassette import wire, wire_gemini
 from rewind.replay.testing.fakemodel import FakeState, Turn, decide, text_of
 
 JSON = dict[str, Any]
@@ -76,58 +76,11 @@ def gemini_turn(body: JSON) -> Turn:
     return Turn(text, bool(results), words, _offered(body))
 
 
-def _usage(reply: wire.Reply, final: bool) -> JSON:
-    usage: JSON = {"promptTokenCount": reply.input_tokens}
-    if final:
-        usage["candidatesTokenCount"] = reply.output_tokens
-    usage["totalTokenCount"] = reply.input_tokens + (reply.output_tokens if final else 0)
-    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": reply.input_tokens}]
-    return usage
-
-
-def _part(part: wire.Part) -> JSON:
-    if isinstance(part, wire.ToolCall):
-        return {"functionCall": {"name": part.name, "args": part.arguments}}
-    if isinstance(part, wire.Reasoning):
-        return {"text": part.text, "thought": True}
-    return {"text": part.text}
-
-
-def _chunk(reply: wire.Reply, parts: list[JSON], finish: bool) -> JSON:
-    candidate: JSON = {"content": {"parts": parts, "role": "model"}}
-    if finish:
-        candidate["finishReason"] = "STOP"
-    candidate["index"] = 0
-    return {
-        "candidates": [candidate],
-        "usageMetadata": _usage(reply, final=finish),
-        "modelVersion": reply.model,
-        "responseId": reply.ident("")[:22],
-    }
-
-
-def generate_content(reply: wire.Reply) -> JSON:
-    """A non-streamed ``GenerateContentResponse``."""
-    return _chunk(reply, [_part(p) for p in reply.parts or (wire.Text(""),)], finish=True)
-
-
 def stream_generate_content(reply: wire.Reply) -> list[str]:
-    """The SSE events of ``streamGenerateContent?alt=sse``: the parts in order, text in
-    pieces, function calls whole (consecutive ones in one chunk); the last chunk carries the
-    finish."""
-    pieces: list[list[JSON]] = []
-    for index, part in enumerate(reply.parts or (wire.Text(""),)):
-        if isinstance(part, wire.ToolCall):
-            after_call = index and isinstance(reply.parts[index - 1], wire.ToolCall)
-            if after_call:
-                pieces[-1].append(_part(part))
-            else:
-                pieces.append([_part(part)])
-        else:
-            shaped = _part(part)
-            pieces += [[{**shaped, "text": p}] for p in wire.split_text(part.text) or [""]]
-    chunks = [_chunk(reply, p, finish=i == len(pieces) - 1) for i, p in enumerate(pieces)]
-    return [f"data: {json.dumps(c, separators=(',', ':'))}\r\n\r\n" for c in chunks]
+    """The SSE events of ``streamGenerateContent?alt=sse``, CRLF-terminated as the real API
+    sends them."""
+    return [f"data: {json.dumps(c, separators=(',', ':'))}\r\n\r\n"
+            for c in wire_gemini.stream_chunks(reply)]
 
 
 def gemini_error(status: int, message: str, kind: str = "INVALID_ARGUMENT") -> Response:
@@ -153,7 +106,7 @@ def gemini_routes(state: FakeState) -> list[Route]:
             return gemini_error(400, "contents: required and must be a list")
         reply = decide(gemini_turn(body), state.script, {**body, "model": model}, "gemini", "")
         if method == "generateContent":
-            return JSONResponse(generate_content(reply))
+            return JSONResponse(wire_gemini.generate_content(reply))
         events = stream_generate_content(reply)
 
         async def send() -> AsyncIterator[bytes]:

@@ -1,4 +1,5 @@
-"""Worker API routes for trace files: export a stored trace as ``.rw``, import one.
+"""Worker API routes for trace files: export a stored trace as ``.rw``, import a file (a
+``.rw`` file's trace, or every trace of an OTLP file).
 
 The embedded store opens in one process at a time, so while a worker holds it the CLI imports
 and exports through these routes. An upload is counted as it arrives and kept on disk past a
@@ -62,7 +63,8 @@ def routes() -> list[Route]:
                 done = await run_in_threadpool(view.import_file, upload)
             except DocumentTooLarge as error:
                 raise HTTPException(413, str(error)) from error
-        return {"trace_id": done.trace_id, "written": done.written,
+        return {"trace_id": done.trace_id, "trace_ids": list(done.trace_ids),
+                "written": done.written,
                 "already_present": done.already_present}
 
     return [

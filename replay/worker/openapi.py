@@ -150,7 +150,8 @@ def openapi_document() -> dict[str, Any]:
                 "The trace as a portable .rw file (422 if it carries a credential)",
                 [_TRACE_ID])},
             "/v1/import": {"post": _op(
-                "Load a .rw file into the store (hash-checked, idempotent)",
+                "Load a .rw file, or every trace of an OTLP file, into the store (hash-checked, "
+                "idempotent); answers trace_id (the first) and trace_ids",
                 requestBody={"required": True, "content": {
                     "application/octet-stream": {"schema": {"type": "string",
                                                             "format": "binary"}}}})},

@@ -144,7 +144,7 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
     if isinstance(found, Divergence):
         return _provider_error(path, 409, found.describe() + hint)
-    answer = recorded_answer(found, body)
+    answer = recorded_answer(found, body, url)
     if answer.events is not None:
         return StreamingResponse(answer.iter_async(session.speed), status_code=answer.status,
                                  headers=answer.headers)

@@ -23,5 +23,7 @@ registers it), so a helper's failed check reads like a test's.
   operator, and runs sent with each tenant's token, for the tenancy tests.
 - ``wiretap``: a byte-level witness between an SDK and the fake LLM, for the exporter tests.
 - ``grafana_macros``: Grafana's and the ClickHouse plugin's query expansion, for the dashboards.
+- ``dashboards``: the provisioned dashboards' panels, and a panel's SQL run on a store with
+  every variable at All.
 - ``deploy_commands``: deploy files' command lines checked against the CLI's own definitions.
 """

@@ -5,6 +5,10 @@ what the parent asked for: recording (``REWIND_RECORD``), then the installers na
 An installer is named ``module:function`` and must be a function of a ``rewind.replay`` module:
 the variable is read by every Python process that inherits the environment, so it never names
 arbitrary code. The bootstrap knows no installer itself; replay and fork each pass their own.
+
+``opentelemetry-instrument`` puts its own ``sitecustomize`` first on ``PYTHONPATH``, which hides
+ours (``rewind record -- opentelemetry-instrument python app.py``); :func:`start` is also its
+``opentelemetry_pre_instrument`` entry point, so it runs there, before the instrumentors.
 """
 
 from __future__ import annotations
@@ -39,6 +43,27 @@ def valid_installers(value: str) -> list[str]:
 def installers_value(names: list[str]) -> str:
     """The ``REWIND_INSTALLERS`` value for ``names`` (each checked)."""
     return _SEPARATOR.join(check_installer(name) for name in names)
+
+
+_started = False
+
+
+def start() -> None:
+    """What the parent asked for, once per process: recording, then the installers. Never
+    stops the user's program from starting."""
+    global _started
+    if _started:
+        return
+    _started = True
+    if os.environ.get("REWIND_RECORD"):  # rewind record: instrument, one root span per process
+        try:
+            from rewind.exporter.autorecord import start_from_env
+
+            start_from_env()
+        except Exception as error:
+            print(f"rewind: recording not started: {error}", file=sys.stderr)
+    if os.environ.get(ENV_INSTALLERS):  # after recording started, so what they do is recorded
+        run_installers()
 
 
 def run_installers(env: Mapping[str, str] | None = None) -> None:
