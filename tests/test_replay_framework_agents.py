@@ -30,8 +30,8 @@ def next_ticket(queue: str) -> str:
 
 
 desk = Agent(name="desk", instructions="You open tickets.", tools=[next_ticket], model="gpt-4o")
-result = Runner.run_sync(desk, 'call next_ticket {"queue": "support"} '
-                               'call next_ticket {"queue": "billing"}')
+result = Runner.run_sync(desk, stamped('call next_ticket {"queue": "support"} '
+                               'call next_ticket {"queue": "billing"}'))
 print(result.final_output)
 """
 

@@ -49,7 +49,7 @@ graph.add_edge(START, "think")
 graph.add_conditional_edges("think", tools_condition)
 graph.add_edge("tools", "think")
 app = graph.compile()
-question = 'call next_ticket {"queue": "Support"} call next_ticket {"queue": "Billing"}'
+question = stamped('call next_ticket {"queue": "Support"} call next_ticket {"queue": "Billing"}')
 final = app.invoke({"messages": [("user", question)]})
 print(final["messages"][-1].content)
 """

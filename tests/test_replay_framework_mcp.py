@@ -39,7 +39,7 @@ from openai import AsyncOpenAI
 
 SERVER = StdioServerParameters(
     command=sys.executable, args=[os.path.join(os.path.dirname(__file__), "server.py")],
-    env={"COUNTER": os.environ["COUNTER"]})
+    env={"COUNTER": os.environ["COUNTER"], "TOOL_URL": os.environ.get("TOOL_URL", "")})
 
 
 async def main():
@@ -50,8 +50,8 @@ async def main():
         offered = [{"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.input_schema}}
             for t in listed.tools]
-        messages = [{"role": "user", "content": 'call next_ticket {"queue": "support"} '
-                                                'call next_ticket {"queue": "billing"}'}]
+        messages = [{"role": "user", "content": stamped('call next_ticket {"queue": "support"} '
+                                                'call next_ticket {"queue": "billing"}')}]
         while True:
             reply = await llm.chat.completions.create(model="gpt-4o", messages=messages,
                                                       tools=offered)

@@ -36,9 +36,9 @@ def close_ticket(ticket: str) -> str:
     raise ModelRetry(f"ticket {ticket} is not open")
 
 
-result = desk.run_sync('call next_ticket {"queue": "support"} '
+result = desk.run_sync(stamped('call next_ticket {"queue": "support"} '
                        'call next_ticket {"queue": "billing"} '
-                       'call close_ticket {"ticket": "x-1"}')
+                       'call close_ticket {"ticket": "x-1"}'))
 print(result.output)
 print("tool calls:", result.usage().tool_calls)
 """
