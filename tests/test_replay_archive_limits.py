@@ -159,7 +159,8 @@ def test_a_chunked_upload_over_the_limit_gets_413_and_the_next_request_is_served
     data = archive.pack(TRACE, chat_spans())
     stored = post_import(served, iter([data[:100], data[100:]]))  # a valid file, chunked
     assert stored.status_code == 200, stored.text
-    assert stored.json() == {"trace_id": TRACE, "written": 2, "already_present": 0}
+    assert stored.json() == {"trace_id": TRACE, "trace_ids": [TRACE], "written": 2,
+                             "already_present": 0}
     assert len(served.get(f"/v1/traces/{TRACE}").json()["spans"]) == 2
 
 

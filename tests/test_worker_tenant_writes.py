@@ -67,7 +67,8 @@ def test_import_stamps_the_importers_tenant_whatever_the_file_says(world):
 
     done = world.client.post("/v1/import", content=data, headers=A)
     assert done.status_code == 200, done.text
-    assert done.json() == {"trace_id": trace_id, "written": 2, "already_present": 0}
+    assert done.json() == {"trace_id": trace_id, "trace_ids": [trace_id], "written": 2,
+                           "already_present": 0}
     imported = spans(world, trace_id, A)
     assert len(imported) == 2 and tenants(imported) == {"team-a"}
     again = world.client.post("/v1/import", content=data, headers=A).json()
