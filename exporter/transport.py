@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -238,25 +239,33 @@ def _patch(module: ModuleType) -> None:
     _originals[module.__name__] = (sync_original, async_original)
 
 
+_wanted = {"on": False, "hooked": False}
+
+
+def _patch_if_wanted(module: ModuleType) -> None:
+    if _wanted["on"] and module.__name__ not in _originals:
+        _patch(module)
+
+
 def install() -> list[str]:
-    """Patch every supported HTTP library that is importable; returns the names patched
-    (aiohttp is patched when it is imported, now or later)."""
+    """Patch every supported HTTP library: those already imported now, the others when they
+    are imported (wrapt's post-import hooks), so a process never imports a library it does not
+    use. Returns the names patched so far."""
     from . import aiohttp_hook, requests_hook
 
     aiohttp_hook.install()
     requests_hook.install()
-    patched = []
+    _wanted["on"] = True
     for name in MODULE_NAMES:
-        if name in _originals:
-            patched.append(name)
-            continue
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        _patch(module)
-        patched.append(name)
-    return patched
+        if name in sys.modules:
+            _patch_if_wanted(sys.modules[name])
+    if not _wanted["hooked"]:
+        import wrapt
+
+        for name in MODULE_NAMES:
+            wrapt.register_post_import_hook(_patch_if_wanted, name)
+        _wanted["hooked"] = True
+    return [name for name in MODULE_NAMES if name in _originals]
 
 
 def uninstall() -> None:
@@ -264,6 +273,7 @@ def uninstall() -> None:
 
     aiohttp_hook.uninstall()
     requests_hook.uninstall()
+    _wanted["on"] = False
     for name, (sync_original, async_original) in list(_originals.items()):
         module = importlib.import_module(name)
         module.Client._send_single_request = sync_original
