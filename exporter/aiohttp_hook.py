@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from . import transport
+from .imports import when_imported
 from .streams import CLOSED_EARLY
 from .transport import Flavor, Follower, Headers, RequestView
 
@@ -186,12 +187,12 @@ def _patch(aiohttp: Any) -> None:
 def install() -> None:
     """Patch aiohttp now if it is imported, else as soon as it is."""
     _state["wanted"] = True
-    if "aiohttp" in sys.modules:
-        _patch(sys.modules["aiohttp"])
+    if _state.get("hooked"):
+        if "aiohttp" in sys.modules:
+            _patch(sys.modules["aiohttp"])
         return
-    import wrapt
-
-    wrapt.register_post_import_hook(_patch, "aiohttp")
+    _state["hooked"] = True
+    when_imported("aiohttp", _patch)
 
 
 def uninstall() -> None:

@@ -19,6 +19,7 @@ from http import HTTPStatus
 from typing import Any
 
 from . import transport
+from .imports import when_imported
 from .streams import ABANDONED, CLOSED_EARLY
 from .transport import Flavor, Follower, Headers, RequestView, URLView
 
@@ -164,12 +165,12 @@ def _patch(requests: Any) -> None:
 def install() -> None:
     """Patch requests now if it is imported, else as soon as it is."""
     _state["wanted"] = True
-    if "requests" in sys.modules and hasattr(sys.modules["requests"], "adapters"):
-        _patch(sys.modules["requests"])
+    if _state.get("hooked"):
+        if "requests" in sys.modules and hasattr(sys.modules["requests"], "adapters"):
+            _patch(sys.modules["requests"])
         return
-    import wrapt
-
-    wrapt.register_post_import_hook(_patch, "requests")
+    _state["hooked"] = True
+    when_imported("requests", _patch)
 
 
 def uninstall() -> None:

@@ -249,7 +249,7 @@ def _patch_if_wanted(module: ModuleType) -> None:
 
 def install() -> list[str]:
     """Patch every supported HTTP library: those already imported now, the others when they
-    are imported (wrapt's post-import hooks), so a process never imports a library it does not
+    are imported (:mod:`.imports`), so a process never imports a library it does not
     use. Returns the names patched so far."""
     from . import aiohttp_hook, requests_hook
 
@@ -260,10 +260,10 @@ def install() -> list[str]:
         if name in sys.modules:
             _patch_if_wanted(sys.modules[name])
     if not _wanted["hooked"]:
-        import wrapt
+        from .imports import when_imported
 
         for name in MODULE_NAMES:
-            wrapt.register_post_import_hook(_patch_if_wanted, name)
+            when_imported(name, _patch_if_wanted)
         _wanted["hooked"] = True
     return [name for name in MODULE_NAMES if name in _originals]
 

@@ -16,6 +16,7 @@ the span export included).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -35,7 +36,7 @@ def start(mode: str, started_ns: int) -> bool:
     if mode == LIVE or not started_ns or _travel:
         return False
     try:
-        import time_machine
+        time_machine = _import_time_machine()
     except ImportError:
         print("rewind: time-machine is not installed where the command runs; the replay uses "
               "the live clock (pip install time-machine, or --clock live to silence this)",
@@ -47,6 +48,23 @@ def start(mode: str, started_ns: int) -> bool:
     travel.start()
     _travel.append(travel)
     return True
+
+
+def _import_time_machine() -> Any:
+    """time-machine imports pytest whenever it can, for its pytest plugin: ~80 ms a replay
+    would pay at start-up. Unless the replayed program is pytest itself (or already imported
+    it), that import is answered "not installed" while time-machine loads."""
+    running_pytest = any(os.path.basename(part).startswith(("pytest", "py.test"))
+                         for part in getattr(sys, "orig_argv", [])[:3])
+    blocked = "pytest" not in sys.modules and not running_pytest
+    if blocked:
+        sys.modules["pytest"] = None  # type: ignore[assignment]
+    try:
+        import time_machine
+    finally:
+        if blocked:
+            del sys.modules["pytest"]
+    return time_machine
 
 
 class _RealTime:
@@ -66,9 +84,8 @@ def _real_time_for_spans() -> None:
     """The SDK stamps spans with ``time_ns`` imported into its module, gRPC reads ``time`` in
     two of its modules: those names get the real time (monotonic clock + the offset read before
     travelling), now or when the modules are imported."""
-    import wrapt
-
     from rewind.exporter import steps
+    from rewind.exporter.imports import when_imported
 
     offset = time.time_ns() - time.monotonic_ns()
 
@@ -81,9 +98,9 @@ def _real_time_for_spans() -> None:
     def deadlines(module: Any) -> None:
         module.time = _RealTime(real_time_ns)
 
-    wrapt.register_post_import_hook(stamp, "opentelemetry.sdk.trace")
-    wrapt.register_post_import_hook(deadlines, "grpc._channel")
-    wrapt.register_post_import_hook(deadlines, "grpc._common")
+    when_imported("opentelemetry.sdk.trace", stamp)
+    when_imported("grpc._channel", deadlines)
+    when_imported("grpc._common", deadlines)
     steps.now_ns = real_time_ns
 
 
