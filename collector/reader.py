@@ -14,7 +14,7 @@ from rewind.exporter import attributes as A
 
 from .llm_steps import calls_counted
 from .migrations import TRACE_LIST
-from .schema import TRACE_LOOKUP, TRACES, span_attribute
+from .schema import TRACE_LOOKUP, TRACES, span_attribute, sql_string
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -159,8 +159,11 @@ def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
         return rows
     picks = ", ".join(f"anyIf({span_attribute(name)}, {span_attribute(name)} != '') AS {alias}"
                       for alias, name in _LINEAGE.items())
-    found = store.query(
-        f"SELECT TraceId, {picks} FROM {TRACES} WHERE TraceId IN {{ids:Array(String)}} "
+    marked = " OR ".join(f"mapContains(SpanAttributes, {sql_string(name)})"
+                         for name in (A.REPLAY_SOURCE_TRACE_ID, A.FORK_SOURCE_TRACE_ID))
+    found = store.query(  # the keys decide which spans' values are read: those of few spans
+        f"SELECT TraceId, {picks} FROM {TRACES} PREWHERE ({marked}) "
+        "AND TraceId IN {ids:Array(String)} "
         "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
         "GROUP BY TraceId",
         {"ids": [r["TraceId"] for r in rows], "lo": min(r["Start"] for r in rows),
