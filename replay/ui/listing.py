@@ -2,9 +2,10 @@
 by service, errors, model and text said anywhere in them, and the runs made from a run (forks
 and replays, by their lineage attributes), each read with the caller's tenant.
 
-Two queries per listing: one over ``otel_traces`` (grouped by trace, as the trace listing
-is), one over ``rewind_llm_costs`` for the tokens and cost of the traces found (the one call
-table, shadows left out, priced by the price table).
+Two queries per listing: the trace listing's own (``reader.list_traces``, on
+``rewind_traces``), or with a model or text filter one over ``otel_traces`` grouped by trace;
+then one over ``rewind_llm_costs`` for the model, tokens and cost of the traces found (the one
+call table, shadows left out, priced by the price table).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from rewind.collector.llm_steps import LLM_CALLS_IN_TRACE
-from rewind.collector.reader import tenant_condition
+from rewind.collector.reader import list_traces, tenant_condition
 from rewind.collector.schema import LLM_COSTS, TRACES, span_attribute
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
@@ -28,9 +29,31 @@ _MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
 def run_rows(store: Store, tenant: str | None, service: str | None = None,
              errors_only: bool = False, model: str | None = None, text: str | None = None,
              since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
-    """One row per trace started after ``since`` (spans after it), newest first, with its
-    lineage (``Source``, ``Kind``)."""
-    params: dict[str, Any] = {"limit": max(1, min(int(limit), MAX_RUNS))}
+    """One row per trace started after ``since``, newest first, with its lineage (``Source``,
+    ``Kind``), model, tokens and cost. Without a model or text filter the rows are the trace
+    listing's (``reader.list_traces``, on ``rewind_traces``); those filters look into the
+    spans themselves."""
+    limit = max(1, min(int(limit), MAX_RUNS))
+    if model or text:
+        rows = _searched(store, tenant, service, errors_only, model, text, since, limit)
+    else:
+        rows = list_traces(store, service=service, since=since, errors_only=errors_only,
+                           limit=limit, tenant=tenant)
+    usage = _usage(store, [r["TraceId"] for r in rows], tenant)
+    for row in rows:
+        row.update(usage.get(row["TraceId"], {"InputTokens": 0, "OutputTokens": 0,
+                                              "CostUsd": 0.0, "Unpriced": 0, "Model": ""}))
+        row["Source"] = row["ForkSource"] or row["ReplaySource"] or None
+        row["Kind"] = "fork" if row["ForkSource"] else "replay" if row["ReplaySource"] else None
+    return rows
+
+
+def _searched(store: Store, tenant: str | None, service: str | None, errors_only: bool,
+              model: str | None, text: str | None, since: datetime | None,
+              limit: int) -> list[dict[str, Any]]:
+    """The listing filtered by a model or by text said anywhere in a run: spans grouped by
+    trace, their attribute maps read."""
+    params: dict[str, Any] = {"limit": limit}
     where = ["TraceId != ''", tenant_condition(tenant, params)]
     if since:
         where.append("Timestamp >= {since:DateTime64(9)}")
@@ -49,7 +72,7 @@ def run_rows(store: Store, tenant: str | None, service: str | None = None,
         having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
                       "> 0, mapValues(SpanAttributes))) > 0")
         params["text"] = text
-    rows = store.query(f"""
+    return store.query(f"""
 SELECT
     TraceId,
     argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
@@ -61,8 +84,6 @@ SELECT
     count() AS Spans,
     {LLM_CALLS_IN_TRACE} AS LlmCalls,
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
-    argMinIf(if({_MODELS[0]} != '', {_MODELS[0]}, {_MODELS[1]}), Timestamp,
-             {_MODELS[0]} != '' OR {_MODELS[1]} != '') AS Model,
     anyIf({_FORK}, {_FORK} != '') AS ForkSource,
     anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource
 FROM {TRACES}
@@ -72,18 +93,11 @@ GROUP BY TraceId
 ORDER BY Start DESC
 LIMIT {{limit:UInt32}}
 """, params)
-    usage = _usage(store, [r["TraceId"] for r in rows], tenant)
-    for row in rows:
-        row.update(usage.get(row["TraceId"], {"InputTokens": 0, "OutputTokens": 0,
-                                              "CostUsd": 0.0, "Unpriced": 0}))
-        row["Source"] = row["ForkSource"] or row["ReplaySource"] or None
-        row["Kind"] = "fork" if row["ForkSource"] else "replay" if row["ReplaySource"] else None
-    return rows
 
 
 def _usage(store: Store, trace_ids: Sequence[str],
            tenant: str | None) -> dict[str, dict[str, Any]]:
-    """Tokens and cost per trace, counting only ``tenant``'s spans."""
+    """Tokens, cost and first model per trace, counting only ``tenant``'s spans."""
     if not trace_ids:
         return {}
     params: dict[str, Any] = {"ids": list(trace_ids)}
@@ -92,7 +106,8 @@ def _usage(store: Store, trace_ids: Sequence[str],
             f"AND {tenant_condition(tenant, params)})")
     rows = store.query(f"""
 SELECT TraceId, sum(InputTokens) AS InputTokens, sum(OutputTokens) AS OutputTokens,
-    sum(CostUsd) AS CostUsd, countIf(PricedAs = '') AS Unpriced
+    sum(CostUsd) AS CostUsd, countIf(PricedAs = '') AS Unpriced,
+    argMin(if(ResponseModel != '', ResponseModel, RequestModel), Timestamp) AS Model
 FROM {LLM_COSTS}
 WHERE TraceId IN {{ids:Array(String)}} AND {mine}
 GROUP BY TraceId
