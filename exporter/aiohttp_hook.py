@@ -187,11 +187,6 @@ def _patch(aiohttp: Any) -> None:
 def install() -> None:
     """Patch aiohttp now if it is imported, else as soon as it is."""
     _state["wanted"] = True
-    if _state.get("hooked"):
-        if "aiohttp" in sys.modules:
-            _patch(sys.modules["aiohttp"])
-        return
-    _state["hooked"] = True
     when_imported("aiohttp", _patch)
 
 

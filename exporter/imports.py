@@ -85,11 +85,14 @@ _finder = _Finder()
 
 
 def when_imported(name: str, patch: Patch) -> None:
-    """Run ``patch(module)`` now if ``name`` is imported, else once its import has finished."""
+    """Run ``patch(module)`` now if ``name`` is imported, else once its import has finished.
+    Asking again before then waits once: installing twice patches once."""
     with _lock:
         module = sys.modules.get(name)
         if module is None:
-            _waiting.setdefault(name, []).append(patch)
+            waiting = _waiting.setdefault(name, [])
+            if patch not in waiting:
+                waiting.append(patch)
             if _finder not in sys.meta_path:
                 sys.meta_path.insert(0, _finder)
             return

@@ -141,8 +141,9 @@ class RequestsFlavor(Flavor):
 
 
 def _patch(requests: Any) -> None:
-    if not _state["wanted"] or _state["original"] is not None:
-        return
+    if not _state["wanted"] or _state["original"] is not None or not hasattr(requests,
+                                                                             "adapters"):
+        return  # not wanted, patched already, or asked while requests is still importing
     flavor = RequestsFlavor(requests)
     adapter = requests.adapters.HTTPAdapter
     original = adapter.send
@@ -165,11 +166,6 @@ def _patch(requests: Any) -> None:
 def install() -> None:
     """Patch requests now if it is imported, else as soon as it is."""
     _state["wanted"] = True
-    if _state.get("hooked"):
-        if "requests" in sys.modules and hasattr(sys.modules["requests"], "adapters"):
-            _patch(sys.modules["requests"])
-        return
-    _state["hooked"] = True
     when_imported("requests", _patch)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -239,7 +238,7 @@ def _patch(module: ModuleType) -> None:
     _originals[module.__name__] = (sync_original, async_original)
 
 
-_wanted = {"on": False, "hooked": False}
+_wanted = {"on": False}
 
 
 def _patch_if_wanted(module: ModuleType) -> None:
@@ -252,19 +251,13 @@ def install() -> list[str]:
     are imported (:mod:`.imports`), so a process never imports a library it does not
     use. Returns the names patched so far."""
     from . import aiohttp_hook, requests_hook
+    from .imports import when_imported
 
     aiohttp_hook.install()
     requests_hook.install()
     _wanted["on"] = True
     for name in MODULE_NAMES:
-        if name in sys.modules:
-            _patch_if_wanted(sys.modules[name])
-    if not _wanted["hooked"]:
-        from .imports import when_imported
-
-        for name in MODULE_NAMES:
-            when_imported(name, _patch_if_wanted)
-        _wanted["hooked"] = True
+        when_imported(name, _patch_if_wanted)
     return [name for name in MODULE_NAMES if name in _originals]
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,20 +55,19 @@ class RecordOutcome:
                 ordered.setdefault(trace_id, None)
         return list(ordered)
 
+    def _summed(self, field: str) -> dict[str, int]:
+        """A counter of every process's report line, summed over the run's processes."""
+        totals: Counter[str] = Counter()
+        for process in self.processes:
+            totals.update({k: int(v) for k, v in (process.get(field) or {}).items()})
+        return dict(totals)
+
     def calls(self) -> dict[str, int]:
         """Calls recorded across the run's processes, by kind (``llm``, ``http``)."""
-        totals: dict[str, int] = {}
-        for process in self.processes:
-            for kind, value in (process.get("calls") or {}).items():
-                totals[kind] = totals.get(kind, 0) + int(value)
-        return totals
+        return self._summed("calls")
 
     def export_totals(self) -> dict[str, int]:
-        totals: dict[str, int] = {}
-        for process in self.processes:
-            for key, value in (process.get("export") or {}).items():
-                totals[key] = totals.get(key, 0) + int(value)
-        return totals
+        return self._summed("export")
 
 
 def run_name(command: list[str]) -> str:
