@@ -12,9 +12,9 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 
-from .llm_steps import calls_counted
+from .llm_steps import MADE_FROM_RUN, calls_counted
 from .migrations import TRACE_LIST
-from .schema import TRACE_LOOKUP, TRACES, span_attribute, sql_string
+from .schema import TRACE_LOOKUP, TRACES, span_attribute
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -159,10 +159,8 @@ def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
         return rows
     picks = ", ".join(f"anyIf({span_attribute(name)}, {span_attribute(name)} != '') AS {alias}"
                       for alias, name in _LINEAGE.items())
-    marked = " OR ".join(f"mapContains(SpanAttributes, {sql_string(name)})"
-                         for name in (A.REPLAY_SOURCE_TRACE_ID, A.FORK_SOURCE_TRACE_ID))
     found = store.query(  # the keys decide which spans' values are read: those of few spans
-        f"SELECT TraceId, {picks} FROM {TRACES} PREWHERE ({marked}) "
+        f"SELECT TraceId, {picks} FROM {TRACES} PREWHERE {MADE_FROM_RUN} "
         "AND TraceId IN {ids:Array(String)} "
         "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
         "GROUP BY TraceId",

@@ -122,14 +122,11 @@ class Resumed:
         with self._lock:
             self.edited += 1
 
-    def observer(self, inner: Any) -> _ForkObserver:
-        return _ForkObserver(self, inner)
-
     # -- installing -----------------------------------------------------------------------
     def install(self) -> None:
         observer = transport.hooks.observer
         unplug = plug(_ForkTransportResponder(self), _ForkToolResponder(self))
-        transport.hooks.observer = self.observer(observer)
+        transport.hooks.observer = _ForkObserver(self, observer)
         self._saved = observer, unplug
 
     def uninstall(self) -> None:
