@@ -81,8 +81,3 @@ def tolerable(diffs: Iterable[Any], tolerance: Tolerance) -> bool:
             return False
     return found
 
-
-def kinds_in(value: str) -> list[str]:
-    """Which volatile kinds a string holds (for a divergence's hint)."""
-    return [name for name, pattern in (("a UUID", UUID), ("a timestamp", TIMESTAMP))
-            if pattern.search(value)]

@@ -22,18 +22,16 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.replay.play.settings import CLOCK_LIVE, CLOCK_RECORDED, CLOCKS
+from rewind.replay.play.settings import CLOCK_LIVE, CLOCKS
 
-RECORDED, LIVE, CHOICES = CLOCK_RECORDED, CLOCK_LIVE, CLOCKS
-
-_travel: list[Any] = []
+_travel: list[Any] = []  # the travel under way (one per process)
 
 
 def start(mode: str, started_ns: int) -> bool:
     """Start the recorded clock when asked and known; True when the clock was moved."""
-    if mode not in CHOICES:
-        raise ValueError(f"clock must be one of {', '.join(CHOICES)}, not {mode!r}")
-    if mode == LIVE or not started_ns or _travel:
+    if mode not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {mode!r}")
+    if mode == CLOCK_LIVE or not started_ns or _travel:
         return False
     try:
         time_machine = _import_time_machine()
@@ -103,7 +101,3 @@ def _real_time_for_spans() -> None:
     when_imported("grpc._common", deadlines)
     steps.now_ns = real_time_ns
 
-
-def stop() -> None:
-    while _travel:
-        _travel.pop().stop()

@@ -25,6 +25,7 @@ from rewind.replay.play import clock
 from rewind.replay.play.matching import Divergence
 from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
 from rewind.replay.play.settings import (
+    CLOCK_RECORDED,
     ENV_ALLOW_LIVE,
     ENV_CASSETTE,
     ENV_CLOCK,
@@ -166,7 +167,7 @@ def install_from_env() -> ReplaySession | None:
         allow_live=host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
         ignore=tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p),
     )
-    clock.start(os.environ.get(ENV_CLOCK) or clock.RECORDED, cassette.started_ns)
+    clock.start(os.environ.get(ENV_CLOCK) or CLOCK_RECORDED, cassette.started_ns)
     install(session)
     atexit.register(_report_at_exit, session)
     if not os.environ.get(ENV_DEBUG):
