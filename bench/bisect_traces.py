@@ -43,7 +43,8 @@ from rewind.collector.schema import TRACE_COLUMNS  # noqa: E402
 from rewind.collector.store import Store  # noqa: E402
 from rewind.collector.writer import TraceWriter  # noqa: E402
 from rewind.exporter import canonical, providers  # noqa: E402
-from rewind.replay.cassette.model import Cassette, build_cassette  # noqa: E402
+from rewind.replay.cassette.build import build_cassette  # noqa: E402
+from rewind.replay.cassette.model import Cassette  # noqa: E402
 from rewind.replay.timetravel.bisect import bisect  # noqa: E402
 
 URL = "https://api.openai.com/v1/chat/completions"

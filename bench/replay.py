@@ -5,7 +5,9 @@
    counted. Live against a loopback fake LLM; ``rewind-replay --trace-id`` with ``rewind
    serve`` running (its CPU counted too); ``rewind replay --cassette`` on a ``.rw`` file;
    vcrpy replaying the same calls (cassette loaded in the process). Printed as ratios to live,
-   wall and CPU (targets: Rewind at most 1.15x live, and below vcrpy).
+   wall and CPU (targets: Rewind at most 1.15x live, and below vcrpy). Rewind's modules are
+   byte-compiled first, as installing it does (the other packages have their bytecode from
+   their install); the CPU of ``rewind serve`` and its child processes is counted.
 2. In-process replay per call: the same N interactions replayed through the same ``httpx``
    client code by Rewind and by vcrpy, each loading its cassette from its file every round.
 3. Cassette build time for a 1,000-step trace in a store holding at least 1,000,000 spans:
@@ -46,7 +48,8 @@ from rewind.collector.schema import TRACE_COLUMNS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.exporter import instrument, uninstrument
-from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.cassette.build import build_cassette
+from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import player
 from rewind.replay.play.session import ReplaySession
 from rewind.replay.testing.fakellm import FakeLLMServer
@@ -89,6 +92,35 @@ def _proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds a running process and its running descendants have used (``rewind serve``
+    runs its collector's converters in child processes)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += _proc_cpu(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(child) for child in task.read_text().split()]
+            except OSError:
+                continue
+    return total
+
+
+def compile_bytecode() -> None:
+    """Rewind's own modules get their bytecode written, as installing a package does (openai,
+    httpx and vcrpy have theirs from their install): a checkout run with
+    PYTHONDONTWRITEBYTECODE=1 would otherwise compile them from source in every process."""
+    import rewind.collector
+    import rewind.exporter
+    import rewind.replay
+
+    folders = [str(Path(m.__file__).parent) for m in (rewind.exporter, rewind.collector,
+                                                       rewind.replay)]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def _children_cpu() -> float:
@@ -165,11 +197,11 @@ def end_to_end(calls: int, rounds: int) -> None:
             cpu: dict[str, list[float]] = {name: [] for name in variants}
             for round_ in range(rounds + 1):  # round 0 warms caches and is not counted
                 for name, (command, also) in variants.items():
-                    cpu_before = _children_cpu() + (_proc_cpu(also) if also else 0.0)
+                    cpu_before = _children_cpu() + (_tree_cpu(also) if also else 0.0)
                     started = time.perf_counter()
                     done = run(command, env)
                     elapsed = time.perf_counter() - started
-                    used = _children_cpu() + (_proc_cpu(also) if also else 0.0) - cpu_before
+                    used = _children_cpu() + (_tree_cpu(also) if also else 0.0) - cpu_before
                     if done.stdout != expected:
                         raise RuntimeError(f"{name} answered differently:\n{done.stderr}")
                     if round_:
@@ -338,6 +370,8 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1_000_000, help="0: skip the store part.")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
+    compile_bytecode()
+    print("rewind's modules byte-compiled first, as an install does\n")
     for calls in sizes:
         end_to_end(calls, args.rounds)
     for calls in sizes:

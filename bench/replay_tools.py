@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from replay import best_round, span_dicts
 from rewind.exporter import instrument, uninstrument
-from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.cassette.build import build_cassette
+from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import player
 from rewind.replay.play.session import ReplaySession
 

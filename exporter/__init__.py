@@ -15,7 +15,6 @@ Or with no code change: ``opentelemetry-instrument python app.py`` (the
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterable
 from importlib import import_module
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from .instrumentor import RewindInstrumentor
     from .pipeline import export_stats
     from .tools import RecordedToolError, ToolAnswer, tool
-
-log = logging.getLogger("rewind.exporter")
 
 __all__ = [
     "CaptureMode",
@@ -65,22 +62,25 @@ def instrument(
     ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; wrong values raise ``ValueError``.
     Calling it again replaces the previous settings.
     """
+    import logging
+
     from . import attributes as A
     from . import enrichment, scope, tools, transport
-    from .config import ENV_REPLAY_SOURCE, framework_tools_enabled, settings
+    from .config import framework_tools_enabled, settings
     from .pipeline import ensure_provider, exports_through_us
     from .recording import Recorder
 
     chosen = settings(capture, redact, max_body_bytes)
     for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
         if os.environ.get(limit):
-            log.warning("rewind: %s=%s cuts recorded bodies longer than that; they will not "
-                        "replay", limit, os.environ[limit])
+            logging.getLogger(__name__).warning(
+                "rewind: %s=%s cuts recorded bodies longer than that; they will not replay",
+                limit, os.environ[limit])
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" and not tracer_provider:
         return None
     provider = tracer_provider or ensure_provider(service_name, endpoint)
     extra = {}
-    source = os.environ.get(ENV_REPLAY_SOURCE)
+    source = os.environ.get(A.ENV_REPLAY_SOURCE)
     if source:
         extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
@@ -116,7 +116,7 @@ def is_instrumented() -> bool:
 # replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
 # Submodules (``rewind.exporter.transport``) are attributes too, imported on first use.
 _LAZY = {
-    "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".config",
+    "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".attributes",
     "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
     "Recorder": ".recording", "ensure_provider": ".pipeline", "export_stats": ".pipeline",

@@ -61,8 +61,6 @@ ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
 # off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
 ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-# Set by ``rewind replay`` in the child: the trace being replayed, noted on the new run's spans.
-ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
 
 
 

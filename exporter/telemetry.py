@@ -10,10 +10,9 @@ hosts the exporter and the CLI are configured to send to.
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
 from urllib.parse import urlsplit
-
-from opentelemetry import context
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
@@ -23,8 +22,12 @@ _DEFAULT_OTLP = {("localhost", 4317), ("localhost", 4318), ("127.0.0.1", 4317),
 
 
 def suppressed() -> bool:
-    """True inside an exporter's own send (``_SUPPRESS_INSTRUMENTATION_KEY`` is set)."""
-    return bool(context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY))
+    """True inside an exporter's own send (``_SUPPRESS_INSTRUMENTATION_KEY`` is set). A
+    process that never loaded OpenTelemetry's context (a replayed program that exports
+    nothing) cannot have set it: nothing is imported for the answer."""
+    context = sys.modules.get("opentelemetry.context")
+    return context is not None and bool(
+        context.get_value(context._SUPPRESS_INSTRUMENTATION_KEY))
 
 
 @lru_cache(maxsize=8)

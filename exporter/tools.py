@@ -54,16 +54,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
-
-from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
-from . import calls, canonical, scope
+from . import calls, canonical
 from .config import CaptureSettings
 from .redaction import Redactor
-from .steps import start_step_span
+
+if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none
+    from opentelemetry.trace import Span, Tracer
 
 log = logging.getLogger("rewind.exporter")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,7 +106,7 @@ def set_responder(responder: ToolResponder | None) -> ToolResponder | None:
 
 @dataclass
 class _Recording:
-    tracer: trace.Tracer
+    tracer: Tracer
     settings: CaptureSettings
     redactor: Redactor
 
@@ -121,6 +120,10 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     if tracer_provider is None:
         _recording = None
         return
+    from opentelemetry import trace
+
+    from . import scope
+
     settings = settings or CaptureSettings()
     tracer = trace.get_tracer(scope.TRACER_NAME, tracer_provider=tracer_provider)
     _recording = _Recording(tracer, settings, Redactor(settings.redact))
@@ -174,6 +177,11 @@ class ToolSpec:
         rec = _recording
         if rec is None:
             return None
+        from opentelemetry.trace import SpanKind
+
+        from . import scope
+        from .steps import start_step_span
+
         try:
             span, step = start_step_span(rec.tracer, f"execute_tool {self.name}",
                                          SpanKind.INTERNAL, scope.parent_context())
@@ -223,7 +231,11 @@ class ToolSpec:
     @staticmethod
     def running(span: Span | None) -> Any:
         """The tool's span as the current one, so calls made inside are its children."""
-        return trace.use_span(span, end_on_exit=False) if span else contextlib.nullcontext()
+        if span is None:
+            return contextlib.nullcontext()
+        from opentelemetry import trace
+
+        return trace.use_span(span, end_on_exit=False)
 
     @staticmethod
     def finish(span: Span | None, result: Any = None, error: BaseException | None = None,
@@ -232,6 +244,10 @@ class ToolSpec:
         rec = _recording
         if span is None:
             return
+        from opentelemetry.trace import Status, StatusCode
+
+        from . import scope
+
         try:
             attrs: dict[str, Any] = {}
             if replayed:

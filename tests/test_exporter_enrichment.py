@@ -82,7 +82,7 @@ def test_derived_at_export_equals_derived_inline(fake_llm):
 def test_a_recorded_answer_reads_back_as_the_exporter_derived_it(fake_llm):
     """Replay and diffs decode a recorded body with the exporter's own decoder: the answer's
     gen_ai.* attributes come back equal to those the span was recorded with."""
-    from rewind.replay.cassette.model import build_cassette
+    from rewind.replay.cassette.build import build_cassette
 
     recorded.base_url = fake_llm.base_url
     inline = wiretap.Spans()

@@ -12,7 +12,7 @@ import pytest
 
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import bootstrap, launch, player
-from rewind.replay.play.matching import Divergence, FieldDiff
+from rewind.replay.play.divergence import Divergence, FieldDiff
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import DIVERGED_EXIT, run_command
 

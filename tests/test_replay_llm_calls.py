@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from rewind.collector.llm_steps import LLM_STEPS
 from rewind.collector.schema import LLM_CALLS, TRACE_COLUMNS_TYPED
 from rewind.collector.writer import TraceWriter
+from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import llm_calls
-from rewind.replay.cassette.model import build_cassette
 
 SDK = "com.anthropic.sdk.python"
 OTHER = "opentelemetry.instrumentation.anthropic"

@@ -6,7 +6,8 @@ import json
 
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
-from rewind.replay.play.matching import Divergence, Matcher, diff_fields
+from rewind.replay.play.divergence import Divergence, diff_fields
+from rewind.replay.play.matching import Matcher
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
 

@@ -11,7 +11,8 @@ import pytest
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.volatile import Tolerance, tolerable
-from rewind.replay.play.matching import Divergence, Matcher, diff_fields
+from rewind.replay.play.divergence import Divergence, diff_fields
+from rewind.replay.play.matching import Matcher
 
 RECORDED_AT = 1_764_068_000.0  # 2025-11-25
 NEAR = Tolerance(around_s=RECORDED_AT)

@@ -72,7 +72,7 @@ class Tolerance:
 
 
 def tolerable(diffs: Iterable[Any], tolerance: Tolerance) -> bool:
-    """True when every difference (``matching.FieldDiff``: path, expected, actual) is
+    """True when every difference (``divergence.FieldDiff``: path, expected, actual) is
     ignored by path or differs only in volatile values."""
     found = False
     for diff in diffs:

@@ -7,7 +7,6 @@ rich or an HTTP library.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from importlib import import_module
@@ -52,6 +51,8 @@ class LazyGroup(Group):
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
 def main(verbose: bool) -> None:
     """Rewind: record LLM-agent runs as OpenTelemetry spans and replay any trace offline."""
+    import logging  # here: rewind-replay, which runs without this group, never needs it
+
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

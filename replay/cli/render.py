@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from rewind.replay.play.matching import shorten
+from rewind.replay.play.divergence import shorten
 from rewind.replay.timetravel.bisect import CAUSE_TITLES, Bisection, RunsBisection
 from rewind.replay.timetravel.diff import (
     ANSWER,

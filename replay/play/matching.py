@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,89 +17,7 @@ from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.semantic import semantic_key
 from rewind.replay.cassette.volatile import Tolerance, tolerable
-
-MISSING = "<missing>"
-
-
-@dataclass(frozen=True)
-class FieldDiff:
-    path: str
-    expected: Any
-    actual: Any
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def diff_fields(expected: Any, actual: Any, path: str = "") -> list[FieldDiff]:
-    """Leaf-level differences between two JSON values, with dotted/indexed paths."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        diffs: list[FieldDiff] = []
-        for key in list(expected) + [k for k in actual if k not in expected]:
-            diffs += diff_fields(
-                expected.get(key, MISSING), actual.get(key, MISSING), _join(path, str(key))
-            )
-        return diffs
-    if isinstance(expected, list) and isinstance(actual, list):
-        diffs = []
-        for index in range(max(len(expected), len(actual))):
-            diffs += diff_fields(
-                expected[index] if index < len(expected) else MISSING,
-                actual[index] if index < len(actual) else MISSING,
-                f"{path}[{index}]",
-            )
-        return diffs
-    return [] if expected == actual else [FieldDiff(path or "<request>", expected, actual)]
-
-
-def shorten(value: Any, limit: int = 160, quote: bool = True) -> str:
-    """A value as at most ``limit`` characters, cut with "…": a string quoted (unless not
-    ``quote``, for text shown as it is), anything else as canonical JSON. Divergence reports,
-    diffs, bisections and the CLI's tables all show values this way."""
-    text = canonical.dumps(value) if not isinstance(value, str) else repr(value) if quote else value
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass
-class Divergence:
-    """The first request of a run that the recording does not answer."""
-
-    step: int
-    reason: str
-    expected_step: int | None = None
-    expected_name: str = ""
-    diffs: list[FieldDiff] = field(default_factory=list)
-
-    def describe(self) -> str:
-        head = f"replay diverged at step {self.step}: {self.reason}"
-        if self.expected_step is not None:
-            head += f" (recording expected step {self.expected_step}: {self.expected_name})"
-        lines = [head]
-        for diff in self.diffs[:20]:
-            lines.append(f"  field {diff.path}:")
-            lines.append(f"    recorded: {shorten(diff.expected)}")
-            lines.append(f"    now:      {shorten(diff.actual)}")
-        if len(self.diffs) > 20:
-            lines.append(f"  … and {len(self.diffs) - 20} more differing fields")
-        scalars = [d.path for d in self.diffs
-                   if not isinstance(d.expected, (dict, list)) and d.expected != MISSING
-                   and not isinstance(d.actual, (dict, list)) and d.actual != MISSING]
-        if scalars and len(scalars) == len(self.diffs) and len(scalars) <= 3:
-            flags = " ".join(f"--ignore '{path}'" for path in scalars)
-            lines.append(f"  if this changes on every run (an id, a clock), replay with {flags}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "reason": self.reason,
-            "expected_step": self.expected_step,
-            "expected_name": self.expected_name,
-            "diffs": [
-                {"path": d.path, "expected": d.expected, "actual": d.actual} for d in self.diffs
-            ],
-        }
+from rewind.replay.play.divergence import Divergence, diff_fields
 
 
 class Matcher:

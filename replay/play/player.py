@@ -22,7 +22,7 @@ from rewind.exporter.config import host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock
-from rewind.replay.play.matching import Divergence
+from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
 from rewind.replay.play.settings import (
     CLOCK_RECORDED,

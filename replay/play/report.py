@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.replay.play.matching import Divergence, FieldDiff
+from rewind.replay.play.divergence import Divergence, FieldDiff
 
 
 @dataclass

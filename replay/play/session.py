@@ -22,7 +22,8 @@ from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
 from rewind.replay.cassette.synthesis import asks_stream, provider_of, render, reply_of, shape_of
 from rewind.replay.cassette.volatile import Tolerance
-from rewind.replay.play.matching import Divergence, Matcher
+from rewind.replay.play.divergence import Divergence
+from rewind.replay.play.matching import Matcher
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.settings import LENIENT, STRICT
 

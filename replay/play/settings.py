@@ -5,7 +5,7 @@ that the parent names them without importing the player (and the transport hooks
 
 from __future__ import annotations
 
-from rewind.exporter.config import ENV_REPLAY_SOURCE
+from rewind.exporter.attributes import ENV_REPLAY_SOURCE
 
 ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"

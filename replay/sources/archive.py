@@ -21,8 +21,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from rewind.collector.store import MAX_TIME_NS
 from rewind.exporter import attributes as A
+from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
-from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import otlp_files
 from rewind.replay.sources.document import (
     FORMAT,

@@ -170,7 +170,7 @@ class StoreSource:
         return spans
 
     def cassette(self, trace_id: str) -> Cassette:
-        from rewind.replay.cassette.model import build_cassette
+        from rewind.replay.cassette.build import build_cassette
 
         return build_cassette(trace_id.strip().lower(), self.spans(trace_id))
 

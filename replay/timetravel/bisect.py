@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
+from rewind.replay.play.divergence import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.diff import (
     INSERTED,
     REMOVED,

@@ -21,7 +21,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.matching import FieldDiff, diff_fields, shorten
+from rewind.replay.play.divergence import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.align import Pair, Script, align, align_indexes
 
 SAME = "same"  # same request, same answer

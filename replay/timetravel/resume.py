@@ -27,7 +27,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, telemetry, tools, transport
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.cassette.volatile import tolerable
-from rewind.replay.play.matching import Divergence, diff_fields
+from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
 from rewind.replay.play.recorder import run_recorded
 from rewind.replay.play.session import STRICT, Answer, ReplaySession

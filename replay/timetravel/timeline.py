@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
+from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import has_exchange, is_llm_span
 from rewind.replay.cassette.messages import Message, conversation_of
-from rewind.replay.cassette.model import Cassette, Interaction, build_cassette
+from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.timetravel.diff import StepView, preview
 from rewind.replay.timetravel.stats import PriceTable, load_prices
 

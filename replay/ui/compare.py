@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from rewind.replay.play.matching import FieldDiff
+from rewind.replay.play.divergence import FieldDiff
 from rewind.replay.timetravel.bisect import Bisection
 from rewind.replay.timetravel.diff import StepDiff, StepView, TraceDiff
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from rewind.collector import reader
 from rewind.collector.store import Store
-from rewind.replay.cassette.model import Cassette, build_cassette
+from rewind.replay.cassette.build import build_cassette
+from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.timeline import Timeline
 
 

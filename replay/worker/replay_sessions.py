@@ -32,7 +32,7 @@ from starlette.routing import Route
 from rewind.exporter import attributes as A
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.matching import Divergence
+from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.session import STRICT, ReplaySession, recorded_answer
 from rewind.replay.worker.routing import json_response, route
 from rewind.replay.worker.tenancy import TenantView

@@ -1,0 +1,165 @@
+"""Stored spans -> a cassette (``model.py``). Pure: no I/O.
+
+A span that carries the exchange (``rewind.*`` attributes) gives a byte-exact interaction; an
+LLM span from another instrumentation, one rebuilt from its content (``synthesis.py``). Spans
+that are another span's shadow (``calls.py``) are no step; others that cannot be replayed are
+listed with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rewind.exporter import attributes as A
+from rewind.exporter import canonical
+from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
+from rewind.replay.cassette.messages import conversation_of
+from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped
+from rewind.replay.cassette.semantic import semantic_form, semantic_key
+from rewind.replay.cassette.synthesis import (
+    OPENLLMETRY_RESPONSES_SPAN,
+    PATHS,
+    path_of,
+    provider_of,
+    reply_of,
+)
+
+
+def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
+    try:
+        return json.loads(attrs.get(name) or "null")
+    except ValueError as error:
+        message = f"span {span_id}: attribute {name} is not valid JSON: {error}"
+        raise CassetteError(message) from error
+
+
+def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    span_id = span["SpanId"]
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        return _tool_interaction(span)
+    events = _json_field(attrs, A.RESPONSE_EVENTS, span_id)
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=attrs.get(A.KIND, A.KIND_LLM),
+        span_id=span_id,
+        name=span["SpanName"],
+        match_key=attrs.get(A.MATCH_KEY, ""),
+        method=attrs.get(A.REQUEST_METHOD, "POST"),
+        url=attrs[A.REQUEST_URL],
+        request_headers=_json_field(attrs, A.REQUEST_HEADERS, span_id) or {},
+        request_body=attrs.get(A.REQUEST_BODY, ""),
+        status=int(attrs.get(A.RESPONSE_STATUS) or 0),
+        response_headers=_json_field(attrs, A.RESPONSE_HEADERS, span_id) or {},
+        response_body=attrs.get(A.RESPONSE_BODY),
+        response_events=[(int(o), str(e)) for o, e in events] if events is not None else None,
+        request_body_encoding=attrs.get(A.REQUEST_BODY_ENCODING),
+        response_body_encoding=attrs.get(A.RESPONSE_BODY_ENCODING),
+        provider=attrs.get(A.PROVIDER, ""),
+    )
+
+
+def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    name = attrs.get(A.TOOL_NAME) or span["SpanName"].removeprefix("execute_tool ")
+    arguments = attrs.get(A.TOOL_ARGUMENTS, "{}")
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=A.KIND_TOOL,
+        span_id=span["SpanId"],
+        name=f"execute_tool {name}",
+        match_key=canonical.tool_key(name, arguments),
+        method="",
+        url="",
+        request_headers={},
+        request_body=arguments,
+        response_body=attrs.get(A.TOOL_RESULT),
+        tool_error=attrs.get(A.TOOL_ERROR),
+    )
+
+
+def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    conversation = conversation_of(span)
+    if conversation is None:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       "no recorded exchange and no message content on the span "
+                       "(was content capture off?)")
+    provider = provider_of(attrs)
+    if provider not in PATHS:
+        return Skipped(span["SpanId"], span["SpanName"],
+                       f"no recorded exchange, and responses of provider {provider!r} cannot "
+                       "be rebuilt from message content")
+    operation = attrs.get(A.OPERATION) or attrs.get(A.LLM_REQUEST_TYPE) or "chat"
+    form = semantic_form(operation, attrs.get(A.REQUEST_MODEL, ""), conversation.input)
+    return Interaction(
+        step=step,
+        kind=A.KIND_LLM,
+        span_id=span["SpanId"],
+        name=span["SpanName"],
+        match_key="",
+        method="POST",
+        url=path_of(provider, attrs, span["SpanName"]),
+        request_headers={},
+        request_body="",
+        semantic_key=semantic_key(form),
+        semantic=form,
+        synthetic=reply_of(attrs, conversation, span["SpanId"],
+                           reasoning_first=span["SpanName"] == OPENLLMETRY_RESPONSES_SPAN),
+        provider=provider,
+    )
+
+
+def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
+    if attrs.get(A.KIND) == A.KIND_TOOL:
+        if A.TOOL_RESULT not in attrs and A.TOOL_ERROR not in attrs:
+            return "tool result was not recorded"
+        return None
+    if A.RESPONSE_STATUS not in attrs:
+        return "the call never got a response (transport error)"
+    if A.RESPONSE_BODY not in attrs and A.RESPONSE_EVENTS not in attrs:
+        return "response body was not recorded"
+    return None
+
+
+def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassette:
+    """Interactions in step order; spans that cannot be replayed are listed with the reason.
+
+    Spans with a recorded exchange keep their ``rewind.step``; spans from other
+    instrumentations are numbered after them in start-time order. A span describing a call
+    that another span stands for (``calls.py``) is no step of its own.
+    """
+    spans = list(spans)
+    shadows = shadows_of(spans)
+    interactions: list[Interaction] = []
+    skipped: list[Skipped] = []
+    foreign: list[Mapping[str, Any]] = []
+    for span in spans:
+        if span["SpanId"] in shadows:
+            continue
+        if has_exchange(span):
+            reason = _why_not_replayable(span["SpanAttributes"])
+            if reason is None:
+                interactions.append(interaction_from_span(span))
+            else:
+                skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
+        elif is_llm_span(span):
+            foreign.append(span)
+    next_step = max((i.step for i in interactions), default=-1) + 1
+    for offset, span in enumerate(sorted(foreign, key=lambda s: (s.get("StartNs", 0),
+                                                                  s["SpanId"]))):
+        made = _synthesized(span, next_step + offset)
+        (interactions if isinstance(made, Interaction) else skipped).append(made)
+    interactions.sort(key=lambda i: (i.step, i.span_id))
+    return Cassette(trace_id, interactions, skipped, shadows=shadows,
+                    started_ns=min((n for n in map(_start_ns, spans) if n > 0), default=0))
+
+
+def _start_ns(span: Mapping[str, Any]) -> int:
+    """A span's start in epoch ns, from the store's ``Timestamp`` or a ``StartNs``."""
+    stamp = span.get("Timestamp")
+    if hasattr(stamp, "timestamp"):
+        return int(stamp.timestamp() * 1e9)
+    return int(span.get("StartNs") or 0)
