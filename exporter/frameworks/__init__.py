@@ -2,7 +2,8 @@
 LangGraph, pydantic-ai and MCP clients.
 
 :func:`install` (called by ``instrument()`` and by the replay player) registers one patch per
-framework, applied when the framework is imported (at once if it already is). Each patch sends
+framework, applied when the framework is imported (at once if it already is); the hook module
+itself is loaded then too, so a program that uses none of them loads none. Each patch sends
 the framework's tool execution through :func:`rewind.exporter.tools.call_tool`, the path of
 ``@tool``: an ``execute_tool {name}`` span when recording, the recorded answer under replay,
 and one span per call however many layers (a LangChain tool around an ``@tool`` function, an
@@ -11,12 +12,21 @@ MCP call inside an agents tool) wrap it. ``REWIND_FRAMEWORK_TOOLS=off`` leaves t
 
 from __future__ import annotations
 
-from ..config import framework_tools_enabled
-from . import langchain_tools, mcp_client, openai_agents, pydantic_ai_tools
-from .hooking import when_imported
+from importlib import import_module
+from types import ModuleType
 
-FRAMEWORKS = (openai_agents, langchain_tools, pydantic_ai_tools, mcp_client)
+from ..config import framework_tools_enabled
+from ..imports import when_imported
+
+# The framework module each hook patches -> the hook's module, here.
+FRAMEWORKS = {"agents": ".openai_agents", "langchain_core.tools.base": ".langchain_tools",
+              "pydantic_ai.toolsets.function": ".pydantic_ai_tools",
+              "mcp.client.session": ".mcp_client"}
 _installed = False
+
+
+def _patch(framework: ModuleType) -> None:
+    import_module(FRAMEWORKS[framework.__name__], __name__).patch(framework)
 
 
 def install() -> bool:
@@ -26,6 +36,6 @@ def install() -> bool:
         return False
     if not _installed:
         _installed = True
-        for framework in FRAMEWORKS:
-            when_imported(framework.MODULE, framework.patch)
+        for name in FRAMEWORKS:
+            when_imported(name, _patch)
     return True

@@ -18,7 +18,6 @@ from typing import Any
 from .. import tools
 from .hooking import arguments_of, replace
 
-MODULE = "langchain_core.tools.base"
 _BODIES = ("_run", "_arun")
 
 

@@ -16,8 +16,6 @@ from typing import Any
 from .. import tools
 from .hooking import arguments_of, replace
 
-MODULE = "mcp.client.session"
-
 
 def _dump(result: Any) -> Any:
     dump = getattr(result, "model_dump", None)

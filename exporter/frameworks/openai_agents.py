@@ -18,7 +18,6 @@ from typing import Any
 from .. import tools
 from .hooking import arguments_of, replace
 
-MODULE = "agents"
 # Where the runner invokes a function tool: newer versions return the output with metadata,
 # older ones (before that function existed) the output itself.
 _ENTRIES = ("_invoke_function_tool_with_metadata", "invoke_function_tool")

@@ -19,8 +19,6 @@ from typing import Any
 from .. import tools
 from .hooking import arguments_of, replace
 
-MODULE = "pydantic_ai.toolsets.function"
-
 
 def _rebuild(kind: str, message: str) -> BaseException | None:
     exceptions = sys.modules.get("pydantic_ai.exceptions")

@@ -11,6 +11,7 @@ from . import Attributes, Endpoint, Json
 from . import parts as P
 
 _PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
+STREAM_METHOD = ":streamGenerateContent"  # in the path: the request asks for a stream
 _PARAMS = {
     "temperature": A.TEMPERATURE,
     "topP": A.TOP_P,

@@ -59,11 +59,6 @@ def shape_of(provider: str, url: str) -> str:
     return "responses" if urlsplit(url).path.endswith(RESPONSES_PATH) else provider
 
 
-def asks_stream(url: str, asked: Mapping[str, Any]) -> bool:
-    """Whether a request wants a stream: ``stream`` in its body, or Gemini's stream method."""
-    return bool(asked.get("stream")) or wire_gemini.STREAM_METHOD in urlsplit(url).path
-
-
 def _reasoning_text(content: Any) -> str:
     """Reasoning as text; OpenLLMetry writes a Responses reasoning item's summary as JSON
     (``[{"type": "summary_text", "text": ...}]``)."""

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from rewind.replay.cassette.wire import JSON, Part, Reasoning, Reply, Text, ToolCall, split_text
 
-STREAM_METHOD = ":streamGenerateContent"
-
 
 def _usage(reply: Reply, final: bool) -> JSON:
     usage: JSON = {"promptTokenCount": reply.input_tokens}

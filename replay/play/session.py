@@ -17,10 +17,9 @@ from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, telemetry
-from rewind.replay.cassette.messages import from_parts_attributes
+from rewind.exporter.providers.gemini import STREAM_METHOD
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.semantic import request_semantic_form
-from rewind.replay.cassette.synthesis import asks_stream, provider_of, render, reply_of, shape_of
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Matcher
@@ -67,6 +66,9 @@ class Answer:
 def _reshaped(found: Interaction) -> dict[str, Any] | None:
     """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
     for a plain request or the reverse): ``stream`` picks the shape, not the match."""
+    from rewind.replay.cassette.messages import from_parts_attributes
+    from rewind.replay.cassette.synthesis import reply_of
+
     parts = urlsplit(found.url)
     endpoint = providers.detect(parts.hostname or "", parts.path)
     if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
@@ -78,7 +80,14 @@ def _reshaped(found: Interaction) -> dict[str, Any] | None:
     return reply_of(attrs, conversation, found.span_id)
 
 
-def _rendered(shape: str, reply: dict[str, Any], asked: dict[str, Any], stream: bool) -> Answer:
+def _rendered(provider: str, url: str, reply: dict[str, Any], asked: dict[str, Any],
+              stream: bool) -> Answer:
+    """A neutral reply in the wire format of ``provider`` at ``url``. Only answers rebuilt from
+    another instrumentation's spans, or asked in the other shape, come here: the answer
+    synthesis is loaded for them alone."""
+    from rewind.replay.cassette.synthesis import render, shape_of
+
+    shape = shape_of(provider, url)
     usage = bool((asked.get("stream_options") or {}).get("include_usage"))
     headers, rendered = render(shape, reply, stream, usage, asked)
     if isinstance(rendered, list):
@@ -90,14 +99,16 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
     """The recorded response, in the shape the request (to ``url``) asks for: stream or not."""
     asked = canonical.parse_body(request_body)
     asked = asked if isinstance(asked, dict) else {}
-    stream = asks_stream(url, asked)
+    stream = bool(asked.get("stream")) or STREAM_METHOD in urlsplit(url).path
     if found.synthetic is not None:
-        return _rendered(shape_of(found.provider, found.url), found.synthetic, asked, stream)
+        return _rendered(found.provider, found.url, found.synthetic, asked, stream)
     if stream != found.streamed and found.kind == A.KIND_LLM:
         reply = _reshaped(found)
         if reply is not None:
+            from rewind.replay.cassette.synthesis import provider_of
+
             provider = provider_of({A.PROVIDER: found.provider})
-            return _rendered(shape_of(provider, found.url), reply, asked, stream)
+            return _rendered(provider, found.url, reply, asked, stream)
     headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
     if found.response_events is not None:
         return Answer(found.status or 200, headers, events=list(found.response_events))
