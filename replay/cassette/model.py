@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rewind.exporter import attributes as A
-from rewind.exporter import bodies, canonical
+
+# The exporter's body decoding and canonical forms are loaded by the methods that use them:
+# the CLI only passes a cassette on to the replayed process.
 
 CASSETTE_VERSION = 1
 
@@ -50,17 +52,23 @@ class Interaction:
         return self.response_events is not None
 
     def request_bytes(self) -> bytes:
+        from rewind.exporter import bodies
+
         return bodies.body_bytes(self.request_body, self.request_body_encoding)
 
     def response_bytes(self) -> bytes:
         """The body as the client read it; for a stream, the events joined back together."""
         if self.response_events is not None:
             return "".join(event + "\n\n" for _, event in self.response_events).encode()
+        from rewind.exporter import bodies
+
         return bodies.body_bytes(self.response_body, self.response_body_encoding)
 
     def response_attributes(self) -> dict[str, Any] | None:
         """The recorded LLM response read with the exporter's decoders (model, output, usage);
         None when the URL is no LLM endpoint."""
+        from rewind.exporter import bodies
+
         body = None if self.response_events is not None else self.response_bytes()
         return bodies.recorded_response_attributes(self.url, body, self.response_events)
 
@@ -68,6 +76,8 @@ class Interaction:
         """What a divergence is diffed against: the request, or its semantic form."""
         if self.semantic is not None:
             return self.semantic
+        from rewind.exporter import canonical
+
         if self.kind == A.KIND_TOOL:
             return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
         if self.kind == A.KIND_HTTP:

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
-from rewind.replay.cassette.semantic import semantic_key
 from rewind.replay.cassette.volatile import Tolerance, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 
@@ -62,6 +61,8 @@ class Matcher:
         semantic form, when the recording has interactions keyed that way."""
         keys = [key or canonical.match_key(request)]
         if semantic is not None and self.has_semantic:
+            from rewind.replay.cassette.semantic import semantic_key  # such recordings only
+
             keys.append(semantic_key(semantic))
         with self._lock:
             step = self.requests

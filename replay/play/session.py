@@ -19,7 +19,6 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, telemetry
 from rewind.exporter.providers.gemini import STREAM_METHOD
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.cassette.semantic import request_semantic_form
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Matcher
@@ -161,11 +160,11 @@ class ReplaySession:
                 self.live_requests += 1
             return None
         canon = canonical.canonical_request(method, url, headers, body)
-        semantic = (
-            request_semantic_form(parts.hostname or "", parts.path, body)
-            if self.matcher.has_semantic
-            else None
-        )
+        semantic = None
+        if self.matcher.has_semantic:  # a recording with calls rebuilt from their content
+            from rewind.replay.cassette.semantic import request_semantic_form
+
+            semantic = request_semantic_form(parts.hostname or "", parts.path, body)
         found = self.matcher.match(canon, semantic)
         return found if isinstance(found, Interaction) else self._diverged(found)
 
