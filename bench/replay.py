@@ -36,6 +36,7 @@ from pathlib import Path
 
 import httpx
 import vcr
+from bytecode import compile_bytecode
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -107,20 +108,6 @@ def _tree_cpu(pid: int) -> float:
             except OSError:
                 continue
     return total
-
-
-def compile_bytecode() -> None:
-    """Rewind's own modules get their bytecode written, as installing a package does (openai,
-    httpx and vcrpy have theirs from their install): a checkout run with
-    PYTHONDONTWRITEBYTECODE=1 would otherwise compile them from source in every process."""
-    import rewind.collector
-    import rewind.exporter
-    import rewind.replay
-
-    folders = [str(Path(m.__file__).parent) for m in (rewind.exporter, rewind.collector,
-                                                       rewind.replay)]
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=True,
-                   stdout=subprocess.DEVNULL)
 
 
 def _children_cpu() -> float:
@@ -371,7 +358,6 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
     compile_bytecode()
-    print("rewind's modules byte-compiled first, as an install does\n")
     for calls in sizes:
         end_to_end(calls, args.rounds)
     for calls in sizes:

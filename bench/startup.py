@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 
+from bytecode import compile_bytecode
+
 PROBE = """
 import json, sys, time
 started = time.perf_counter()
@@ -48,6 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=60)
     args = parser.parse_args()
+    compile_bytecode()
     runs: dict[bool, list[dict]] = {True: [], False: []}
     for round_ in range(args.rounds):
         for hooks in (False, True) if round_ % 2 else (True, False):  # neither always first
