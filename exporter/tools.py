@@ -16,10 +16,9 @@ While the exporter is instrumented, each call records a span with ``rewind.kind=
 applied, ``self``/``cls`` left out) and ``rewind.tool.result`` or ``rewind.tool.error``
 (``{"type": ..., "message": ...}``). LLM calls made inside the tool are its child spans.
 
-Values JSON cannot express are recorded as: dataclass -> its fields; pydantic model ->
-``model_dump(mode="json")``; tuple/set -> list; date/time -> ISO 8601 text; enum -> its value;
-bytes -> UTF-8 text, else base64 text; anything else -> ``repr(value)``. Under replay a tool
-therefore returns the JSON form of what it returned when recorded.
+Values JSON cannot express are recorded as: dataclass -> fields; pydantic -> ``model_dump(mode=
+"json")``; tuple/set -> list; date/time -> ISO 8601; enum -> value; bytes -> UTF-8, else base64
+text; else ``repr``. Under replay a tool returns the JSON form of what it returned when recorded.
 
 Replay contract (mirrors ``transport``: one responder, for sync and async functions alike, in
 one slot filled and emptied with :func:`set_responder`)::
@@ -31,13 +30,12 @@ object recorded in ``rewind.tool.arguments``). Returning ``ToolAnswer(result=...
 call return that result without running the function; ``ToolAnswer(error={"type": ...,
 "message": ...})`` makes it raise :class:`RecordedToolError` carrying that error; ``None`` runs
 the function live. Exceptions the responder raises (e.g. a strict-mode divergence) propagate to
-the caller. The call is recorded either way, with ``rewind.tool.replayed=true`` when answered.
-Generator functions are not supported.
+the caller. The call is recorded either way, ``rewind.tool.replayed=true`` when answered (no
+generator functions).
 
-Recorded once: a tool call made while another recorded tool runs (an ``@tool`` function inside
-a LangChain tool, an MCP call inside an agents tool) is part of that call; it runs unrecorded
-and unanswered, and a replay answers the outer call whole. The framework hooks in
-``frameworks/`` go through :func:`call_tool` / :func:`call_tool_async` too.
+Recorded once: a tool call made while another recorded tool runs (an ``@tool`` function in a
+LangChain tool, an MCP call in an agents tool) is part of that call, unrecorded and unanswered;
+a replay answers the outer call whole. ``frameworks/`` goes through :func:`call_tool` too.
 """
 
 from __future__ import annotations

@@ -20,6 +20,16 @@ ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets",
              "rewind.exporter.recording", "rewind.exporter.enrichment")
 
 
+# Not needed in a replayed child whose recording holds its own exchanges (no calls rebuilt from
+# another instrumentation's content) and whose program uses no agent framework.
+CHILD_ELSEWHERE = ("opentelemetry", "dateutil.parser", "rewind.replay.cassette.build",
+                   "rewind.replay.cassette.synthesis", "rewind.replay.cassette.wire",
+                   "rewind.replay.cassette.semantic", "rewind.exporter.frameworks.openai_agents",
+                   "rewind.exporter.frameworks.langchain_tools",
+                   "rewind.exporter.frameworks.pydantic_ai_tools",
+                   "rewind.exporter.frameworks.mcp_client")
+
+
 def imported(importtime: str) -> set[str]:
     """Module names from ``python -X importtime`` output."""
     return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
@@ -61,6 +71,9 @@ def test_a_replay_from_a_file_loads_no_recording_pipeline(tmp_path: Path):
     assert "rewind.replay.play.player" in child  # the replay was installed in the child
     # The HTTP libraries are patched when the program imports them: this one imports none.
     assert not_needed(child) == set()
+    assert "time_machine" in child  # the recorded clock is on
+    assert {m for m in child if any(m == x or m.startswith(x + ".") for x in CHILD_ELSEWHERE)
+            } == set()
     assert "replayed 0/" in done.stderr and "recorded steps of trace" in done.stderr
 
 
