@@ -15,16 +15,7 @@ from typing import Any
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
-from rewind.replay.cassette.messages import conversation_of
 from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped
-from rewind.replay.cassette.semantic import semantic_form, semantic_key
-from rewind.replay.cassette.synthesis import (
-    OPENLLMETRY_RESPONSES_SPAN,
-    PATHS,
-    path_of,
-    provider_of,
-    reply_of,
-)
 
 
 def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
@@ -81,6 +72,18 @@ def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
 
 
 def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
+    """An interaction rebuilt from another instrumentation's content; the reading of that
+    content is loaded for such spans only (a recording of Rewind's own needs none of it)."""
+    from rewind.replay.cassette.messages import conversation_of
+    from rewind.replay.cassette.semantic import semantic_form, semantic_key
+    from rewind.replay.cassette.synthesis import (
+        OPENLLMETRY_RESPONSES_SPAN,
+        PATHS,
+        path_of,
+        provider_of,
+        reply_of,
+    )
+
     attrs: Mapping[str, str] = span["SpanAttributes"]
     conversation = conversation_of(span)
     if conversation is None:
