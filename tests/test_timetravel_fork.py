@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -36,11 +37,11 @@ def lab(tmp_path_factory):
         yield lab
 
 
-def resume(lab, checkpoint: Checkpoint, **knobs):
+def resume(lab, checkpoint: Checkpoint, ignore: tuple[str, ...] = (), **knobs):
     """Run the same agent again under the checkpoint; returns (outcome, agent, live bodies)."""
     agent = WeatherAgent(lab.clients, Knobs(turns=(FOLLOW_UP,), **knobs))
     sent = len(lab.llm.requests)
-    outcome = checkpoint.continue_from(agent.run, tracer_provider=lab.provider())
+    outcome = checkpoint.continue_from(agent.run, tracer_provider=lab.provider(), ignore=ignore)
     return outcome, agent, [body for _, _, body in lab.llm.requests[sent:]]
 
 
@@ -136,6 +137,16 @@ def test_run_that_leaves_the_recording_before_the_fork_point_is_stopped(lab):
     assert len(lab.llm.requests) == sent  # nothing went live
 
 
+def test_a_value_that_changes_every_run_stops_a_fork_unless_ignored(lab):
+    checkpoint = lab.source.fork(3, edit_user_message=EDITED)
+    with pytest.raises(ForkError, match=re.escape("--ignore 'body.temperature'")):
+        resume(lab, checkpoint, params={"temperature": 0.5})
+    outcome, agent, live = resume(lab, checkpoint, ignore=("body.temperature",),
+                                  params={"temperature": 0.5})
+    assert outcome.replayed == 3 and outcome.live == 1 and agent.tool_runs == 0
+    assert live[0]["temperature"] == 0.5 and live[0]["messages"][-1]["content"] == EDITED
+
+
 def test_forks_that_cannot_be_made(lab):
     source = lab.source
     with pytest.raises(ForkError, match=f"trace {source.trace_id} has no step 9"):
@@ -147,9 +158,11 @@ def test_forks_that_cannot_be_made(lab):
 
 
 AGENT_SCRIPT = textwrap.dedent("""
-    import os
+    import json, os
     from tests.support.weather_agent import Clients, Knobs, WeatherAgent
-    print(WeatherAgent(Clients(os.environ["LLM_URL"]), Knobs(turns=("And tomorrow?",))).run())
+    knobs = Knobs(turns=("And tomorrow?",),
+                  params={"temperature": json.loads(os.environ.get("TEMPERATURE", "0"))})
+    print(WeatherAgent(Clients(os.environ["LLM_URL"]), knobs).run())
 """)
 
 
@@ -183,5 +196,20 @@ def test_cli_fork_resumes_a_command_recorded_through_the_collector(lab, tmp_path
         assert root["SpanAttributes"][A.FORK_STEP] == "3"
         assert json.loads(root["SpanAttributes"][A.FORK_EDITS]) == {"user_message": EDITED}
         assert root["LinkTraceIds"] == [lab.source.trace_id]
+
+        # A value that differs on every run: the divergence names the flag, the flag works.
+        def fork(*flags: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [sys.executable, "-m", "rewind.replay.cli.main", "fork", lab.source.trace_id,
+                 "--step", "3", "--user-message", EDITED, *flags, "--", sys.executable,
+                 str(script)], env={**env, "TEMPERATURE": "0.5"}, capture_output=True,
+                text=True, timeout=120, cwd=tmp_path)
+
+        stopped = fork()
+        assert stopped.returncode == 3
+        assert "--ignore 'body.temperature'" in stopped.stderr
+        done = fork("--ignore", "body.temperature")
+        assert done.returncode == 0, done.stderr
+        assert "at step 3: replayed 3, live 1, new trace" in done.stderr
     finally:
         served.stop()

@@ -16,7 +16,13 @@ import click
 
 from rewind.collector.store import StoreError
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
-from rewind.replay.cli.options import HELP_OPTIONS, api_option, clickhouse_option, print_json
+from rewind.replay.cli.options import (
+    HELP_OPTIONS,
+    api_option,
+    clickhouse_option,
+    ignore_option,
+    print_json,
+)
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import SourceError, open_source, resolve_trace_id
 
@@ -153,10 +159,7 @@ everything after it go live.
               metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
               "hold go out; repeatable (in the variable: space-separated). Default: none, "
               "they are refused in strict mode.")
-@click.option("--ignore", "ignore", multiple=True, envvar="REWIND_IGNORE", metavar="PATH",
-              help="A request field whose value may differ from the recording (a glob over the "
-              "paths divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
-              "space-separated).")
+@ignore_option
 @click.option("--clock", "clock_mode", type=click.Choice(["recorded", "live"]),
               default="recorded", envvar="REWIND_CLOCK", show_default=True,
               help="The command's wall clock: starting at the recorded run's start and moving "

@@ -40,6 +40,13 @@ api_option = click.option(
 )
 
 
+ignore_option = click.option(
+    "--ignore", "ignore", multiple=True, envvar="REWIND_IGNORE", metavar="PATH",
+    help="A request field whose value may differ from the recording (a glob over the paths "
+    "divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
+    "space-separated).")
+
+
 def sourced(command: click.Command) -> click.Command:
     """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""
     return api_option(clickhouse_option(command))

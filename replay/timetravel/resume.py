@@ -15,7 +15,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,15 @@ ROOT_SPAN = "rewind.fork"
 class Resumed:
     """A checkpoint installed at this process's transport and ``@tool`` hooks."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, ignore: Sequence[str] = ()) -> None:
         self.checkpoint = checkpoint
         self.n = checkpoint.step
         self.at = checkpoint.at
         before = [i for i in checkpoint.cassette.interactions if i.step < self.n]
         started = checkpoint.cassette.started_ns
         self.session = ReplaySession(Cassette(checkpoint.source_trace_id, before,
-                                              started_ns=started), mode=STRICT)
+                                              started_ns=started), mode=STRICT,
+                                     ignore=tuple(ignore))
         self._next = 0
         self._lock = threading.Lock()
         self.live = 0
@@ -215,7 +216,8 @@ def _fork_error(checkpoint: Checkpoint, error: ReplayDivergence) -> ForkError:
                      f"{error.divergence.describe()}")
 
 
-def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider: Any) -> ForkRun:
+def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider: Any,
+             ignore: Sequence[str] = ()) -> ForkRun:
     from rewind.exporter import instrument, is_instrumented, uninstrument
 
     ours = not is_instrumented()
@@ -223,7 +225,7 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
         raise ForkError("this process is already instrumented; resume without "
                         "tracer_provider (the fork records where the process records)")
     provider = instrument(tracer_provider=tracer_provider) if ours else None
-    resumed = Resumed(checkpoint)
+    resumed = Resumed(checkpoint, ignore)
     trace_id = None
     try:
         with scope.tracer().start_as_current_span(
@@ -247,14 +249,14 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
 
 
 def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None,
-                 name: str | None) -> ForkRun:
+                 name: str | None, ignore: Sequence[str] = ()) -> ForkRun:
     if not command:
         raise ForkError("no command to resume the fork with")
     with tempfile.TemporaryDirectory(prefix="rewind-fork-") as tmp:
         spec = Path(tmp, "fork.json")
         report = Path(tmp, "fork-report.json")
-        spec.write_text(json.dumps({"checkpoint": checkpoint.to_dict(),
-                                    "report": str(report)}), "utf-8")
+        spec.write_text(json.dumps({"checkpoint": checkpoint.to_dict(), "report": str(report),
+                                    "ignore": list(ignore)}), "utf-8")
         recorded = run_recorded(command, endpoint, name, settings={ENV_FORK: str(spec)},
                                 installers=[INSTALLER])
         try:
@@ -276,7 +278,7 @@ def install_from_env() -> Resumed | None:
         return None
     spec = json.loads(Path(path).read_text("utf-8"))
     checkpoint = Checkpoint.from_dict(spec["checkpoint"])
-    resumed = Resumed(checkpoint)
+    resumed = Resumed(checkpoint, spec.get("ignore") or ())
     resumed.install()
     root = trace.get_current_span()
     if root.is_recording():
