@@ -29,8 +29,11 @@ from .transport import Flavor
 
 log = logging.getLogger("rewind.exporter")
 
-# Calls recorded by this process, by kind (``rewind record`` reports them at exit).
+# Calls recorded by this process, by kind (``rewind record`` reports them at exit), and the
+# traces they went to, first first (a replayed program that records says where its run went).
 counts: collections.Counter[str] = collections.Counter()
+traces: dict[str, None] = {}
+_TRACES_KEPT = 100
 
 
 class Recorder:
@@ -70,6 +73,9 @@ class Recorder:
         name = f"{endpoint.operation} {model}".strip() if endpoint else request.method.upper()
         span, step = start_step_span(self.tracer, name, SpanKind.CLIENT, scope.parent_context())
         counts[A.KIND_LLM if endpoint else A.KIND_HTTP] += 1
+        context = span.get_span_context()
+        if context.trace_flags.sampled and len(traces) < _TRACES_KEPT:  # exported, then
+            traces.setdefault(format(context.trace_id, "032x"), None)
         try:
             return self._record(span, step, endpoint, request, raw, body, model, started)
         except BaseException:

@@ -75,6 +75,7 @@ def test_a_replay_from_a_file_loads_no_recording_pipeline(tmp_path: Path):
     assert {m for m in child if any(m == x or m.startswith(x + ".") for x in CHILD_ELSEWHERE)
             } == set()
     assert "replayed 0/" in done.stderr and "recorded steps of trace" in done.stderr
+    assert "the replayed run is trace" not in done.stderr  # it records nothing
 
 
 def test_the_server_and_time_travel_commands_still_load_when_asked(tmp_path: Path):

@@ -94,6 +94,9 @@ def test_replay_answers_every_http_call_with_the_service_gone(recorded):
     assert done.returncode == 0, done.stderr
     assert done.stdout == recorded.output
     assert "replayed 4/4" in done.stderr and "0 live calls" in done.stderr
+    # the agent records itself: the summary says where the replayed run went
+    assert recorded.replayed_trace_id != recorded.trace_id
+    assert f"the replayed run is trace {recorded.replayed_trace_id}\n" in done.stderr
 
 
 def test_an_unrecorded_request_is_refused_naming_host_and_step(recorded):

@@ -202,6 +202,8 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
         summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
         if strict and not debug:
             summary += " (the traceback with --debug)"
+    if outcome.report.trace_ids:
+        summary += f"; the replayed run is trace {', '.join(outcome.report.trace_ids)}"
     note(summary)
     if _console.script:
         _exit_at_once(outcome.exit_code)

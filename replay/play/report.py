@@ -5,7 +5,7 @@ CLI and the pytest plugin, served by the worker. Its fields are named here alone
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rewind.replay.play.divergence import Divergence, FieldDiff
@@ -20,6 +20,9 @@ class ReplayReport:
     replayed: int = 0  # answered from the recording
     live: int = 0  # went live (lenient mode, after the divergence)
     divergence: Divergence | None = None  # the first request the recording does not answer
+    # Where the replayed run's own calls were recorded, when the program records them (it
+    # instruments itself): the new trace, to diff against the one replayed.
+    trace_ids: list[str] = field(default_factory=list)
 
     def headline(self) -> str:
         return (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
@@ -28,7 +31,8 @@ class ReplayReport:
     def to_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace_id, "mode": self.mode, "recorded": self.recorded,
                 "requests": self.requests, "replayed": self.replayed, "live": self.live,
-                "divergence": self.divergence.to_dict() if self.divergence else None}
+                "divergence": self.divergence.to_dict() if self.divergence else None,
+                "trace_ids": list(self.trace_ids)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayReport:
@@ -42,7 +46,8 @@ class ReplayReport:
                                     diffs)
         return cls(str(data["trace_id"]), str(data["mode"]), int(data["recorded"]),
                    int(data.get("requests", 0)), int(data.get("replayed", 0)),
-                   int(data.get("live", 0)), divergence)
+                   int(data.get("live", 0)), divergence,
+                   [str(t) for t in data.get("trace_ids") or []])
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

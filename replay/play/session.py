@@ -8,6 +8,7 @@ it, and keeps the tally the run's report is made of.
 from __future__ import annotations
 
 import fnmatch
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -114,6 +115,13 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
     return Answer(found.status or 200, headers, body=found.response_bytes())
 
 
+def _recorded_traces() -> list[str]:
+    """The traces this process recorded its calls in, when it records them (the exporter's
+    recorder loaded): nothing is imported to ask."""
+    recording = sys.modules.get("rewind.exporter.recording")
+    return list(recording.traces) if recording is not None else []
+
+
 @dataclass
 class ReplaySession:
     cassette: Cassette
@@ -209,7 +217,7 @@ class ReplaySession:
     def report(self) -> ReplayReport:
         return ReplayReport(self.cassette.trace_id, self.mode, self.matcher.total,
                             self.matcher.requests, self.matcher.replayed, self.live_requests,
-                            self.divergence)
+                            self.divergence, _recorded_traces())
 
     def summary(self) -> dict[str, Any]:
         """The report as JSON data (the HTTP API's session status)."""
