@@ -24,7 +24,7 @@ from rewind.replay.cli.options import (
     print_json,
 )
 from rewind.replay.play import launch
-from rewind.replay.sources.locate import SourceError, open_source, resolve_trace_id
+from rewind.replay.sources.locate import ApiSource, SourceError, open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
 _TIME_TRAVEL = "rewind.replay.cli.time_travel"
@@ -176,12 +176,16 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
     attempt(lambda: launch.check_command(command))
+    stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
+
     def load() -> Any:
         if cassette_file:
             from rewind.replay.sources.archive import read_cassette
 
             return read_cassette(cassette_file)
         source = open_source(api, clickhouse)
+        if not isinstance(source, ApiSource):
+            stores.append(source)
         return source.cassette(resolve_trace_id(source, str(trace_id)))
 
     cassette = attempt(load)
@@ -205,7 +209,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     if outcome.report.trace_ids:
         summary += f"; the replayed run is trace {', '.join(outcome.report.trace_ids)}"
     note(summary)
-    if _console.script:
+    if _console.script and not stores:
         _exit_at_once(outcome.exit_code)
     sys.exit(outcome.exit_code)
 
@@ -221,9 +225,9 @@ _console = _Console()
 
 
 def _exit_at_once(code: int) -> NoReturn:
-    """The replay is over and summed up, its temporary files removed: exit without tearing the
-    interpreter down, which costs a ~10 ms of freeing modules and objects the process does not
-    need freed (the worker's connection is closed by the OS)."""
+    """The replay is over and summed up, its temporary files removed, and no store was opened
+    here: exit without tearing the interpreter down, ~10 ms of freeing modules and objects the
+    process does not need freed (the worker's connection is closed by the OS)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
