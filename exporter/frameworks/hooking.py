@@ -1,6 +1,6 @@
-"""What the framework hooks share: wrapping a framework's method once (:func:`replace`),
-reading a tool's arguments, and patching a framework when it is imported
-(:func:`when_imported`, from :mod:`rewind.exporter.imports`).
+"""What the framework hooks share: wrapping a framework's method once (:func:`replace`) and
+reading a tool's arguments. When a framework is patched is ``frameworks/__init__.py``'s (through
+:mod:`rewind.exporter.imports`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import tools
-from ..imports import when_imported
-
-__all__ = ["arguments_of", "replace", "when_imported"]
 
 _MARK = "__rewind_patched__"
 
