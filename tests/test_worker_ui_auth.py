@@ -1,7 +1,8 @@
 """Signing in to the web UI, over HTTP as a browser sends it (no browser needed): a page opened
 without a token is the sign-in form with the 401; the form keeps a known token in a cookie
 and goes back to the page asked for, never to another site; the cookie reads a tenant's own
-pages and data and nothing of another tenant's, and it never writes."""
+pages and data and nothing of another tenant's, and it never writes. A run's page opens by a
+short id too, resolved among the caller's own runs."""
 
 from __future__ import annotations
 
@@ -82,6 +83,20 @@ def test_the_cookie_reads_its_own_tenant_only(runs):
         assert "b-secret" not in reply.text and "b-agent" not in reply.text
     listed = client.get("/v1/ui/runs", params={"q": "merger"}).json()["runs"]
     assert listed == []
+
+
+def test_a_run_page_opens_by_a_short_id_of_ones_own_runs_only(runs):
+    client = browser(runs, "tok-a")
+    short = client.get(f"/traces/{runs.mine[:8]}?step=2", headers=HTML)
+    assert short.status_code == 302
+    assert short.headers["location"] == f"/traces/{runs.mine}?step=2"
+    assert client.get(short.headers["location"], headers=HTML).status_code == 200
+    theirs = client.get(f"/traces/{runs.theirs[:8]}", headers=HTML)
+    assert theirs.status_code == 404
+    assert runs.theirs not in theirs.text and "b-agent" not in theirs.text
+    assert client.get(f"/traces/{runs.mine[:3]}", headers=HTML).status_code == 400  # too short
+    # the API keeps whole ids: scripts get an answer that cannot change as runs are added
+    assert client.get(f"/v1/ui/traces/{runs.mine[:8]}").status_code == 400
 
 
 def test_the_cookie_never_writes(runs):

@@ -88,7 +88,7 @@ def page_routes() -> list[Route]:
 
     return [
         route("/", _page(runs)),
-        route("/traces/{trace_id}", _page(trace)),
+        route("/traces/{trace_id}", _page(trace), short_ids=True),
         route("/diff/{left}/{right}", _page(diff)),
         route("/bisect/{good}/{bad}", _page(bisection)),
     ]

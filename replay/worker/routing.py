@@ -19,10 +19,17 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
+from rewind.replay.cassette.ids import (
+    TraceIdError,
+    UnknownTraceId,
+    is_trace_id,
+    parse_trace_id,
+    parse_trace_ref,
+    pick_trace_id,
+)
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.sources.archive import ArchiveError
 from rewind.replay.ui.assets import json_default
@@ -36,6 +43,7 @@ TRACE_ID_PARAM = "trace_id"
 # Our errors and their statuses, looked up along the error's class hierarchy so the most
 # specific entry wins. A route that needs another status for one case raises HTTPException.
 ERROR_STATUS: dict[type[Exception], int] = {
+    UnknownTraceId: 404,  # a short id no trace of the caller's starts with
     TraceIdError: 400,
     TraceNotFound: 404,
     CassetteError: 422,  # the stored trace cannot be made into a cassette
@@ -94,13 +102,14 @@ def query_limit(request: Request, default: int, maximum: int) -> int:
 
 
 def route(path: str, handler: Handler, methods: list[str] | None = None,
-          public: bool = False) -> Route:
+          public: bool = False, short_ids: bool = False) -> Route:
     """A worker route. The handler is called with the request and the caller's
     :class:`TenantView` (the app's ``state.access`` seen through the tenant in the request
     scope); a ``public`` one (health, the API description) reads no data and gets the request
     only. A ``{trace_id}`` in ``path`` reaches the handler normalised (lower case) and checked,
-    so no handler sees a malformed one. Sync handlers run in a thread, as Starlette runs them:
-    they read the store."""
+    so no handler sees a malformed one; with ``short_ids`` (pages people type an id into) a
+    unique prefix of one of the caller's traces redirects to the whole id. Sync handlers run in
+    a thread, as Starlette runs them: they read the store."""
     is_async = inspect.iscoroutinefunction(handler)
 
     @functools.wraps(handler)
@@ -115,7 +124,10 @@ def route(path: str, handler: Handler, methods: list[str] | None = None,
         try:
             params = request.path_params
             if TRACE_ID_PARAM in params:
-                params[TRACE_ID_PARAM] = parse_trace_id(params[TRACE_ID_PARAM])
+                raw = params[TRACE_ID_PARAM]
+                if short_ids and not public and not is_trace_id(raw):
+                    return await run_in_threadpool(_to_whole_id, request, args[1], raw)
+                params[TRACE_ID_PARAM] = parse_trace_id(raw)
             if is_async:
                 result = await handler(*args)
             else:
@@ -125,3 +137,12 @@ def route(path: str, handler: Handler, methods: list[str] | None = None,
         return result if isinstance(result, Response) else json_response(result)
 
     return Route(path, endpoint, methods=methods)
+
+
+def _to_whole_id(request: Request, view: Any, raw: str) -> Response:
+    """The same page under the whole id the prefix ``raw`` names among the caller's traces."""
+    prefix = parse_trace_ref(raw)
+    whole = pick_trace_id(prefix, *view.trace_ids(prefix))
+    head, _, tail = request.url.path.rpartition(raw)
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(f"{head}{whole}{tail}{query}", status_code=302)
