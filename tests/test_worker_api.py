@@ -99,7 +99,10 @@ def test_every_trace_route_answers_a_malformed_id_with_400_naming_it(app, record
         assert reply.headers["content-type"] == "application/json", url
         body = reply.json()
         assert list(body) == ["error"], url
-        assert body["error"].endswith(f"must be 32 hex characters, got {BAD_ID!r}"), url
+        # a run's page also takes a unique prefix, and says so
+        said = "must be 32 hex characters or a unique prefix of at least 4" if url.startswith(
+            "/traces/") else "must be 32 hex characters"
+        assert body["error"].endswith(f"{said}, got {BAD_ID!r}"), url
 
 
 def test_an_unknown_id_is_404_on_every_trace_route(app, recorded):
