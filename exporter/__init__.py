@@ -66,7 +66,7 @@ def instrument(
 
     from . import attributes as A
     from . import enrichment, scope, tools, transport
-    from .config import framework_tools_enabled, settings
+    from .config import settings
     from .pipeline import ensure_provider, exports_through_us
     from .recording import Recorder
 
@@ -88,10 +88,9 @@ def instrument(
     transport.install()
     transport.hooks.set_recorder(recorder)
     tools.configure(provider, chosen)
-    if framework_tools_enabled():
-        from . import frameworks  # light: no framework is imported before the application does
+    from . import frameworks  # light: no framework is imported before the application does
 
-        frameworks.install()
+    frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
     scope.set_tracer_provider(provider)
     return provider
 

@@ -18,6 +18,7 @@ a process that does not use aiohttp costs nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import weakref
 from collections.abc import AsyncIterator
@@ -112,12 +113,18 @@ class _NoConnection:
         pass
 
 
+@functools.cache
+def _takes_stream_writer(response_class: type) -> bool:
+    """Whether this aiohttp's ``ClientResponse`` wants a ``stream_writer`` (newer ones do)."""
+    import inspect
+
+    return "stream_writer" in inspect.signature(response_class.__init__).parameters
+
+
 def _replayed_response(aiohttp: Any, status: int, headers: dict[str, str], content: Any,
                        request: RequestView) -> Any:
     """A real ``ClientResponse`` reading ``content`` (bytes, or an async iterator of chunks
     fed as the recording timed them)."""
-    import inspect
-    from http import HTTPStatus
     from types import SimpleNamespace
 
     from aiohttp.helpers import TimerNoop
@@ -125,7 +132,7 @@ def _replayed_response(aiohttp: Any, status: int, headers: dict[str, str], conte
 
     loop = asyncio.get_running_loop()
     extra: dict[str, Any] = {}
-    if "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters:
+    if _takes_stream_writer(aiohttp.ClientResponse):
         extra["stream_writer"] = SimpleNamespace(output_size=0)  # already "sent"
     request_headers = CIMultiDictProxy(CIMultiDict(request.headers.multi_items()))
     info = aiohttp.RequestInfo(request.url, request.method, request_headers, request.url)
@@ -133,10 +140,7 @@ def _replayed_response(aiohttp: Any, status: int, headers: dict[str, str], conte
                                       continue100=None, timer=TimerNoop(), request_info=info,
                                       traces=[], loop=loop, session=None, **extra)
     response.status = status
-    try:
-        response.reason = HTTPStatus(status).phrase
-    except ValueError:
-        response.reason = ""
+    response.reason = transport.reason_phrase(status)
     response._headers = CIMultiDictProxy(CIMultiDict(headers))
     response._raw_headers = tuple((k.encode("latin-1"), v.encode("latin-1"))
                                   for k, v in headers.items())
@@ -177,7 +181,6 @@ def _patch(aiohttp: Any) -> None:
         return await transport.exchange_async(
             flavor, request, lambda: original(self, method, str_or_url, **kwargs))
 
-    _request.__rewind_patch__ = True  # type: ignore[attr-defined]
     _state["original"] = original
     _state["feed"] = aiohttp.StreamReader.feed_data
     aiohttp.ClientSession._request = _request

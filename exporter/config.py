@@ -64,10 +64,14 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 
+def is_off(value: str | None) -> bool:
+    """A switch variable turned off: ``0``, ``off``, ``false`` or ``no`` (any case)."""
+    return (value or "").strip().lower() in ("0", "off", "false", "no")
+
+
 def framework_tools_enabled() -> bool:
     """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
-    value = os.environ.get(ENV_FRAMEWORK_TOOLS, "").strip().lower()
-    return value not in ("0", "off", "false", "no")
+    return not is_off(os.environ.get(ENV_FRAMEWORK_TOOLS))
 
 class CaptureMode(str, enum.Enum):
     FULL = "full"
@@ -186,8 +190,7 @@ def settings(
         match_key_salt = match_key_salt.encode("utf-8")
     return CaptureSettings(CaptureMode.METADATA if private else chosen, patterns, max_body_bytes,
                            match_key_salt or None,
-                           http=env.get(ENV_HTTP, "on").strip().lower() not in ("off", "0",
-                                                                               "false", "no"),
+                           http=not is_off(env.get(ENV_HTTP)),
                            http_hosts=host_globs(env.get(ENV_HTTP_HOSTS, "")),
                            http_exclude=host_globs(env.get(ENV_HTTP_EXCLUDE, "")))
 

@@ -19,8 +19,6 @@ from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
-OFF = ("0", "false", "no", "off")
-
 
 class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def instrumentation_dependencies(self) -> Collection[str]:
@@ -30,6 +28,7 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         from . import instrument
         from .autorecord import ENV_PROCESS_ROOT, open_process_root
+        from .config import is_off
 
         provider = instrument(
             service_name=kwargs.get("service_name"),
@@ -38,7 +37,7 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             capture=kwargs.get("capture"),
             redact=kwargs.get("redact"),
         )
-        wanted = os.environ.get(ENV_PROCESS_ROOT, "").strip().lower() not in OFF
+        wanted = not is_off(os.environ.get(ENV_PROCESS_ROOT))
         if provider is not None and wanted and kwargs.get("process_root", True):
             open_process_root(provider)
 

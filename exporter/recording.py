@@ -20,7 +20,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from . import attributes as A
-from . import canonical, enrichment, providers, scope, telemetry, tools
+from . import canonical, enrichment, providers, scope, tools
 from .config import CaptureSettings
 from .exchange import Exchange, body_attribute
 from .redaction import REQUEST_HEADERS_KEPT, Redactor, clean_url, keep_headers, secret_values
@@ -60,7 +60,6 @@ class Recorder:
         url = request.url
         endpoint = providers.detect(url.host, url.path)
         if endpoint is None and (not self.settings.records_http(str(url.host).lower())
-                                 or telemetry.is_telemetry(url.host, url.port)
                                  or tools.inside_tool()):  # part of the tool's call
             return None
         started = time.monotonic()

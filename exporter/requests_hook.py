@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Iterator
-from http import HTTPStatus
 from typing import Any
 
 from . import transport
@@ -115,11 +114,6 @@ class RequestsFlavor(Flavor):
                 [(str(k), str(v)) for k, v in response.headers.items()], "")
 
     def follow(self, response: Any, follower: Follower, asynchronous: bool) -> Any:
-        if isinstance(response.raw, _RecordedRaw):  # a replayed answer, recorded anew
-            body = response.content
-            follower.chunk(body)
-            follower.finish()
-            return response
         response.raw = _FollowedRaw(response.raw, follower)
         return response
 
@@ -132,10 +126,7 @@ class RequestsFlavor(Flavor):
         response.headers = CaseInsensitiveDict(headers)
         response.raw = _RecordedRaw(content)
         response.url = str(request.url)
-        try:
-            response.reason = HTTPStatus(status).phrase
-        except ValueError:
-            response.reason = ""
+        response.reason = transport.reason_phrase(status)
         response.encoding = get_encoding_from_headers(response.headers)
         return response
 
@@ -158,7 +149,6 @@ def _patch(requests: Any) -> None:
             response.request, response.connection = request, self
         return response
 
-    send.__rewind_patch__ = True  # type: ignore[attr-defined]
     _state["original"] = original
     adapter.send = send
 

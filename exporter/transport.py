@@ -190,9 +190,32 @@ def _failed(seen: Observation | None, error: BaseException) -> None:
         log.exception("rewind: could not record a failed request")
 
 
+def reason_phrase(status: int) -> str:
+    """The standard reason phrase a replayed response carries ("" for a code without one)."""
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _telemetry(request: Any) -> bool:
+    """An exporter's own send, or a request to an OTLP endpoint or the worker: it passes the
+    slots untouched, never recorded, answered or refused. A model call to the worker's replay
+    endpoint is no telemetry."""
+    from . import providers, telemetry
+
+    url = request.url
+    return (telemetry.is_telemetry(url.host, url.port)
+            and providers.detect(url.host, url.path) is None)
+
+
 def exchange(flavor: Flavor, request: Any, send: Callable[[], Any]) -> Any:
     """One synchronous request through the slots: observed, answered by the responder or sent
     with ``send()``, its response followed. Every library's sync seam calls this."""
+    if _telemetry(request):
+        return send()
     seen = _observe(flavor, request)
     try:
         responder = hooks.responder
@@ -208,6 +231,8 @@ def exchange(flavor: Flavor, request: Any, send: Callable[[], Any]) -> Any:
 async def exchange_async(flavor: Flavor, request: Any,
                          send: Callable[[], Awaitable[Any]]) -> Any:
     """The same for an asynchronous client."""
+    if _telemetry(request):
+        return await send()
     seen = _observe(flavor, request)
     try:
         responder = hooks.responder
@@ -231,8 +256,6 @@ def _patch(module: ModuleType) -> None:
     async def async_send_single_request(self: Any, request: Any) -> Any:
         return await exchange_async(flavor, request, lambda: async_original(self, request))
 
-    send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]
-    async_send_single_request.__rewind_patch__ = True  # type: ignore[attr-defined]
     module.Client._send_single_request = send_single_request
     module.AsyncClient._send_single_request = async_send_single_request
     _originals[module.__name__] = (sync_original, async_original)
@@ -246,10 +269,9 @@ def _patch_if_wanted(module: ModuleType) -> None:
         _patch(module)
 
 
-def install() -> list[str]:
+def install() -> None:
     """Patch every supported HTTP library: those already imported now, the others when they
-    are imported (:mod:`.imports`), so a process never imports a library it does not
-    use. Returns the names patched so far."""
+    are imported (:mod:`.imports`), so a process never imports a library it does not use."""
     from . import aiohttp_hook, requests_hook
     from .imports import when_imported
 
@@ -258,7 +280,6 @@ def install() -> list[str]:
     _wanted["on"] = True
     for name in MODULE_NAMES:
         when_imported(name, _patch_if_wanted)
-    return [name for name in MODULE_NAMES if name in _originals]
 
 
 def uninstall() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers, telemetry
+from rewind.exporter import canonical, providers
 from rewind.exporter.providers.gemini import STREAM_METHOD
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
@@ -180,11 +180,9 @@ class ReplaySession:
                      ) -> Interaction | Divergence | None:
         """Another HTTP call of the run: answered from the recording; one it does not hold is
         refused in strict mode (a replay never reaches production) unless its host is allowed
-        live. Telemetry (OTLP, the worker) always passes."""
+        live. Telemetry (OTLP, the worker) never gets here: the transport lets it pass."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
-        if telemetry.is_telemetry(host, parts.port):
-            return None
         allowed = any(fnmatch.fnmatch(host, glob) for glob in self.allow_live)
         if self.live:
             with self._lock:

@@ -24,7 +24,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers, scope, telemetry, tools, transport
+from rewind.exporter import canonical, providers, scope, tools, transport
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
@@ -158,11 +158,10 @@ class _ForkObserver:
     def __call__(self, flavor: transport.Flavor, request: Any) -> Any:
         url = request.url
         llm = providers.detect(url.host, url.path) is not None
-        if llm or not telemetry.is_telemetry(url.host, url.port):
-            try:
-                self.resumed.before_request(flavor, request, llm)
-            except Exception as error:  # the request goes out unedited; say so
-                self.resumed.warnings.append(f"could not apply the fork's edit: {error!r}")
+        try:
+            self.resumed.before_request(flavor, request, llm)
+        except Exception as error:  # the request goes out unedited; say so
+            self.resumed.warnings.append(f"could not apply the fork's edit: {error!r}")
         return self.inner(flavor, request) if self.inner is not None else None
 
 
@@ -172,10 +171,6 @@ class _ForkTransportResponder(TransportResponder):
         self.resumed = resumed
 
     def _answer(self, request: Any) -> Answer | None:
-        url = request.url
-        if (providers.detect(url.host, url.path) is None
-                and telemetry.is_telemetry(url.host, url.port)):
-            return None
         position = request.extensions.get(POSITION)
         if position is None:  # no observer ran (recording is off): place it here
             position = self.resumed.take()
