@@ -14,7 +14,7 @@ from rewind.exporter import attributes as A
 
 from .llm_steps import MADE_FROM_RUN, calls_counted
 from .migrations import TRACE_LIST
-from .schema import TRACE_LOOKUP, TRACES, span_attribute
+from .schema import TRACES, span_attribute
 from .store import Store
 
 SPAN_SELECT = f"""
@@ -38,18 +38,6 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
         return "1"
     params.update(tenant_key=A.TENANT, tenant=tenant)
     return "ResourceAttributes[{tenant_key:String}] = {tenant:String}"
-
-
-def trace_bounds(store: Store, trace_id: str) -> tuple[datetime, datetime] | None:
-    """The trace's first and last span start (to the second) from the OTel lookup table."""
-    rows = store.query(
-        f"SELECT min(Start) AS s, max(End) AS e, count() AS n FROM {TRACE_LOOKUP} "
-        "WHERE TraceId = {tid:String}",
-        {"tid": trace_id},
-    )
-    if not rows or not rows[0]["n"]:
-        return None
-    return rows[0]["s"], rows[0]["e"]
 
 
 def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
@@ -85,6 +73,18 @@ def trace_version(store: Store, trace_id: str,
         f"SELECT sum(Spans) AS n, max(End) AS last FROM {TRACE_LIST} "
         f"WHERE TraceId = {{tid:String}} AND {where}", params)[0]
     return (row["n"], row["last"]) if row["n"] else None
+
+
+def trace_ids_with_prefix(store: Store, prefix: str, tenant: str | None = None,
+                          limit: int = 100) -> list[str]:
+    """Stored trace ids starting with ``prefix`` (at most ``limit``), of ``tenant`` when given:
+    what a typed short id may stand for."""
+    params: dict[str, Any] = {"prefix": prefix, "n": limit}
+    where = _trace_list_filters(tenant, None, params)
+    rows = store.query(
+        f"SELECT DISTINCT TraceId FROM {TRACE_LIST} WHERE startsWith(TraceId, {{prefix:String}}) "
+        f"AND {where} ORDER BY TraceId LIMIT {{n:UInt32}}", params)
+    return [r["TraceId"] for r in rows]
 
 
 def _trace_list_filters(tenant: str | None, service: str | None,

@@ -153,13 +153,10 @@ class StoreSource:
         return reader.list_traces(self.store, **filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
-        from rewind.collector.schema import TRACE_LOOKUP
+        from rewind.collector import reader
 
-        rows = self.store.query(
-            f"SELECT DISTINCT TraceId FROM {TRACE_LOOKUP} WHERE startsWith(TraceId, "
-            "{prefix:String}) ORDER BY TraceId LIMIT {n:UInt32}",
-            {"prefix": prefix, "n": PREFIX_MATCHES})
-        return [r["TraceId"] for r in rows], redact_url(self.store.url)
+        return (reader.trace_ids_with_prefix(self.store, prefix, limit=PREFIX_MATCHES),
+                redact_url(self.store.url))
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
         from rewind.collector import reader

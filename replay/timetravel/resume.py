@@ -59,7 +59,7 @@ class Resumed:
         self.edited = 0
         self.warnings: list[str] = []
         self.divergence: Divergence | None = None
-        self._saved: tuple[Any, Callable[[], None]] | None = None  # observer, unplug
+        self._unplug: Callable[[], None] | None = None
 
     def take(self) -> int:
         with self._lock:
@@ -126,16 +126,14 @@ class Resumed:
     # -- installing -----------------------------------------------------------------------
     def install(self) -> None:
         observer = transport.hooks.observer
-        unplug = plug(_ForkTransportResponder(self), _ForkToolResponder(self))
+        self._unplug = plug(_ForkTransportResponder(self), _ForkToolResponder(self))
         transport.hooks.observer = _ForkObserver(self, observer)
-        self._saved = observer, unplug
 
     def uninstall(self) -> None:
-        if self._saved is not None:
-            _, unplug = self._saved
-            transport.hooks.observer = transport.hooks.recorder()
-            unplug()
-            self._saved = None
+        if self._unplug is not None:
+            transport.hooks.observer = transport.hooks.recorder()  # the fork's wrapper goes
+            self._unplug()
+            self._unplug = None
 
     def outcome(self, trace_id: str | None, **extra: Any) -> ForkRun:
         divergence = self.session.divergence or self.divergence

@@ -32,8 +32,7 @@ def run_rows(store: Store, tenant: str | None, service: str | None = None,
     """One row per trace started after ``since``, newest first, with its lineage (``Source``,
     ``Kind``), model, tokens and cost. Without a model or text filter the rows are the trace
     listing's (``reader.list_traces``, on ``rewind_traces``); those filters look into the
-    spans themselves."""
-    limit = max(1, min(int(limit), MAX_RUNS))
+    spans themselves. ``limit`` comes clamped to ``MAX_RUNS`` by the route."""
     if model or text:
         rows = _searched(store, tenant, service, errors_only, model, text, since, limit)
     else:

@@ -29,8 +29,14 @@ from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.ui import assets, compare, listing, views
-from rewind.replay.worker.auth import LOGIN_PATH, token_cookie
-from rewind.replay.worker.routing import error_status, query_limit, query_trace_id, route
+from rewind.replay.worker.auth import LOGIN_PATH, token_cookie, wants_page
+from rewind.replay.worker.routing import (
+    error_status,
+    query_flag,
+    query_limit,
+    query_trace_id,
+    route,
+)
 from rewind.replay.worker.tenancy import TenantView
 
 # (title, what the page is, the data its first screen needs or None)
@@ -49,7 +55,7 @@ def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
             title, page, data = handler(request, view)
         except Exception as error:
             status = error_status(error)
-            if status is None or "text/html" not in request.headers.get("accept", ""):
+            if status is None or not wants_page(request.scope):
                 raise
             return HTMLResponse(assets.error_html(status, str(error)), status, HEADERS)
         return HTMLResponse(assets.page_html(title, page, data), headers=HEADERS)
@@ -98,7 +104,7 @@ def data_routes() -> list[Route]:
     def runs(request: Request, view: TenantView) -> Any:
         query = request.query_params
         rows = view.run_listing(
-            service=query.get("service") or None, errors_only=query.get("errors") in ("1", "true"),
+            service=query.get("service") or None, errors_only=query_flag(request, "errors"),
             model=query.get("model") or None, text=query.get("q") or None,
             since=parse_when(query.get("since"), flag="since"),
             limit=query_limit(request, default=100, maximum=listing.MAX_RUNS))

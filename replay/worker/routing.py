@@ -22,16 +22,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from rewind.replay.cassette.ids import (
-    TraceIdError,
-    UnknownTraceId,
-    is_trace_id,
-    parse_trace_id,
-    parse_trace_ref,
-    pick_trace_id,
-)
+from rewind.replay.cassette.ids import TraceIdError, UnknownTraceId, is_trace_id, parse_trace_id
 from rewind.replay.cassette.model import CassetteError
 from rewind.replay.sources.archive import ArchiveError
+from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.ui.assets import json_default
 from rewind.replay.worker.cache import TraceNotFound
 from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
@@ -141,8 +135,7 @@ def route(path: str, handler: Handler, methods: list[str] | None = None,
 
 def _to_whole_id(request: Request, view: Any, raw: str) -> Response:
     """The same page under the whole id the prefix ``raw`` names among the caller's traces."""
-    prefix = parse_trace_ref(raw)
-    whole = pick_trace_id(prefix, *view.trace_ids(prefix))
+    whole = resolve_trace_id(view, raw)
     head, _, tail = request.url.path.rpartition(raw)
     query = f"?{request.url.query}" if request.url.query else ""
     return RedirectResponse(f"{head}{whole}{tail}{query}", status_code=302)

@@ -18,7 +18,7 @@ from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import PREFIX_SCAN
+from rewind.replay.sources.locate import PREFIX_MATCHES
 from rewind.replay.timetravel.runs import run_rows
 from rewind.replay.timetravel.stats import Usage, usage_from_store
 from rewind.replay.timetravel.timeline import Timeline
@@ -61,11 +61,10 @@ class TenantView:
         return reader.list_traces(self._store, tenant=self.tenant, **filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
-        """Ids starting with ``prefix`` among this tenant's newest traces, and where they were
-        looked for (as the CLI resolves a prefix through a worker)."""
-        rows = self.traces(limit=PREFIX_SCAN)
-        return ([r["TraceId"] for r in rows if str(r["TraceId"]).startswith(prefix)],
-                f"your {PREFIX_SCAN:,} newest traces")
+        """Ids of this tenant's traces starting with ``prefix``, and where they were looked for
+        (what ``locate.resolve_trace_id`` picks from)."""
+        return (reader.trace_ids_with_prefix(self._store, prefix, self.tenant, PREFIX_MATCHES),
+                "your traces")
 
     def usage(self, **period: Any) -> list[Usage]:
         return usage_from_store(self._store, tenant=self.tenant, **period)
