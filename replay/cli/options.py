@@ -40,6 +40,8 @@ api_option = click.option(
 )
 
 
+prices_option = click.option(
+    "--prices", default=None, help="Price file overriding the built-in table and REWIND_PRICES.")
 ignore_option = click.option(
     "--ignore", "ignore", multiple=True, envvar="REWIND_IGNORE", metavar="PATH",
     help="A request field whose value may differ from the recording (a glob over the paths "

@@ -13,10 +13,8 @@ import click
 
 from rewind.replay.cli.failure import attempt, fail, note
 from rewind.replay.cli.options import api_option, clickhouse_option
-from rewind.replay.cli.time_travel import load_runs
-from rewind.replay.sources.archive import CredentialInTrace
-from rewind.replay.sources.credentials import span_findings
-from rewind.replay.timetravel.timeline import Timeline
+from rewind.replay.sources.archive import CredentialInTrace, screen
+from rewind.replay.timetravel.timeline import Timeline, load_all
 from rewind.replay.ui.assets import shared_html
 from rewind.replay.ui.views import run_view, step_details
 
@@ -45,11 +43,11 @@ def share(ref: str, output: str, no_content: bool, api: str | None,
     \b
         rewind share 4bf92f35 -o incident.html
     """
-    run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
-    findings = [f for span in run.spans for f in span_findings(span)]
-    if findings:
-        fail(str(CredentialInTrace(run.trace_id, findings, "share")),
-             "remove the credential at its source and record the run again")
+    run = attempt(lambda: load_all([ref], api, clickhouse)[0])
+    try:
+        screen(run.trace_id, run.spans, "share")
+    except CredentialInTrace as error:
+        fail(str(error), "remove the credential at its source and record the run again")
     page = share_document(run, content=not no_content)
     try:
         Path(output).write_text(page, encoding="utf-8")

@@ -17,19 +17,18 @@ from rich.console import Console
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
-from rewind.replay.cli.options import ignore_option, print_json, sourced
+from rewind.replay.cli.options import ignore_option, prices_option, print_json, sourced
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import (
     ApiSource,
     StoreSource,
     TraceSource,
     open_source,
-    resolve_trace_id,
 )
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
-from rewind.replay.timetravel.timeline import Timeline, is_file_ref
+from rewind.replay.timetravel.timeline import Timeline, load_all
 
 
 def out() -> Console:
@@ -61,8 +60,7 @@ def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
               help="Print the conversation as it stood once STEP was done.")
 @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "
               "that first sent each.")
-@click.option("--prices", default=None, help="Price file overriding the built-in table "
-              "and REWIND_PRICES.")
+@prices_option
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 @sourced
 def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bool,
@@ -72,7 +70,7 @@ def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bo
     REF is a trace id or a .rw file."""
     from rewind.replay.cli.render import lineage_line, timeline_table
 
-    run = attempt(lambda: load_runs([ref], api, clickhouse)[0])
+    run = attempt(lambda: load_all([ref], api, clickhouse)[0])
     run.prices = attempt(lambda: load_prices(prices))
     if messages_at is not None:
         print_json(attempt(lambda: run.messages_at(messages_at)))
@@ -95,7 +93,7 @@ def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bo
     console.print(timeline_table(run, kinds, width=console.width))
     line = lineage_line(run)
     if line:
-        out().print(line, highlight=False)
+        console.print(line, highlight=False)
     for skipped in run.cassette.skipped:
         warn(f"{skipped.name} ({skipped.span_id}): {skipped.reason}", "not replayable")
 
@@ -110,7 +108,7 @@ def diff_command(left: str, right: str, as_json: bool, api: str | None,
     request and answer differences per field. LEFT and RIGHT: trace ids or .rw files."""
     from rewind.replay.cli.render import diff_table
 
-    a, b = attempt(lambda: load_runs([left, right], api, clickhouse))
+    a, b = attempt(lambda: load_all([left, right], api, clickhouse))
     show(diff_runs(a.cassette, b.cassette), as_json, diff_table)
 
 @click.command("bisect", cls=Command)
@@ -149,7 +147,7 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
         return
     if len(runs) != 2:
         fail("give two runs, GOOD then BAD (trace ids or .rw files), or --between A B")
-    good, bad = attempt(lambda: load_runs(list(runs), api, clickhouse))
+    good, bad = attempt(lambda: load_all(list(runs), api, clickhouse))
     show(bisect(good.cassette, bad.cassette), as_json, bisection_view)
 
 @click.command(cls=Command, context_settings={"ignore_unknown_options": True})
@@ -191,7 +189,7 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
     if not collector_reachable(target):
         warn(f"nothing answers at {target}; start `rewind serve` or the new run's spans will "
              "be dropped")
-    run = attempt(lambda: load_runs([trace], api, clickhouse)[0])
+    run = attempt(lambda: load_all([trace], api, clickhouse)[0])
     checkpoint = attempt(lambda: run.fork(step, **edits))
     outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint,
                                                        ignore=ignore))
@@ -212,8 +210,7 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
 @click.option("--service", default=None, help="Only this service.")
 @click.option("--by", type=click.Choice(list(GROUPINGS)), default="both",
               show_default=True, help="Group by model, service, or both.")
-@click.option("--prices", default=None, help="Price file overriding the built-in table "
-              "and REWIND_PRICES.")
+@prices_option
 @click.option("--include-replays", is_flag=True, help="Count replays and forks too (left "
               "out by default: their calls repeat the runs they were made from).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
@@ -243,20 +240,6 @@ def demo(directory: str | None) -> None:
     from rewind.replay.cli.demo import main as run_demo
 
     sys.exit(attempt(lambda: run_demo(directory, out()), (StoreError, OSError)))
-
-
-def load_runs(refs: list[str], api: str | None, clickhouse: str | None) -> list[Timeline]:
-    """Each ref a ``.rw`` file, a trace id or a unique prefix of one; ids are resolved and
-    read through one source (a worker if one answers, else the store)."""
-    source: TraceSource | None = None
-    runs = []
-    for ref in refs:
-        if is_file_ref(ref):
-            runs.append(Timeline.from_file(ref))
-            continue
-        source = source or open_source(api, clickhouse)
-        runs.append(Timeline.from_source(source, resolve_trace_id(source, ref)))
-    return runs
 
 
 def _param(text: str) -> tuple[str, Any]:

@@ -161,7 +161,7 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
     if strangers:
         raise ArchiveError(f"spans of other traces ({', '.join(sorted(strangers))}) given "
                            f"for trace {trace_id}")
-    _screen(trace_id, spans, "export")
+    screen(trace_id, spans, "export")
     blobs: dict[str, str] = {}
     packed = []
     for span in spans:
@@ -225,7 +225,9 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
     return span
 
 
-def _screen(trace_id: str, spans: Sequence[Mapping[str, Any]], action: str) -> None:
+def screen(trace_id: str, spans: Sequence[Mapping[str, Any]], action: str) -> None:
+    """:class:`CredentialInTrace` when a span carries a credential (``action``: what was
+    refused, as the message says it)."""
     from rewind.replay.sources.credentials import span_findings
 
     findings = [f for span in spans for f in span_findings(span)]
@@ -250,7 +252,7 @@ def _from_otlp(data: bytes, for_import: bool = True) -> list[Archive]:
     digest = hashlib.sha256(data).hexdigest()
     found = []
     for trace_id, spans in traces.items():
-        _screen(trace_id, spans, "import")
+        screen(trace_id, spans, "import")
         found.append(Archive(trace_id, spans, f"{digest}:{trace_id}"))
     return found
 
@@ -302,7 +304,7 @@ def _unpack_document(data: bytes | IO[bytes], for_import: bool) -> Archive:
     spans = [_checked_span(entry, i, trace_id, blobs) for i, entry in enumerate(entries)]
     if not for_import:
         return Archive(trace_id, spans, "")
-    _screen(trace_id, spans, "import")
+    screen(trace_id, spans, "import")
     return Archive(trace_id, spans, document_digest(document))
 
 

@@ -198,10 +198,11 @@ class Timeline:
 
     @classmethod
     def from_file(cls, path: str | Path) -> Timeline:
-        """From a ``.rw`` trace file (``rewind export``)."""
+        """From a ``.rw`` trace file (``rewind export``). Read, not stored: not screened for
+        credentials (what stores or sends a trace screens it: import, export, share)."""
         from rewind.replay.sources.archive import read_archive
 
-        archive = read_archive(path)
+        archive = read_archive(path, for_import=False)
         return cls(archive.trace_id, archive.spans)
 
     @classmethod
