@@ -40,6 +40,7 @@ class Endpoint:
     response: Callable[[Json], Attributes]
     stream: Callable[[list[Json]], Attributes]
     path_model: str | None = None  # the model when the URL names it (Gemini, Azure deployments)
+    streams: bool = False  # the URL itself asks for a stream (Gemini's streamGenerateContent)
 
     def model(self, body: Json) -> str:
         """The requested model, cheaply: for span names before the full decode."""

@@ -11,7 +11,6 @@ from . import Attributes, Endpoint, Json
 from . import parts as P
 
 _PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
-STREAM_METHOD = ":streamGenerateContent"  # in the path: the request asks for a stream
 _PARAMS = {
     "temperature": A.TEMPERATURE,
     "topP": A.TOP_P,
@@ -179,12 +178,12 @@ def detect(host: str, path: str) -> Endpoint | None:
     found = _PATH.search(path)
     if found is None:
         return None
-    model = found.group(1)
+    model, streams = found.group(1), found.group(2) == "streamGenerateContent"
     vertex = "aiplatform" in host or "/projects/" in path
     provider = VERTEX if vertex else GEMINI
 
     def with_model(body: Json) -> Attributes:
         return {A.REQUEST_MODEL: model, **request(body),
-                **({A.REQUEST_STREAM: True} if found.group(2) == "streamGenerateContent" else {})}
+                **({A.REQUEST_STREAM: True} if streams else {})}
 
-    return Endpoint(provider, "generate_content", with_model, response, stream, model)
+    return Endpoint(provider, "generate_content", with_model, response, stream, model, streams)

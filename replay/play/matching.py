@@ -38,6 +38,7 @@ class Matcher:
             self._queues.setdefault(key, deque()).append(interaction)
         self.has_semantic = any(i.semantic_key for i in self._all)
         self._used: set[int] = set()
+        self._forms: dict[int, dict[str, Any]] = {}  # canonical forms, by interaction
         self._lock = threading.Lock()
         self.requests = 0
 
@@ -94,8 +95,16 @@ class Matcher:
                 else "request differs from the recording"
             )
             actual = semantic if expected.semantic is not None and semantic else request
-            diffs = diff_fields(expected.canonical_request(), actual)
+            diffs = diff_fields(self._form(expected), actual)
             return Divergence(step, reason, expected.step, expected.name, diffs)
+
+    def _form(self, interaction: Interaction) -> dict[str, Any]:
+        """The recorded request's canonical form, decoded once: a run whose every request
+        carries a fresh id compares each miss with the same recorded requests again."""
+        form = self._forms.get(id(interaction))
+        if form is None:
+            form = self._forms[id(interaction)] = interaction.canonical_request()
+        return form
 
     def _tolerated(self, request: dict[str, Any]) -> Interaction | None:
         """The first unused recorded request (same method and path) that differs from
@@ -111,7 +120,7 @@ class Matcher:
                   or urlsplit(candidate.url).path != request.get("path")
                   or candidate.method.upper() != request.get("method")):
                 continue
-            if tolerable(diff_fields(candidate.canonical_request(), request), self.tolerance):
+            if tolerable(diff_fields(self._form(candidate), request), self.tolerance):
                 queue = self._queues[candidate.match_key or candidate.semantic_key]
                 queue.remove(candidate)
                 self._used.add(id(candidate))

@@ -14,11 +14,10 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
-from rewind.exporter.providers.gemini import STREAM_METHOD
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
@@ -99,7 +98,9 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
     """The recorded response, in the shape the request (to ``url``) asks for: stream or not."""
     asked = canonical.parse_body(request_body)
     asked = asked if isinstance(asked, dict) else {}
-    stream = bool(asked.get("stream")) or STREAM_METHOD in urlsplit(url).path
+    parts = urlsplit(url)
+    endpoint = providers.detect(parts.hostname or "", parts.path)
+    stream = bool(asked.get("stream")) or (endpoint is not None and endpoint.streams)
     if found.synthetic is not None:
         return _rendered(found.provider, found.url, found.synthetic, asked, stream)
     if stream != found.streamed and found.kind == A.KIND_LLM:
@@ -162,11 +163,9 @@ class ReplaySession:
         request is not an LLM call, or the run has gone live."""
         parts = urlsplit(url)
         if providers.detect(parts.hostname or "", parts.path) is None:
-            return self._decide_http(method, url, headers, body)
+            return self._decide_http(method, parts, headers, body)
         if self.live:
-            with self._lock:
-                self.live_requests += 1
-            return None
+            return self._went_live()
         canon = canonical.canonical_request(method, url, headers, body)
         semantic = None
         if self.matcher.has_semantic:  # a recording with calls rebuilt from their content
@@ -176,26 +175,25 @@ class ReplaySession:
         found = self.matcher.match(canon, semantic)
         return found if isinstance(found, Interaction) else self._diverged(found)
 
-    def _decide_http(self, method: str, url: str, headers: Mapping[str, str], body: bytes
-                     ) -> Interaction | Divergence | None:
+    def _went_live(self) -> None:
+        """A request sent to the network (lenient after a divergence, or let through)."""
+        with self._lock:
+            self.live_requests += 1
+
+    def _decide_http(self, method: str, parts: SplitResult, headers: Mapping[str, str],
+                     body: bytes) -> Interaction | Divergence | None:
         """Another HTTP call of the run: answered from the recording; one it does not hold is
         refused in strict mode (a replay never reaches production) unless its host is allowed
         live. Telemetry (OTLP, the worker) never gets here: the transport lets it pass."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        allowed = any(fnmatch.fnmatch(host, glob) for glob in self.allow_live)
         if self.live:
-            with self._lock:
-                self.live_requests += 1
-            return None
-        found = self.matcher.match(canonical.canonical_http(method, url, headers, body),
-                                   kind=A.KIND_HTTP)
+            return self._went_live()
+        found = self.matcher.match(
+            canonical.canonical_http(method, parts.geturl(), headers, body), kind=A.KIND_HTTP)
         if isinstance(found, Interaction):
             return found
-        if allowed:
-            with self._lock:
-                self.live_requests += 1
-            return None
+        host = (parts.hostname or "").lower()
+        if any(fnmatch.fnmatch(host, glob) for glob in self.allow_live):
+            return self._went_live()
         found.reason = (f"{method.upper()} {host}{parts.path} is not in the recording "
                         f"({found.reason}); a strict replay never sends it: pass "
                         f"--allow-live {host} to let it through")
