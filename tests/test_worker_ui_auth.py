@@ -46,6 +46,7 @@ def test_a_page_without_a_token_is_the_sign_in_form(runs):
     assert reply.status_code == 401
     assert reply.headers["www-authenticate"] == "Bearer"
     assert 'action="/login"' in reply.text
+    assert "frame-ancestors 'none'" in reply.headers["content-security-policy"]  # not framed
     assert f'name="next" value="/traces/{runs.mine}?x=1"' in reply.text
     script = browser(runs).get(f"/v1/ui/traces/{runs.mine}")
     assert script.status_code == 401 and script.json()["error"].startswith("missing")
@@ -55,6 +56,7 @@ def test_signing_in_keeps_the_token_and_goes_back(runs):
     client = browser(runs)
     wrong = client.post("/login", data={"token": "nope", "next": "/"})
     assert wrong.status_code == 401 and "Unknown token." in wrong.text
+    assert wrong.headers["x-content-type-options"] == "nosniff"
     assert TOKEN_COOKIE not in client.cookies
     signed = client.post("/login", data={"token": "tok-a", "next": f"/traces/{runs.mine}"})
     assert signed.status_code == 303

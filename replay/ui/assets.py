@@ -27,6 +27,9 @@ MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; chars
 PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
                "img-src 'self' data:; form-action 'self'; base-uri 'none'; "
                "frame-ancestors 'none'")
+# Every HTML page the worker answers with carries these, the sign-in form and errors included.
+PAGE_HEADERS = {"content-security-policy": PAGE_POLICY, "x-content-type-options": "nosniff",
+                "referrer-policy": "no-referrer", "cache-control": "no-store"}
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 SHARED_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                  "img-src data:; base-uri 'none'; form-action 'none'")

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rewind.collector.auth import Authenticator, AuthError
-from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX, login_html
+from rewind.replay.ui.assets import PAGE_HEADERS, STATIC_FILES, STATIC_PREFIX, login_html
 from rewind.replay.worker.routing import error_response
 from rewind.replay.worker.tenancy import TENANT_KEY
 
@@ -81,5 +81,6 @@ class BearerAuth:
         if wants_page(scope):
             query = scope.get("query_string", b"").decode("latin-1")
             here = scope["path"] + (f"?{query}" if query else "")
-            return HTMLResponse(login_html(here, "Sign in to see this page."), 401, CHALLENGE)
+            return HTMLResponse(login_html(here, "Sign in to see this page."), 401,
+                                {**PAGE_HEADERS, **CHALLENGE})
         return error_response(401, message, CHALLENGE)

@@ -29,7 +29,7 @@ from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.ui import assets, compare, listing, views
-from rewind.replay.worker.auth import LOGIN_PATH, token_cookie, wants_page
+from rewind.replay.worker.auth import CHALLENGE, LOGIN_PATH, token_cookie, wants_page
 from rewind.replay.worker.routing import (
     error_status,
     query_flag,
@@ -42,8 +42,7 @@ from rewind.replay.worker.tenancy import TenantView
 # (title, what the page is, the data its first screen needs or None)
 PageHandler = Callable[[Request, TenantView], tuple[str, dict[str, Any], dict[str, Any] | None]]
 MAX_FORM_BYTES = 8192
-HEADERS = {"content-security-policy": assets.PAGE_POLICY, "x-content-type-options": "nosniff",
-           "referrer-policy": "no-referrer", "cache-control": "no-store"}
+HEADERS = assets.PAGE_HEADERS
 
 
 def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
@@ -157,7 +156,8 @@ def login_routes(authenticator: Authenticator | None) -> list[Route]:
         async for chunk in request.stream():
             body += chunk
             if len(body) > MAX_FORM_BYTES:
-                return HTMLResponse(assets.login_html("/", "That form is too large."), 413)
+                return HTMLResponse(assets.login_html("/", "That form is too large."), 413,
+                                    HEADERS)
         fields = parse_qs(body.decode("utf-8", "replace"))
         token = (fields.get("token") or [""])[0].strip()
         target = _next((fields.get("next") or ["/"])[0])
@@ -166,7 +166,7 @@ def login_routes(authenticator: Authenticator | None) -> list[Route]:
                 authenticator.check(f"Bearer {token}")
             except AuthError:
                 return HTMLResponse(assets.login_html(target, "Unknown token."), 401,
-                                    {"www-authenticate": "Bearer"})
+                                    {**HEADERS, **CHALLENGE})
         response = RedirectResponse(target, status_code=303)
         response.headers["set-cookie"] = token_cookie(token, request.url.scheme == "https")
         return response
