@@ -25,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from rewind.collector import reader
 from rewind.collector.migrate import migrate
+from rewind.collector.migrations import TRACE_LIST
 from rewind.collector.rows import span_rows
 from rewind.collector.schema import (
     DEFAULT_PRICES,
@@ -378,7 +379,7 @@ def test_replays_and_forks_count_only_when_chosen(dataset):
                                                           "Most expensive traces")}
         assert costly.isdisjoint(marks)
     finally:
-        for table in (TRACES, LLM_CALLS, TRACE_LOOKUP):
+        for table in (TRACES, LLM_CALLS, TRACE_LOOKUP, TRACE_LIST):
             dataset.store.command(f"DELETE FROM {table} WHERE TraceId IN ('{'ab' * 16}', "
                                   f"'{'cd' * 16}')")
     choice = next(v for v in load_dashboards()["rewind-overview"]["templating"]["list"]

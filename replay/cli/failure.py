@@ -20,13 +20,11 @@ if TYPE_CHECKING:
 USAGE_ERROR = 2
 # What a command can fail with for a reason its message explains, by module and name: a
 # command imports only what it uses, and an error can only be raised once its module is loaded.
+# ValueError (bad archives, cassettes, prices, ids) is always one.
 PROBLEM_NAMES = (
     ("rewind.replay.sources.locate", "SourceError"), ("rewind.collector.store", "StoreError"),
-    ("rewind.replay.sources.document", "ArchiveError"),
-    ("rewind.replay.cassette.model", "CassetteError"),
     ("rewind.replay.timetravel.timeline", "TimelineError"),
-    ("rewind.replay.timetravel.fork", "ForkError"), ("rewind.collector.prices", "PriceError"),
-    ("rewind.replay.play.launch", "LaunchError"),
+    ("rewind.replay.timetravel.fork", "ForkError"), ("rewind.replay.play.launch", "LaunchError"),
 )
 T = TypeVar("T")
 # Literal text must stay literal: rich drops these control characters from what it prints.

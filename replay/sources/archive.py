@@ -271,7 +271,6 @@ def unpack_all(data: bytes | IO[bytes], for_import: bool = True) -> list[Archive
         head = data.read(len(otlp_files.ZSTD_MAGIC))
         data.seek(0)
         if otlp_files.is_otlp(head):
-            data.seek(0)
             return _from_otlp(data.read(), for_import)
     return [_unpack_document(data, for_import)]
 

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from rewind.collector.store import ENV_URL, redact_url, resolve_url
+from rewind.collector.store import ENV_URL, Store, redact_url, resolve_url
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
-    from rewind.collector.store import Store
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
 
@@ -211,8 +210,6 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly.
     Without ``create`` (only an import makes a store) a store that is not there is an error
     naming where it was looked for, never an empty store made on the spot."""
-    from rewind.collector.store import Store
-
     url = api_url or os.environ.get(ENV_API) or DEFAULT_API
     if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
         server = Store(clickhouse_url)  # a server: read it directly
