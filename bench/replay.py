@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import vcr
@@ -237,6 +238,36 @@ def span_dicts(exporter: InMemorySpanExporter) -> list[dict]:
     return [{**row, "StartNs": row["Timestamp"]} for row in named]
 
 
+def record_both(tmp: str, name: str, work: Callable[[], Any]) -> tuple[Path, str, vcr.VCR]:
+    """``work`` recorded by Rewind (spans in memory, made into a cassette) and by vcrpy, each
+    cassette kept in a file as between processes: (ours, vcrpy's, vcrpy's matcher)."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrument(tracer_provider=provider)
+    work()
+    uninstrument()
+    ours_file = Path(tmp, f"{name}.json")
+    ours_file.write_text(json.dumps(build_cassette(name, span_dicts(spans)).to_dict()))
+    vcr_file = os.path.join(tmp, f"{name}.yaml")
+    matcher = vcr.VCR(match_on=("method", "scheme", "host", "port", "path", "query", "body"))
+    with matcher.use_cassette(vcr_file, record_mode="new_episodes"):
+        work()
+    return ours_file, vcr_file, matcher
+
+
+def replayed(ours_file: Path, work: Callable[[], Any]) -> Callable[[], None]:
+    """One round of ``work`` under Rewind, the cassette loaded from its file (counted)."""
+    def run() -> None:
+        cassette = Cassette.from_dict(json.loads(ours_file.read_text("utf-8")))
+        player.install(ReplaySession(cassette))
+        try:
+            work()
+        finally:
+            player.uninstall()
+    return run
+
+
 def per_call(calls: int) -> None:
     bodies = requests(calls)
     tmp = tempfile.mkdtemp(prefix="rewind-bench-")
@@ -247,34 +278,19 @@ def per_call(calls: int) -> None:
         expected = call_all(client, url, bodies)
         live = (time.perf_counter() - started) / calls
 
-        # Record with both tools; each keeps its cassette in a file, as between processes.
-        spans = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(spans))
-        instrument(tracer_provider=provider)
-        call_all(client, url, bodies)
-        uninstrument()
-        ours_file = Path(tmp, "bench.json")
-        ours_file.write_text(json.dumps(build_cassette("bench", span_dicts(spans)).to_dict()))
-        vcr_file = os.path.join(tmp, "bench.yaml")
-        matcher = vcr.VCR(match_on=("method", "scheme", "host", "port", "path", "query", "body"))
-        with matcher.use_cassette(vcr_file, record_mode="new_episodes"):
-            call_all(client, url, bodies)
+        ours_file, vcr_file, matcher = record_both(tmp, "bench",
+                                                   lambda: call_all(client, url, bodies))
 
     # Replay with the LLM server gone, loading the cassette file each round on both sides;
     # best of three rounds each (the machine is shared).
+    def check() -> None:
+        assert call_all(client, url, bodies) == expected
+
     def vcrpy_round() -> None:
         with matcher.use_cassette(vcr_file, record_mode="none"):
-            assert call_all(client, url, bodies) == expected
+            check()
 
-    def rewind_round() -> None:
-        cassette = Cassette.from_dict(json.loads(ours_file.read_text("utf-8")))
-        player.install(ReplaySession(cassette))
-        try:
-            assert call_all(client, url, bodies) == expected
-        finally:
-            player.uninstall()
-
+    rewind_round = replayed(ours_file, check)
     vcrpy, vcrpy_cpu = best_round(vcrpy_round, calls)
     ours, ours_cpu = best_round(rewind_round, calls)
     print(f"in-process replay per call, {calls} interactions of "

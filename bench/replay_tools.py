@@ -10,25 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import vcr
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-from replay import best_round, span_dicts
-from rewind.exporter import instrument, uninstrument
-from rewind.replay.cassette.build import build_cassette
-from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import player
-from rewind.replay.play.session import ReplaySession
+from replay import best_round, record_both, replayed
 
 
 class _ToolAPI:
@@ -81,38 +68,23 @@ def per_call_tools_http(calls: int) -> None:
     def tools_all() -> list[int]:
         return [lookup(i)["i"] for i in range(calls)]
 
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    instrument(tracer_provider=provider)
-    expected = fetch_all()
-    tools_all()
-    uninstrument()
-    ours_file = Path(tmp, "tools.json")
-    ours_file.write_text(json.dumps(build_cassette("tools", span_dicts(spans)).to_dict()))
-    vcr_file = os.path.join(tmp, "tools.yaml")
-    matcher = vcr.VCR(match_on=("method", "scheme", "host", "port", "path", "query", "body"))
-    with matcher.use_cassette(vcr_file, record_mode="new_episodes"):
-        fetch_all()
+    fetched: list[Any] = []
+
+    def record() -> None:  # the @tool calls are no HTTP: only Rewind's pass records them
+        fetched.append(fetch_all())
+        tools_all()
+
+    ours_file, vcr_file, matcher = record_both(tmp, "tools", record)
+    expected = fetched[0]
     api.close()  # from here on only a replay can answer
 
     def vcrpy_round() -> None:
         with matcher.use_cassette(vcr_file, record_mode="none"):
             assert fetch_all() == expected
 
-    def rewind_round(work: Callable[[], Any]) -> Callable[[], None]:
-        def run() -> None:
-            cassette = Cassette.from_dict(json.loads(ours_file.read_text("utf-8")))
-            player.install(ReplaySession(cassette))
-            try:
-                work()
-            finally:
-                player.uninstall()
-        return run
-
     vcrpy, vcrpy_cpu = best_round(vcrpy_round, calls)
-    ours, ours_cpu = best_round(rewind_round(fetch_all), calls)
-    tools_wall, tools_cpu = best_round(rewind_round(tools_all), calls)
+    ours, ours_cpu = best_round(replayed(ours_file, fetch_all), calls)
+    tools_wall, tools_cpu = best_round(replayed(ours_file, tools_all), calls)
     print(f"in-process replay per call of a tool's interactions, {calls} of each, cassette "
           "loading counted (wall, CPU):")
     print(f"  HTTP (requests)  vcrpy   {vcrpy * 1e3:8.3f} ms {vcrpy_cpu * 1e3:8.3f} ms")
