@@ -226,8 +226,7 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
 
 
 def screen(trace_id: str, spans: Sequence[Mapping[str, Any]], action: str) -> None:
-    """:class:`CredentialInTrace` when a span carries a credential (``action``: what was
-    refused, as the message says it)."""
+    """:class:`CredentialInTrace` when a span carries a credential (``action``: as refused)."""
     from rewind.replay.sources.credentials import span_findings
 
     findings = [f for span in spans for f in span_findings(span)]
