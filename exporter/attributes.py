@@ -88,6 +88,28 @@ PROCESS_COMMAND_LINE = "process.command_line"
 # Never exported: what the export thread still has to derive ("request,response").
 ENRICH = "rewind.enrich"
 
+# The inbound exchange of a unit of work (DESIGN section 4, "The unit of work"), on the root span
+# of a request's trace (an ASGI or WSGI app) or of a job's (a function run per job).
+INBOUND_KIND = "rewind.inbound.kind"  # "request" or "job"
+INBOUND_METHOD = "rewind.inbound.method"
+INBOUND_ROUTE = "rewind.inbound.route"  # the app's route template when the framework names one
+INBOUND_PATH = "rewind.inbound.path"
+INBOUND_QUERY = "rewind.inbound.query"  # credentials stripped, as outbound URLs
+INBOUND_REQUEST_HEADERS = "rewind.inbound.request.headers"  # JSON, allow-listed
+INBOUND_REQUEST_BODY = "rewind.inbound.request.body"
+INBOUND_REQUEST_BODY_ENCODING = "rewind.inbound.request.body_encoding"
+INBOUND_STATUS = "rewind.inbound.response.status"
+INBOUND_RESPONSE_HEADERS = "rewind.inbound.response.headers"  # JSON, allow-listed
+INBOUND_RESPONSE_BODY = "rewind.inbound.response.body"
+INBOUND_RESPONSE_BODY_ENCODING = "rewind.inbound.response.body_encoding"
+INBOUND_RESPONSE_EVENTS = "rewind.inbound.response.events"  # a streamed response, as outbound
+INBOUND_APP = "rewind.inbound.app"  # module:attr of the app or job function, when known
+INBOUND_ARGUMENTS = "rewind.inbound.arguments"  # a job's arguments (JSON)
+INBOUND_RESULT = "rewind.inbound.result"  # a job's return value (JSON)
+INBOUND_ERROR = "rewind.inbound.error"  # a job's exception: JSON {type, module, message}
+INBOUND_KIND_REQUEST = "request"
+INBOUND_KIND_JOB = "job"
+
 KIND_LLM = "llm"
 KIND_TOOL = "tool"
 KIND_HTTP = "http"  # any other outbound HTTP call of the run (a tool's API, a search service)
@@ -96,6 +118,10 @@ KIND_HTTP = "http"  # any other outbound HTTP call of the run (a tool's API, a s
 HTTP_REQUEST_METHOD = "http.request.method"
 HTTP_RESPONSE_STATUS = "http.response.status_code"
 URL_FULL = "url.full"
+# ... and the HTTP server conventions, on the root span of a request's trace.
+HTTP_ROUTE = "http.route"
+URL_PATH = "url.path"
+URL_QUERY = "url.query"
 
 # gen_ai.operation.name values that are one call to a model (one row each in rewind_llm_calls).
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
@@ -118,7 +144,9 @@ CHOICE_EVENT = "gen_ai.choice"
 
 # What each capture mode leaves out (see config.CaptureMode).
 RAW_ATTRIBUTES = frozenset(
-    {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR}
+    {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR,
+     INBOUND_REQUEST_BODY, INBOUND_RESPONSE_BODY, INBOUND_RESPONSE_EVENTS, INBOUND_ARGUMENTS,
+     INBOUND_RESULT, INBOUND_ERROR}
 )
 CONTENT_ATTRIBUTES = frozenset(
     {
