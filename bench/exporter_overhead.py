@@ -130,7 +130,7 @@ def main() -> int:
     from opentelemetry.sdk.trace import TracerProvider
 
     from rewind.exporter.export_queue import BoundedSpanProcessor
-    from rewind.exporter.pipeline import build_provider, export_stats
+    from rewind.exporter.otel_pipeline import build_provider, export_stats
 
     llm, llm_url = start([sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
                          "listening on")

@@ -50,8 +50,8 @@ from rewind.collector.llm_steps import (
     llm_steps_view,
     shadowed_by,
 )
-from rewind.collector.migrations import ROOT_KEY, TRACE_LIST
-from rewind.collector.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
+from rewind.collector.migrations.m005_trace_list import ROOT_KEY
+from rewind.collector.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
 from rewind.collector.store import Store
 from rewind.replay.timetravel.stats import usage_from_store
 

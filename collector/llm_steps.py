@@ -22,13 +22,9 @@ from rewind.exporter import attributes as A
 from .schema import (
     IS_LLM_CALL,
     LLM_CALLS,
-    LLM_CALLS_MV,
-    LLM_COSTS,
     SINGLE_NODE,
     TRACES,
     Layout,
-    llm_calls_view,
-    llm_costs_view,
     span_attribute,
     sql_string,
 )
@@ -144,21 +140,3 @@ CREATE OR REPLACE VIEW {layout.name(LLM_STEPS)}{layout.on_cluster} AS
 SELECT {columns}
 FROM ({rows})
 """
-
-
-def statements(layout: Layout) -> tuple[str, ...]:
-    """Migration 4: rewind_llm_calls learns each row's scope (a table created since has the
-    column already, last like the ALTER puts it); rewind_llm_steps; costs read it."""
-    add = "ADD COLUMN IF NOT EXISTS ScopeName LowCardinality(String) DEFAULT ''"
-    alters = [f"ALTER TABLE {layout.local(LLM_CALLS)}{layout.on_cluster} {add}"]
-    if layout.cluster:
-        alters.append(f"ALTER TABLE {layout.name(LLM_CALLS)}{layout.on_cluster} {add}")
-    return (
-        *alters,
-        f"DROP VIEW IF EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}",
-        llm_calls_view(layout, with_scope=True),
-        llm_steps_view(layout),
-        f"DROP VIEW IF EXISTS {layout.name(LLM_COSTS)}{layout.on_cluster}",
-        llm_costs_view(layout, source=LLM_STEPS),
-    )
-

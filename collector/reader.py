@@ -13,8 +13,7 @@ from typing import Any
 from rewind.exporter import attributes as A
 
 from .llm_steps import MADE_FROM_RUN, calls_counted
-from .migrations import TRACE_LIST
-from .schema import TRACES, span_attribute
+from .schema import TRACE_LIST, TRACES, span_attribute
 from .store import Store
 
 SPAN_SELECT = f"""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .agents import agent
     from .config import CaptureMode, CaptureSettings
     from .instrumentor import RewindInstrumentor
-    from .pipeline import export_stats
+    from .otel_pipeline import export_stats
     from .tools import RecordedToolError, ToolAnswer, tool
 
 __all__ = [
@@ -67,7 +67,7 @@ def instrument(
     from . import attributes as A
     from . import enrichment, scope, tools, transport
     from .config import settings
-    from .pipeline import ensure_provider, exports_through_us
+    from .otel_pipeline import ensure_provider, exports_through_us
     from .recording import Recorder
 
     chosen = settings(capture, redact, max_body_bytes)
@@ -118,8 +118,8 @@ _LAZY = {
     "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".attributes",
     "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
-    "Recorder": ".recording", "ensure_provider": ".pipeline", "export_stats": ".pipeline",
-    "exports_through_us": ".pipeline",
+    "Recorder": ".recording", "ensure_provider": ".otel_pipeline", "export_stats": ".otel_pipeline",
+    "exports_through_us": ".otel_pipeline",
 }
 
 

@@ -136,7 +136,7 @@ def _watch_uncaught(root: Span) -> None:
 def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
     root.end()
     scope.set_process_root(None)
-    from .pipeline import mark_closing
+    from .otel_pipeline import mark_closing
 
     mark_closing()
     flush = getattr(provider, "force_flush", None)
@@ -148,7 +148,7 @@ def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> 
 
 def _report(root: Span, seen: TraceIds) -> None:
     """One JSON line for ``rewind record``: the trace ids and export figures of this process."""
-    from .pipeline import export_stats
+    from .otel_pipeline import export_stats
     from .recording import counts
 
     line = {

@@ -27,8 +27,8 @@ def body_bytes(text: str | None, encoding: str | None) -> bytes:
     return (text or "").encode("utf-8")
 
 
-def response_attributes(endpoint: providers.Endpoint, body: str | bytes | None,
-                        events: Events | None) -> providers.Attributes:
+def decoded_response_attributes(endpoint: providers.Endpoint, body: str | bytes | None,
+                                events: Events | None) -> providers.Attributes:
     """A recorded response read with the provider's decoder (model, output, usage); the
     events of a stream when there are any, else the body; nothing when neither was kept."""
     if events is not None:
@@ -44,4 +44,4 @@ def recorded_response_attributes(url: str, body: str | bytes | None,
     """The same for a recorded call to ``url``; None when it is no LLM endpoint we know."""
     parts = urlsplit(url)
     endpoint = providers.detect(parts.hostname or "", parts.path)
-    return None if endpoint is None else response_attributes(endpoint, body, events)
+    return None if endpoint is None else decoded_response_attributes(endpoint, body, events)

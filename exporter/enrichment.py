@@ -61,11 +61,11 @@ def request_attributes(endpoint: providers.Endpoint, body: Any, redactor: Redact
     return attrs
 
 
-def response_attributes(endpoint: providers.Endpoint, text: str | None,
-                        events: list[tuple[int, str]] | None, redactor: Redactor,
-                        secrets: tuple[str, ...] = ()) -> dict[str, Any]:
-    """:func:`bodies.response_attributes`, with the output redacted as recorded."""
-    attrs = bodies.response_attributes(endpoint, text, events)
+def redacted_response_attributes(endpoint: providers.Endpoint, text: str | None,
+                                 events: list[tuple[int, str]] | None, redactor: Redactor,
+                                 secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """:func:`bodies.decoded_response_attributes`, with the output redacted as recorded."""
+    attrs = bodies.decoded_response_attributes(endpoint, text, events)
     redact(attrs, (A.OUTPUT_MESSAGES,), redactor, secrets)
     return attrs
 
@@ -99,7 +99,7 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
         events = json_or_none(out[A.RESPONSE_EVENTS]) if A.RESPONSE_EVENTS in out else None
         text = (out.get(A.RESPONSE_BODY)
                 if out.get(A.RESPONSE_BODY_ENCODING) != bodies.BASE64 else None)
-        derived.update(response_attributes(
+        derived.update(redacted_response_attributes(
             endpoint, text, [tuple(e) for e in events] if events is not None else None,
             redactor))
     merged = {**derived, **out}

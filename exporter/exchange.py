@@ -18,11 +18,11 @@ from typing import Any
 from opentelemetry.trace import Span, Status, StatusCode
 
 from . import attributes as A
-from . import calls, providers, scope
+from . import providers, scope, tool_call_ids
 from .bodies import BASE64
 from .config import CaptureSettings
 from .decoding import decoder_for
-from .enrichment import response_attributes
+from .enrichment import redacted_response_attributes
 from .redaction import RESPONSE_HEADERS_KEPT, Redactor, keep_headers
 from .sse import SSESplitter
 from .streams import CLOSED_EARLY
@@ -190,8 +190,8 @@ class Exchange:
         elif self.defer and not _may_call_tools(raw or ""):
             attrs[A.ENRICH] = "request,response"
         else:
-            derived = response_attributes(self.endpoint, text, events, self.redactor,
-                                          self.secrets)
+            derived = redacted_response_attributes(self.endpoint, text, events, self.redactor,
+                                                   self.secrets)
             self._remember_tool_calls(derived.get(A.OUTPUT_MESSAGES))
             attrs = {**derived, **attrs}
             if self.defer:
@@ -200,9 +200,10 @@ class Exchange:
         return finished
 
     def _remember_tool_calls(self, output_messages: Any) -> None:
-        found = calls.tool_calls_in(output_messages if isinstance(output_messages, str) else None)
+        text = output_messages if isinstance(output_messages, str) else None
+        found = tool_call_ids.tool_calls_in(text)
         if found:
-            calls.pending_calls.add(self.span.get_span_context().trace_id, found)
+            tool_call_ids.pending_calls.add(self.span.get_span_context().trace_id, found)
 
 
 # Substrings of a response that asks for tool calls, in each provider's wire format.

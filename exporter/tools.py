@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
-from . import calls, canonical
+from . import canonical, tool_call_ids
 from .config import CaptureSettings
 from .redaction import Redactor
 
@@ -198,7 +198,7 @@ class ToolSpec:
             if self.description:
                 attrs[A.TOOL_DESCRIPTION] = self.description
             # taken even when the framework knows the id, so the queue stays in step
-            pending = calls.pending_calls.take(trace_id, self.name, arguments)
+            pending = tool_call_ids.pending_calls.take(trace_id, self.name, arguments)
             if call_id or pending:
                 attrs[A.TOOL_CALL_ID] = call_id or pending
             conversation = scope.conversation_id()

@@ -16,7 +16,7 @@ ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets",
              "clickhouse_connect", "google.protobuf", "opentelemetry.sdk",
              "rewind.replay.timetravel", "rewind.replay.cli.time_travel",
              "rewind.replay.cli.servers", "rewind.collector.command", "rewind.collector.reader",
-             "rewind.replay.sources.credentials", "rewind.exporter.pipeline",
+             "rewind.replay.sources.credentials", "rewind.exporter.otel_pipeline",
              "rewind.exporter.recording", "rewind.exporter.enrichment")
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from rewind.collector import reader
 from rewind.collector.migrate import migrate
-from rewind.collector.schema import FIRST_MIGRATIONS, TRACE_COLUMNS
+from rewind.collector.migrations import MIGRATIONS
+from rewind.collector.schema import TRACE_COLUMNS
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.exporter import attributes as A
@@ -18,6 +19,8 @@ from tests.support.cli import rewind
 
 T0 = 1_767_225_600 * 10**9  # 2026-01-01, in ns
 AGENT, SHOP = "a" * 32, "b" * 32
+# The schema of a store migrated before rewind_traces existed.
+BEFORE_TRACE_LIST = tuple(m for m in MIGRATIONS if m.version < 5)
 
 
 def span(trace: str, span_id: str, parent: str, name: str, start_s: float, duration_s: float,
@@ -78,7 +81,7 @@ SHOP_ROW = (SHOP, "POST /checkout", "shop", 1, 1, 0, 10**9)
 def test_a_store_filled_before_the_migration_lists_the_same_after_it(tmp_path):
     store = Store(f"chdb://{tmp_path / 'store'}")
     try:
-        migrate(store, FIRST_MIGRATIONS)
+        migrate(store, BEFORE_TRACE_LIST)
         writer = TraceWriter(store)
         writer.write(agent_run()[:3], "before-1")
         writer.write(agent_run()[3:] + shop_run(), "before-2")
@@ -112,7 +115,7 @@ def test_filters_keep_their_meaning(store):
 def test_rewind_traces_reads_a_store_recorded_before_the_migration(tmp_path):
     """The CLI reading an embedded store directly brings it up to date first."""
     store = Store(f"chdb://{tmp_path / 'store'}")
-    migrate(store, FIRST_MIGRATIONS)
+    migrate(store, BEFORE_TRACE_LIST)
     TraceWriter(store).write(agent_run() + shop_run(), "old")
     store.close()
     done = rewind("traces", "--json", store=tmp_path / "store")

@@ -25,12 +25,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from rewind.collector import reader
 from rewind.collector.migrate import migrate
-from rewind.collector.migrations import TRACE_LIST
+from rewind.collector.migrations.m002_costs import DEFAULT_PRICES
 from rewind.collector.rows import span_rows
 from rewind.collector.schema import (
-    DEFAULT_PRICES,
     LLM_CALLS,
     MODEL_VERSION_SUFFIX,
+    TRACE_LIST,
     TRACE_LOOKUP,
     TRACES,
 )

@@ -21,13 +21,14 @@ import pytest
 
 from rewind.collector import ddl
 from rewind.collector.migrate import migrate
-from rewind.collector.migrations import MIGRATIONS, TRACE_LIST
+from rewind.collector.migrations import MIGRATIONS
 from rewind.collector.schema import (
     LLM_CALLS,
     LLM_COSTS,
     MIGRATIONS_TABLE,
     MODEL_PRICES,
     TOOL_CALLS,
+    TRACE_LIST,
     TRACE_LOOKUP,
     TRACES,
 )

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rewind import exporter
 from rewind.exporter import agent, tool
-from rewind.exporter.pipeline import build_provider
+from rewind.exporter.otel_pipeline import build_provider
 from tests.support import wiretap
 
 genai = pytest.importorskip("google.genai")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 from starlette.testclient import TestClient
 
-from rewind.replay.worker.auth import TOKEN_COOKIE
+from rewind.replay.worker.auth_middleware import TOKEN_COOKIE
 from tests.support.tenants import send_run, tenancy
 
 HTML = {"accept": "text/html,application/xhtml+xml"}

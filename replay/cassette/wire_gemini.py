@@ -2,7 +2,7 @@
 :class:`Reply`.
 
 Parts follow the reply's in order (thoughts, text, function calls), as Gemini writes them.
-Used by the fake LLM server (``testing/gemini.py``) and to rebuild answers recorded by other
+Used by the fake LLM server (``testing/fake_gemini.py``) and to rebuild answers recorded by other
 instrumentations (``synthesis.py``). Pure, like ``wire.py``.
 """
 

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from rewind.replay.cassette import wire, wire_anthropic
+from rewind.replay.testing.fake_gemini import gemini_routes  # Gemini's generateContent protocol
 from rewind.replay.testing.fakemodel import (
     DEFAULT_MODEL_SUFFIX,
     JSON,
@@ -43,7 +44,6 @@ from rewind.replay.testing.fakemodel import (
     decide,
     responses_turn,
 )
-from rewind.replay.testing.gemini import gemini_routes  # Gemini's generateContent protocol
 
 __all__ = ["FakeLLMServer", "FakeScript", "create_app", "main"]
 

@@ -2,7 +2,7 @@
 (:class:`Turn`), how it answers (:func:`decide`: a drift rule, else ``call <tool> {json}``
 markers naming an offered tool, with ``say "…"`` text and ``think "…"`` reasoning beside them
 in the order written, else the echo) and the :class:`FakeScript` that changes its
-behaviour at runtime. The servers (``fakellm`` for OpenAI and Anthropic, ``gemini``) only read
+behaviour at runtime. The servers (``fakellm`` for OpenAI and Anthropic, ``fake_gemini``) only read
 their protocol's requests into a :class:`Turn` and render the :class:`wire.Reply` back.
 """
 

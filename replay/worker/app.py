@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute
 from rewind.collector.auth import Authenticator
 from rewind.collector.store import Store
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
-from rewind.replay.worker.auth import BearerAuth
+from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
 from rewind.replay.worker.routing import route

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
-from rewind.replay.worker.auth import LOGIN_PATH, TOKEN_COOKIE
+from rewind.replay.worker.auth_middleware import LOGIN_PATH, TOKEN_COOKIE
 
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
 _TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}

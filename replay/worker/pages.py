@@ -29,7 +29,7 @@ from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.ui import assets, compare, listing, views
-from rewind.replay.worker.auth import CHALLENGE, LOGIN_PATH, token_cookie, wants_page
+from rewind.replay.worker.auth_middleware import CHALLENGE, LOGIN_PATH, token_cookie, wants_page
 from rewind.replay.worker.routing import (
     error_status,
     query_flag,

@@ -1,7 +1,4 @@
-"""Every migration ``rewind migrate`` applies: the first four (in ``schema``), then the ones
-below, which add tables and views beside the existing ones and never rewrite them.
-
-Migration 5, ``rewind_traces``: one row per trace, service and tenant, kept by a materialized
+"""Migration 5, ``rewind_traces``: one row per trace, service and tenant, kept by a materialized
 view on ``otel_traces``, so trace listings (``GET /v1/traces``, ``rewind traces``, the web UI's
 runs page) read a few small columns per trace instead of grouping every span and reading every
 span's whole ``SpanAttributes`` map (request and response bodies included) to count LLM calls.
@@ -10,28 +7,24 @@ service) and the LLM spans as the tuples ``llm_steps`` compares, so a listing co
 once as before. Spans stored before the migration are summarised by the migration itself (one
 pass over ``otel_traces``); a span inserted while that pass runs may be counted twice in its
 trace's span and error counts (never in the stored spans).
-
-Migration 6 redefines the ``rewind_llm_steps`` view with ``llm_steps.steps_by_trace`` (the same
-rows without a window function; several times faster for the dashboards and costs).
 """
 
 from __future__ import annotations
 
 from rewind.exporter import attributes as A
 
-from .llm_steps import SPAN_CALL_ROW, llm_steps_view_by_trace
-from .schema import (
-    FIRST_MIGRATIONS,
+from ..llm_steps import SPAN_CALL_ROW
+from ..schema import (
     IS_LLM_CALL,
     SINGLE_NODE,
+    TRACE_LIST,
+    TRACE_LIST_MV,
     TRACES,
     Layout,
     Migration,
     sql_string,
 )
 
-TRACE_LIST = "rewind_traces"
-TRACE_LIST_MV = "rewind_traces_mv"
 # The order of an LLM span's tuple in Calls (see llm_steps.shadowed_by).
 CALL_TUPLE = "Tuple(String, Int64, Int64, String, String, UInt8, String)"
 # The root span first (no parent), then the earliest: (name, service) by that key.
@@ -89,9 +82,4 @@ def trace_list_statements(layout: Layout) -> tuple[str, ...]:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (
-    *FIRST_MIGRATIONS,
-    Migration(5, "rewind_traces: one row per trace for listings", trace_list_statements),
-    Migration(6, "rewind_llm_steps without a window function",
-              lambda layout: (llm_steps_view_by_trace(layout),)),
-)
+MIGRATION = Migration(5, "rewind_traces: one row per trace for listings", trace_list_statements)

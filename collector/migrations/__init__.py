@@ -1,0 +1,25 @@
+"""Every migration ``rewind migrate`` applies, one module each, in order. Each adds tables and
+views beside the existing ones (or redefines a view) and never rewrites stored rows; a new one
+is a new module here with the next version, appended to :data:`MIGRATIONS`.
+"""
+
+from __future__ import annotations
+
+from ..schema import Migration
+from . import (
+    m001_traces,
+    m002_costs,
+    m003_compact_parts,
+    m004_llm_steps,
+    m005_trace_list,
+    m006_steps_by_trace,
+)
+
+MIGRATIONS: tuple[Migration, ...] = tuple(module.MIGRATION for module in (
+    m001_traces,
+    m002_costs,
+    m003_compact_parts,
+    m004_llm_steps,
+    m005_trace_list,
+    m006_steps_by_trace,
+))

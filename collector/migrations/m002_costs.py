@@ -1,0 +1,111 @@
+"""Migration 2: what the dashboards read beside the spans: model prices (seeded with the
+maintained list prices), each LLM call's cost, and the tool calls.
+"""
+
+from __future__ import annotations
+
+from rewind.exporter import attributes as A
+
+from ..prices import builtin_prices
+from ..schema import (
+    LLM_CALLS,
+    LLM_COSTS,
+    MODEL_PRICES,
+    MODEL_VERSION_SUFFIX,
+    SINGLE_NODE,
+    TOOL_CALLS,
+    TRACES,
+    Layout,
+    Migration,
+    span_attribute,
+    sql_string,
+)
+
+# Default list prices, (model, input, output) USD per million tokens, by model family, from
+# the maintained table. Operators keep them current with INSERTs into rewind_model_prices; the
+# newest row per model wins.
+DEFAULT_PRICES = tuple((model, p.input, p.output) for model, p in builtin_prices().items())
+
+
+def model_prices_table(layout: Layout = SINGLE_NODE) -> str:
+    """Small and read by every query: on a cluster, one full copy on every node."""
+    engine = layout.engine("ReplacingMergeTree", MODEL_PRICES, "UpdatedAt", every_shard=True)
+    return f"""
+CREATE TABLE IF NOT EXISTS {layout.name(MODEL_PRICES)}{layout.on_cluster} (
+    Model String,
+    InputUsdPerMTok Float64,
+    OutputUsdPerMTok Float64,
+    UpdatedAt DateTime DEFAULT now()
+) ENGINE = {engine}
+ORDER BY Model
+"""
+
+
+def default_prices(layout: Layout = SINGLE_NODE) -> str:
+    """Dated in the past: an operator's own row (stamped now()) wins, and running the insert
+    again adds identical rows only."""
+    rows = ",\n    ".join(
+        f"('{model}', {inp:.2f}, {out:.2f}, '2025-01-01 00:00:00')"
+        for model, inp, out in DEFAULT_PRICES
+    )
+    return f"""
+INSERT INTO {layout.name(MODEL_PRICES)} (Model, InputUsdPerMTok, OutputUsdPerMTok, UpdatedAt)
+VALUES
+    {rows}
+"""
+
+
+def llm_costs_view(layout: Layout = SINGLE_NODE, source: str = LLM_CALLS) -> str:
+    """One row per LLM call (``source``) with its cost: the price of its model (the response's,
+    else the request's), else of its family. A plain view, so new prices re-price past calls."""
+    prices = (
+        "(SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, "
+        "argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok "
+        f"FROM {layout.name(MODEL_PRICES)} GROUP BY Model)"
+    )
+    model = "if(c.ResponseModel != '', c.ResponseModel, c.RequestModel)"
+    price = "if(exact.Model != '', exact.{0}, family.{0})"
+    return f"""
+CREATE VIEW IF NOT EXISTS {layout.name(LLM_COSTS)}{layout.on_cluster} AS
+SELECT
+    c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId,
+    c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation,
+    c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel,
+    c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration,
+    c.StatusCode AS StatusCode,
+    if(exact.Model != '', exact.Model, family.Model) AS PricedAs,
+    (c.InputTokens * {price.format("InputUsdPerMTok")}
+     + c.OutputTokens * {price.format("OutputUsdPerMTok")}) / 1e6 AS CostUsd
+FROM {layout.name(source)} AS c
+LEFT JOIN {prices} AS exact ON exact.Model = {model}
+LEFT JOIN {prices} AS family
+    ON family.Model = replaceRegexpOne({model}, '{MODEL_VERSION_SUFFIX}', '')
+"""
+
+
+def tool_calls_view(layout: Layout = SINGLE_NODE) -> str:
+    a = span_attribute
+    return f"""
+CREATE VIEW IF NOT EXISTS {layout.name(TOOL_CALLS)}{layout.on_cluster} AS
+SELECT
+    Timestamp, TraceId, SpanId, ParentSpanId, ServiceName,
+    {a(A.TOOL_NAME)} AS ToolName,
+    {a(A.TOOL_CALL_ID)} AS CallId,
+    toInt64OrDefault({a(A.STEP)}, toInt64(-1)) AS Step,
+    Duration, StatusCode,
+    {a(A.TOOL_REPLAYED)} = 'true' AS Replayed
+FROM {layout.name(TRACES)}
+WHERE {a(A.OPERATION)} = {sql_string(A.OPERATION_EXECUTE_TOOL)}
+"""
+
+
+def statements(layout: Layout) -> tuple[str, ...]:
+    return (
+        model_prices_table(layout),
+        default_prices(layout),
+        llm_costs_view(layout),
+        tool_calls_view(layout),
+    )
+
+
+MIGRATION = Migration(2, "rewind_model_prices, rewind_llm_costs, rewind_tool_calls", statements)
