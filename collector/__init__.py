@@ -5,6 +5,6 @@ health, readiness and metrics), ``intake`` and ``otlp_json`` (decoding and scree
 pure), ``rows`` (spans -> rows, pure), ``pipeline`` (spool -> acknowledgement, batches ->
 inserts), ``spool`` (the write-ahead log), ``writer`` (inserts with deduplication tokens),
 ``auth``, ``config``, ``metrics``, ``logs``, ``service`` (everything started in one call) and
-``command`` (``rewind collector``). ``store``, ``schema``, ``migrate`` and ``reader`` hold the
-ClickHouse side shared with the replay worker.
+``command`` (``rewind collector``). ``store``, ``schema``, ``migrations`` (one module each),
+``migrate`` and ``reader`` hold the ClickHouse side shared with the replay worker.
 """

@@ -1,7 +1,7 @@
 """Renders the schema as SQL files for operators: one node, or a cluster (replicated ``*_local``
 tables ON CLUSTER behind Distributed tables sharded by TraceId).
 
-Both come from :mod:`.schema`, the source ``rewind migrate`` applies, so the files cannot drift
+Both come from :mod:`.migrations`, the source ``rewind migrate`` applies, so the files cannot drift
 from the migrations; ``--check`` (and a test) verifies the committed copies::
 
     python -m rewind.collector.ddl --cluster rewind --out deploy/clickhouse/

@@ -1,7 +1,7 @@
 """The price table: the maintained ``prices.json`` shipped with the collector, read once here.
 
-It seeds ``rewind_model_prices`` (``schema.default_prices``) and prices ``rewind stats``, which
-may extend it with a user file of the same shape (JSON, or TOML on Python 3.11+).
+It seeds ``rewind_model_prices`` (migration 2) and prices ``rewind stats``, which may extend it
+with a user file of the same shape (JSON, or TOML on Python 3.11+).
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ While the exporter is instrumented, each call records a span with ``rewind.kind=
 applied, ``self``/``cls`` left out) and ``rewind.tool.result`` or ``rewind.tool.error``
 (``{"type": ..., "message": ...}``). LLM calls made inside the tool are its child spans.
 
-Values JSON cannot express are recorded as: dataclass -> fields; pydantic -> ``model_dump(mode=
-"json")``; tuple/set -> list; date/time -> ISO 8601; enum -> value; bytes -> UTF-8, else base64
-text; else ``repr``. Under replay a tool returns the JSON form of what it returned when recorded.
+Arguments and results are recorded in their JSON form (:mod:`.json_form`). Under replay a tool
+returns the JSON form of what it returned when recorded.
 
 Replay contract (mirrors ``transport``: one responder, for sync and async functions alike, in
 one slot filled and emptied with :func:`set_responder`)::
@@ -40,11 +39,7 @@ a replay answers the outer call whole. ``frameworks/`` goes through :func:`call_
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import dataclasses
-import datetime
-import enum
 import functools
 import inspect
 import json
@@ -57,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from . import attributes as A
 from . import canonical, tool_call_ids
 from .config import CaptureSettings
+from .json_form import dumps, jsonable
 from .redaction import Redactor
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none
@@ -127,38 +123,6 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     _recording = _Recording(tracer, settings, Redactor(settings.redact))
 
 
-def jsonable(value: Any) -> Any:
-    """A JSON-ready form of ``value`` (see the module docstring for the rules)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return jsonable(value.value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            return bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return base64.b64encode(bytes(value)).decode("ascii")
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return jsonable(dump(mode="json"))
-        except Exception:  # not a pydantic model after all
-            pass
-    return repr(value)
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":"))
-
-
 class ToolSpec:
     """What does not change between calls of one tool: its name and description. The
     framework hooks (``frameworks/``) make one per call, ``@tool`` one per function."""
@@ -184,7 +148,7 @@ class ToolSpec:
             span, step = start_step_span(rec.tracer, f"execute_tool {self.name}",
                                          SpanKind.INTERNAL, scope.parent_context())
             trace_id = span.get_span_context().trace_id
-            text = rec.redactor(_dumps(arguments))
+            text = rec.redactor(dumps(arguments))
             attrs: dict[str, Any] = {
                 A.STEP: step,
                 A.KIND: A.KIND_TOOL,
@@ -259,7 +223,7 @@ class ToolSpec:
                 attrs[A.ERROR_TYPE] = kind
                 span.set_status(Status(StatusCode.ERROR, f"{kind}: {text}"))
             else:
-                text = _dumps(dump(result) if dump is not None and not replayed else result)
+                text = dumps(dump(result) if dump is not None and not replayed else result)
                 text = rec.redactor(text) if rec else text
                 attrs[A.TOOL_RESULT] = text
                 attrs[A.TOOL_CALL_RESULT] = text

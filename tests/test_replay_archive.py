@@ -14,7 +14,7 @@ from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cli.main import main
-from rewind.replay.sources import archive
+from rewind.replay.sources import archive, blobs
 from rewind.replay.sources.archive import ArchiveError, CredentialInTrace
 from rewind.replay.sources.credentials import attribute_findings
 from rewind.replay.sources.locate import DEFAULT_API, StoreSource, worker_reachable
@@ -34,7 +34,7 @@ def test_round_trip_keeps_every_field_and_stores_a_repeated_value_once():
     # shared system prompt + 2 request bodies + 2 response bodies + 1 shared event text
     assert len(document["blobs"]) == 6
     ref = document["spans"][0]["SpanAttributes"]["gen_ai.system_instructions"]
-    assert ref == {"blob": archive.blob_hash(SYSTEM)}
+    assert ref == {"blob": blobs.blob_hash(SYSTEM)}
     assert document["spans"][1]["SpanAttributes"]["gen_ai.system_instructions"] == ref
     assert document["spans"][0]["SpanAttributes"]["rewind.step"] == "0"  # small: inline
     assert len(data) < len(json.dumps(spans)) / 3
@@ -49,7 +49,7 @@ def test_same_spans_in_any_order_give_the_same_file():
 
 def test_an_altered_blob_is_refused_naming_the_blob_and_where_it_is_used():
     data = archive.pack(TRACE, chat_spans())
-    digest = archive.blob_hash(SYSTEM)
+    digest = blobs.blob_hash(SYSTEM)
 
     def change(document):
         document["blobs"][digest] = SYSTEM.replace("careful", "reckless")
@@ -64,7 +64,7 @@ def test_an_altered_blob_is_refused_naming_the_blob_and_where_it_is_used():
 
 def test_a_reference_to_a_missing_blob_is_refused():
     data = archive.pack(TRACE, chat_spans())
-    digest = archive.blob_hash(SYSTEM)
+    digest = blobs.blob_hash(SYSTEM)
     with pytest.raises(ArchiveError, match=f"refers to blob {digest}, which the file does not"):
         archive.unpack(tampered(data, lambda d: d["blobs"].pop(digest)))
 
@@ -182,7 +182,7 @@ def test_import_writes_a_normal_trace_once_and_a_bad_file_writes_nothing(store):
 
     other = [dict(s, TraceId="ab" * 16) for s in spans]
     bad = tampered(archive.pack("ab" * 16, other),
-                   lambda d: d["blobs"].update({archive.blob_hash(SYSTEM): "edited"}))
+                   lambda d: d["blobs"].update({blobs.blob_hash(SYSTEM): "edited"}))
     with pytest.raises(ArchiveError):
         archive.import_into(store, bad)
     assert store.query("SELECT count() AS n FROM otel_traces")[0]["n"] == 2

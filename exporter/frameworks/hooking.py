@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .. import tools
+from ..json_form import jsonable
 
 _MARK = "__rewind_patched__"
 
@@ -37,5 +37,5 @@ def arguments_of(value: Any) -> dict[str, Any]:
         except ValueError:
             return {"input": value}
     if isinstance(value, dict):
-        return tools.jsonable(value)
-    return {"input": tools.jsonable(value)}
+        return jsonable(value)
+    return {"input": jsonable(value)}

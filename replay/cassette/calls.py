@@ -3,7 +3,7 @@
 An SDK's own span (anthropic's ``anthropic.messages.create``), another instrumentation's span
 (OpenLLMetry, the contrib GenAI instrumentations) and Rewind's transport span can all describe
 the same request. The rule, used by the cassette, the timeline and (in SQL, as closely as SQL
-allows: ``collector/schema.py``) by stats, listings and views:
+allows: ``collector/llm_steps.py``) by stats, listings and views:
 
     Two LLM spans describe the same call when they are in the same trace, one is an ancestor
     of the other or they have the same parent (OpenLLMetry does not make its span current, so

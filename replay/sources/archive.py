@@ -2,10 +2,9 @@
 store and come back out as a normal trace (listable, replayable, visible in Grafana).
 
 A file is one zstd frame (with checksum) holding a JSON object with ``format`` and
-``version`` fields; a reader refuses versions it does not know. Large attribute values
-(request and response bodies, SSE events, message content) are stored once under their sha256
-in ``blobs`` and referenced from the spans as ``{"blob": "<sha256>"}``; every blob's hash is
-checked on the way in. A trace that carries a credential is refused both ways.
+``version`` fields; a reader refuses versions it does not know. Large attribute values are
+stored once in ``blobs`` (:mod:`.blobs`), checked on the way in like every span field. A trace
+that carries a credential is refused both ways.
 
 ``pack``/``unpack`` are pure (bytes in, bytes out); the store functions at the end do the I/O.
 """
@@ -25,6 +24,7 @@ from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import otlp_files
+from rewind.replay.sources.blobs import check_blobs, resolve, stash
 from rewind.replay.sources.document import (
     FORMAT,
     VERSION,
@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # the store side and the screening load when a file is stored
 
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
-BLOB_MIN_CHARS = 256
 
 # The span fields, as collector.reader returns them.
 SPAN_FIELDS = (
@@ -75,71 +74,6 @@ class Archive:
     digest: str  # sha256 of the decoded document: the same content gives the same digest
 
 
-# -- blobs ---------------------------------------------------------------------------------
-
-def blob_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _stash(attributes: Mapping[str, Any], blobs: dict[str, str]) -> dict[str, Any]:
-    """Large values to ``blobs``. Used on a span's own attributes and its events' (older
-    instrumentations put message content in events)."""
-    out: dict[str, Any] = {}
-    for key, value in attributes.items():
-        value = str(value)
-        if len(value) >= BLOB_MIN_CHARS:
-            digest = blob_hash(value)
-            blobs[digest] = value
-            out[str(key)] = {"blob": digest}
-        else:
-            out[str(key)] = value
-    return out
-
-
-def _resolve(attributes: Any, blobs: Mapping[str, str], where: str) -> dict[str, str]:
-    if not isinstance(attributes, dict):
-        raise ArchiveError(f"{where} is not an attribute map")
-    out: dict[str, str] = {}
-    for key, value in attributes.items():
-        if isinstance(value, dict):
-            digest = value.get("blob")
-            if digest not in blobs:
-                raise ArchiveError(f"{where}[{key!r}] refers to blob {digest}, which the file "
-                                   "does not hold")
-            out[key] = blobs[digest]
-        elif isinstance(value, str):
-            out[key] = value
-        else:
-            raise ArchiveError(f"{where}[{key!r}] is neither text nor a blob reference")
-    return out
-
-
-def _blob_users(spans: Iterable[Mapping[str, Any]], digest: str) -> list[str]:
-    users = []
-    for span in spans:
-        maps = [("SpanAttributes", span.get("SpanAttributes") or {})]
-        maps += [(f"Events[{i}].Attributes", m or {})
-                 for i, m in enumerate(span.get("EventAttributes") or [])]
-        users += [f"span {span.get('SpanId')} {column}[{key!r}]" for column, attributes in maps
-                  if isinstance(attributes, dict)
-                  for key, value in attributes.items() if value == {"blob": digest}]
-    return users
-
-
-def check_blobs(blobs: Any, spans: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Every blob must hash to its name; the error names the spans that use a bad one."""
-    if not isinstance(blobs, dict):
-        raise ArchiveError("trace file is damaged: 'blobs' is not an object")
-    for digest, text in blobs.items():
-        if not isinstance(text, str) or blob_hash(text) != digest:
-            users = _blob_users(spans, digest) or ["no span"]
-            raise ArchiveError(
-                f"blob {digest} does not match its sha256 (used by {', '.join(users)}): the "
-                "file was altered or damaged"
-            )
-    return blobs
-
-
 # -- pack / unpack (pure) -------------------------------------------------------------------
 
 def _span_key(span: Mapping[str, Any]) -> tuple[int, str]:
@@ -169,8 +103,8 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
         if missing:
             raise ArchiveError(f"span {span.get('SpanId')} lacks {', '.join(missing)}")
         entry = {name: span[name] for name in SPAN_FIELDS}
-        entry["SpanAttributes"] = _stash(span["SpanAttributes"] or {}, blobs)
-        entry["EventAttributes"] = [_stash(m or {}, blobs) for m in span["EventAttributes"]]
+        entry["SpanAttributes"] = stash(span["SpanAttributes"] or {}, blobs)
+        entry["EventAttributes"] = [stash(m or {}, blobs) for m in span["EventAttributes"]]
         packed.append(entry)
     return encode_document({
         "format": FORMAT,
@@ -202,15 +136,15 @@ def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str
     if entry["TraceId"] != trace_id:
         raise ArchiveError(f"{where} belongs to trace {entry['TraceId']!r}, not {trace_id}")
     span = {name: entry[name] for name in SPAN_FIELDS}
-    span["SpanAttributes"] = _resolve(entry["SpanAttributes"], blobs, f"{where} SpanAttributes")
+    span["SpanAttributes"] = resolve(entry["SpanAttributes"], blobs, f"{where} SpanAttributes")
     span["EventAttributes"] = [
-        _resolve(m, blobs, f"{where} Events[{i}].Attributes")
+        resolve(m, blobs, f"{where} Events[{i}].Attributes")
         for i, m in enumerate(entry["EventAttributes"] or [])
     ]
     for name in ("ResourceAttributes", "LinkAttributes"):
         maps = [span[name]] if name == "ResourceAttributes" else span[name]
         for value in maps or []:
-            _resolve(value, {}, f"{where} {name}")
+            resolve(value, {}, f"{where} {name}")
     if any(not isinstance(span[name], str) for name in ("SpanId", "ParentSpanId", *_TEXT_FIELDS)):
         raise ArchiveError(f"{where}: an id, name or status field is not text")
     for name, top in (("StartNs", MAX_TIME_NS), ("Duration", _MAX_DURATION_NS)):

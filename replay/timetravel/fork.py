@@ -26,7 +26,8 @@ from typing import Any
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, tools
+from rewind.exporter import canonical
+from rewind.exporter.json_form import jsonable
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot
 
@@ -136,7 +137,7 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
                         "recorded in full and cannot be replayed")
     at = by_step[at_step]
     edits = Edits(edit_user_message, model, dict(params or {}), edit_tool_result is not _UNSET,
-                  None if edit_tool_result is _UNSET else tools.jsonable(edit_tool_result))
+                  None if edit_tool_result is _UNSET else jsonable(edit_tool_result))
     slot = None
     if at.kind == A.KIND_TOOL and edits.touches_requests:
         raise ForkError(f"{where}: step {at_step} is a tool call ({at.tool_name}); a user "
