@@ -1,8 +1,8 @@
 """A replay session: one cassette being played back, whatever carries the requests.
 
-Used in-process (``player.py``, at the httpx/httpx2 transport) and over HTTP (``worker/replay_sessions.py``,
-for agents in any language). It decides, for each request, which recorded interaction answers
-it, and keeps the tally the run's report is made of.
+Used in-process (``player.py``, at the httpx/httpx2 transport) and over HTTP
+(``worker/replay_sessions.py``, for agents in any language). It decides, for each request,
+which recorded interaction answers it, and keeps the tally the run's report is made of.
 """
 
 from __future__ import annotations
