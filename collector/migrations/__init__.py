@@ -15,11 +15,11 @@ from . import (
     m006_steps_by_trace,
 )
 
-MIGRATIONS: tuple[Migration, ...] = tuple(module.MIGRATION for module in (
-    m001_traces,
-    m002_costs,
-    m003_compact_parts,
-    m004_llm_steps,
-    m005_trace_list,
-    m006_steps_by_trace,
-))
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_traces.MIGRATION,
+    m002_costs.MIGRATION,
+    m003_compact_parts.MIGRATION,
+    m004_llm_steps.MIGRATION,
+    m005_trace_list.MIGRATION,
+    m006_steps_by_trace.MIGRATION,
+)
