@@ -68,7 +68,7 @@ WHERE TraceId != ''
 GROUP BY TraceId, ServiceName, Tenant"""
 
 
-def trace_list_statements(layout: Layout) -> tuple[str, ...]:
+def statements(layout: Layout) -> tuple[str, ...]:
     """The table, its view (each shard summarises its own spans: a trace's spans share one),
     then the spans already stored (spilling to disk past 1 GB on a large store)."""
     return (
@@ -82,4 +82,4 @@ def trace_list_statements(layout: Layout) -> tuple[str, ...]:
     )
 
 
-MIGRATION = Migration(5, "rewind_traces: one row per trace for listings", trace_list_statements)
+MIGRATION = Migration(5, "rewind_traces: one row per trace for listings", statements)
