@@ -53,7 +53,6 @@ from rewind.exporter import instrument, uninstrument
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import player
-from rewind.replay.play.session import ReplaySession
 from rewind.replay.testing.fakellm import FakeLLMServer
 
 # -- 1. end to end ---------------------------------------------------------------------------
@@ -260,11 +259,8 @@ def replayed(ours_file: Path, work: Callable[[], Any]) -> Callable[[], None]:
     """One round of ``work`` under Rewind, the cassette loaded from its file (counted)."""
     def run() -> None:
         cassette = Cassette.from_dict(json.loads(ours_file.read_text("utf-8")))
-        player.install(ReplaySession(cassette))
-        try:
+        with player.replaying(cassette):
             work()
-        finally:
-            player.uninstall()
     return run
 
 

@@ -85,8 +85,7 @@ def instrument(
         extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
     enrichment.configure(chosen, recorder.redactor)
-    transport.install()
-    transport.hooks.set_recorder(recorder)
+    transport.set_recorder(recorder)
     tools.configure(provider, chosen)
     from . import frameworks  # light: no framework is imported before the application does
 
@@ -99,16 +98,15 @@ def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
     from . import scope, tools, transport
 
-    transport.hooks.set_recorder(None)
+    transport.set_recorder(None)
     tools.configure(None)
     scope.set_tracer_provider(None)
-    transport.release()
 
 
 def is_instrumented() -> bool:
     from . import transport
 
-    return transport.hooks.recorder() is not None
+    return transport.hooks.recorder is not None
 
 
 # Public names and the module each lives in, imported on first use: a process that only

@@ -175,7 +175,7 @@ def _patch(aiohttp: Any) -> None:
 
     async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
         hooks = transport.hooks
-        if hooks.observer is None and hooks.responder is None:
+        if hooks.idle:
             return await original(self, method, str_or_url, **kwargs)
         request = _view(self, method, str_or_url, kwargs)
         return await transport.exchange_async(

@@ -141,7 +141,7 @@ def _patch(requests: Any) -> None:
 
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         hooks = transport.hooks
-        if hooks.observer is None and hooks.responder is None:
+        if hooks.idle:
             return original(self, request, *args, **kwargs)
         response = transport.exchange(flavor, _view(request),
                                       lambda: original(self, request, *args, **kwargs))

@@ -8,8 +8,14 @@ clients the SDKs build and for clients users pass in themselves. Two things plug
 * a *responder* (replay) may answer a request instead of the network.
 
 Both are optional and installed independently, so replay can run with or without recording.
-The responder is one object for sync and async clients, as httpx's ``MockTransport`` takes one
-handler; it goes in and out of its slot through :func:`set_responder` alone.
+Three slots, each filled by one setter that puts its value in and returns what was there: the
+value to put back on the way out (replay's ``replaying()`` does so on exit from its block):
+
+* :func:`set_recorder` (``instrument()``): the recording observer;
+* :func:`set_preparer` (a fork): sees each request first, to place it and edit it before it is
+  recorded and sent; it stays in front whatever ``instrument()`` puts in the recorder slot;
+* :func:`set_responder` (replay): one object for sync and async clients, as httpx's
+  ``MockTransport`` takes one handler.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class Responder(Protocol):
 
 
 Observer = Callable[["Flavor", Any], "Observation | None"]
+Preparer = Callable[["Flavor", Any], None]  # may edit the request; returns nothing
 
 
 class Follower(Protocol):
@@ -140,20 +147,16 @@ class RequestView:
 
 @dataclass
 class _Hooks:
-    observer: Observer | None = None
+    """The three slots; fill them through the setters below, which keep the libraries patched
+    while any slot is filled."""
+
+    recorder: Observer | None = None
+    preparer: Preparer | None = None
     responder: Responder | None = None
 
-    def set_recorder(self, recorder: Observer | None) -> None:
-        """Put the recording observer in place. An observer that wraps the recorder (a fork
-        placing each request among the recorded steps) exposes ``inner``: it stays in front, so
-        a program that calls ``instrument()`` itself does not take it out."""
-        if hasattr(self.observer, "inner"):
-            self.observer.inner = recorder  # type: ignore[union-attr]
-        else:
-            self.observer = recorder
-
-    def recorder(self) -> Observer | None:
-        return getattr(self.observer, "inner", self.observer)
+    @property
+    def idle(self) -> bool:
+        return self.recorder is None and self.preparer is None and self.responder is None
 
 
 hooks = _Hooks()
@@ -161,11 +164,14 @@ _originals: dict[str, tuple[Any, Any]] = {}
 
 
 def _observe(flavor: Flavor, request: Any) -> Observation | None:
-    """Observers must never break the host application."""
-    if hooks.observer is None:
+    """The preparer, then the recorder, see the request. They must never break the host
+    application."""
+    if hooks.preparer is None and hooks.recorder is None:
         return None
     try:
-        return hooks.observer(flavor, request)
+        if hooks.preparer is not None:
+            hooks.preparer(flavor, request)
+        return hooks.recorder(flavor, request) if hooks.recorder is not None else None
     except Exception:
         log.exception("rewind: observer failed; request continues unrecorded")
         return None
@@ -295,19 +301,36 @@ def uninstall() -> None:
         del _originals[name]
 
 
-def set_responder(responder: Responder | None) -> Responder | None:
-    """Put ``responder`` in the slot (None empties it) and return what was there, so that whoever
-    installs one can put the previous one back. The HTTP libraries stay patched while anything
-    is plugged in."""
-    previous, hooks.responder = hooks.responder, responder
-    if responder is not None:
+def _fill(slot: str, value: Any) -> Any:
+    """Put ``value`` in ``slot`` and return what was there; the HTTP libraries are patched while
+    a slot is filled and restored when the last one empties."""
+    previous = getattr(hooks, slot)
+    setattr(hooks, slot, value)
+    if value is not None:
         install()
     else:
         release()
     return previous
 
 
+def set_recorder(recorder: Observer | None) -> Observer | None:
+    """The recording observer (None: stop recording); returns the previous one."""
+    return _fill("recorder", recorder)
+
+
+def set_preparer(preparer: Preparer | None) -> Preparer | None:
+    """The preparer that sees each request before the recorder (None empties the slot);
+    returns the previous one."""
+    return _fill("preparer", preparer)
+
+
+def set_responder(responder: Responder | None) -> Responder | None:
+    """Put ``responder`` in the slot (None empties it) and return what was there, so that whoever
+    installs one can put the previous one back."""
+    return _fill("responder", responder)
+
+
 def release() -> None:
-    """Restore the HTTP libraries once neither an observer nor a responder is plugged in."""
-    if hooks.observer is None and hooks.responder is None:
+    """Restore the HTTP libraries once no slot is filled."""
+    if hooks.idle:
         uninstall()

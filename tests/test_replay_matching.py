@@ -7,7 +7,7 @@ import json
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.play.divergence import Divergence, diff_fields
-from rewind.replay.play.matching import Matcher
+from rewind.replay.play.matching import Asked, Matcher
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
 
@@ -28,7 +28,7 @@ def interaction(step, payload, answer="ok"):
 
 
 def request(payload):
-    return canonical.canonical_request("POST", URL, {}, json.dumps(payload).encode())
+    return Asked(canonical.canonical_request("POST", URL, {}, json.dumps(payload).encode()))
 
 
 def test_identical_requests_get_their_answers_in_recorded_order():

@@ -12,7 +12,7 @@ from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.volatile import Tolerance, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
-from rewind.replay.play.matching import Matcher
+from rewind.replay.play.matching import Asked, Matcher
 
 RECORDED_AT = 1_764_068_000.0  # 2025-11-25
 NEAR = Tolerance(around_s=RECORDED_AT)
@@ -58,11 +58,11 @@ def _chat(step: int, system: str, user: str) -> Interaction:
                        "http://llm/v1/chat/completions", {}, body, response_body="{}")
 
 
-def _request(system: str, user: str) -> dict:
+def _request(system: str, user: str) -> Asked:
     body = {"model": "gpt-4o", "messages": [{"role": "system", "content": system},
                                             {"role": "user", "content": user}]}
-    return canonical.canonical_request("POST", "http://llm/v1/chat/completions", {},
-                                       json.dumps(body))
+    return Asked(canonical.canonical_request("POST", "http://llm/v1/chat/completions", {},
+                                             json.dumps(body)))
 
 
 def test_the_matcher_answers_a_request_that_differs_only_in_the_time():

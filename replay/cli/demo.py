@@ -29,7 +29,6 @@ from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, tool, uninstrument
 from rewind.replay.cli.render import bisection_view, diff_table, lineage_line, timeline_table
 from rewind.replay.play import player
-from rewind.replay.play.session import ReplaySession
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.timeline import Timeline
@@ -154,11 +153,8 @@ def _tour(store: Store, where: Path, out: Console) -> None:
         _step(out, f"4. replay it, nothing live   (rewind replay --trace-id {bad_id} -- …)")
         uninstrument()
         before, replay_desk = len(llm.requests), Desk()
-        session = player.install(ReplaySession(bad.cassette))
-        try:
+        with player.replaying(bad.cassette) as session:
             again = run_agent(llm.base_url, replay_desk)
-        finally:
-            player.uninstall()
         instrument(tracer_provider=provider)
         out.print(f"replayed {session.matcher.replayed}/{session.matcher.total} steps, "
                   f"{len(llm.requests) - before} live LLM calls, "

@@ -53,9 +53,10 @@ def shorten(value: Any, limit: int = 160, quote: bool = True) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Divergence:
-    """The first request of a run that the recording does not answer."""
+    """The first request of a run that the recording does not answer (never edited: a new one
+    with another reason is ``dataclasses.replace``)."""
 
     step: int
     reason: str

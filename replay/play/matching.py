@@ -2,13 +2,19 @@
 
 One queue per match key, in recorded order: the N-th identical request gets the N-th recorded
 answer, and an exhausted queue is a divergence, never a silent repeat.
+
+Three strategies, tried in order and chosen once per recording: the request's exact key; its
+key rebuilt from content (only for a recording with calls rebuilt from another
+instrumentation's spans, ``semantic.py``); the first recorded request it differs from only in
+values that change every run (``volatile.py``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,12 +25,54 @@ from rewind.replay.cassette.volatile import Tolerance, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One request as matching sees it: its canonical form (``canonical.canonical_request``,
+    ``canonical_http``, or ``{"tool", "arguments"}``), the kind of step it stands for (what a
+    miss is compared with), its exact key when not ``canonical.match_key`` of the form (a
+    tool's), and its semantic form when the recording has calls rebuilt from content."""
+
+    form: dict[str, Any]
+    kind: str = A.KIND_LLM
+    key: str = ""
+    semantic: dict[str, Any] | None = None
+
+    def keys(self) -> list[str]:
+        """The keys the request may be queued under: exact first, then rebuilt from content."""
+        keys = [self.key or canonical.match_key(self.form)]
+        if self.semantic is not None:
+            from rewind.replay.cassette.semantic import semantic_key  # such recordings only
+
+            keys.append(semantic_key(self.semantic))
+        return keys
+
+
+Strategy = Callable[["Matcher", Asked, list[str]], "Interaction | None"]
+
+
+def exact_key(matcher: Matcher, asked: Asked, keys: list[str]) -> Interaction | None:
+    """The next recorded answer to exactly this request."""
+    return matcher.take(keys[0])
+
+
+def rebuilt_from_content(matcher: Matcher, asked: Asked, keys: list[str]) -> Interaction | None:
+    """The next recorded call, rebuilt from its semantic-convention content, that says what
+    this request says."""
+    return matcher.take(keys[1]) if len(keys) > 1 else None
+
+
+def tolerated_values(matcher: Matcher, asked: Asked, keys: list[str]) -> Interaction | None:
+    """The first unused recorded request that differs from this one only in values that change
+    every run (not tried for a request compared by its content)."""
+    return matcher.tolerated_match(asked.form) if asked.semantic is None else None
+
+
 class Matcher:
     """Hands out recorded interactions for incoming requests; safe under threads.
 
     Interactions with an exact key (the recorded request) and those with only a semantic key
-    (rebuilt from semantic-convention content) live in separate queues; a request is tried on
-    its exact key first.
+    (rebuilt from semantic-convention content) live in separate queues; ``strategies`` are
+    tried in order.
     """
 
     def __init__(self, interactions: Iterable[Interaction],
@@ -37,6 +85,9 @@ class Matcher:
             key = interaction.match_key or interaction.semantic_key
             self._queues.setdefault(key, deque()).append(interaction)
         self.has_semantic = any(i.semantic_key for i in self._all)
+        self.strategies: tuple[Strategy, ...] = (
+            (exact_key, rebuilt_from_content, tolerated_values) if self.has_semantic
+            else (exact_key, tolerated_values))
         self._used: set[int] = set()
         self._forms: dict[int, dict[str, Any]] = {}  # canonical forms, by interaction
         self._lock = threading.Lock()
@@ -53,37 +104,32 @@ class Matcher:
     def _next_expected(self, kinds: tuple[str, ...]) -> Interaction | None:
         return next((i for i in self._all if id(i) not in self._used and i.kind in kinds), None)
 
-    def match(
-        self, request: dict[str, Any], semantic: dict[str, Any] | None = None,
-        key: str | None = None, kind: str | None = None,
-    ) -> Interaction | Divergence:
-        """``request`` is the canonical form (``canonical.canonical_request``, or for a tool
-        ``{"tool", "arguments"}`` with ``key`` = ``canonical.tool_key``); ``semantic`` its
-        semantic form, when the recording has interactions keyed that way."""
-        keys = [key or canonical.match_key(request)]
-        if semantic is not None and self.has_semantic:
-            from rewind.replay.cassette.semantic import semantic_key  # such recordings only
+    def take(self, key: str) -> Interaction | None:
+        """The next recorded interaction queued under ``key``, taken out (lock held)."""
+        queue = self._queues.get(key)
+        if not queue:
+            return None
+        found = queue.popleft()
+        self._used.add(id(found))
+        return found
 
-            keys.append(semantic_key(semantic))
+    def match(self, asked: Asked) -> Interaction | Divergence:
+        """The recorded interaction that answers ``asked``, or how it departs from the
+        recording."""
+        keys = asked.keys()
         with self._lock:
             step = self.requests
             self.requests += 1
-            for candidate in keys:
-                queue = self._queues.get(candidate)
-                if queue:
-                    found = queue.popleft()
-                    self._used.add(id(found))
+            for strategy in self.strategies:
+                found = strategy(self, asked, keys)
+                if found is not None:
                     return found
-            if semantic is None:
-                tolerated = self._tolerated(request)
-                if tolerated is not None:
-                    return tolerated
             # An HTTP call is compared with the next recorded HTTP call; the rest with the
             # next LLM or tool step.
-            kinds = (A.KIND_HTTP,) if kind == A.KIND_HTTP else (A.KIND_LLM, A.KIND_TOOL)
-            expected = self._next_expected(kinds)
+            http = asked.kind == A.KIND_HTTP
+            expected = self._next_expected((A.KIND_HTTP,) if http else (A.KIND_LLM, A.KIND_TOOL))
             if expected is None:
-                what = "HTTP calls" if kind == A.KIND_HTTP else "interactions"
+                what = "HTTP calls" if http else "interactions"
                 return Divergence(
                     step,
                     f"the recording has no more {what} (it holds {self.total} interactions); "
@@ -94,7 +140,8 @@ class Matcher:
                 if any(k in self._queues for k in keys)
                 else "request differs from the recording"
             )
-            actual = semantic if expected.semantic is not None and semantic else request
+            semantic = asked.semantic
+            actual = semantic if expected.semantic is not None and semantic else asked.form
             diffs = diff_fields(self._form(expected), actual)
             return Divergence(step, reason, expected.step, expected.name, diffs)
 
@@ -106,7 +153,7 @@ class Matcher:
             form = self._forms[id(interaction)] = interaction.canonical_request()
         return form
 
-    def _tolerated(self, request: dict[str, Any]) -> Interaction | None:
+    def tolerated_match(self, request: dict[str, Any]) -> Interaction | None:
         """The first unused recorded request (same method and path) that differs from
         ``request`` only in values that change every run; taken out of its queue."""
         tool = "tool" in request

@@ -1,7 +1,8 @@
 """In-process replay: recorded responses served at the httpx / httpx2 transport.
 
-Installed into a child process by ``rewind-replay`` (its launcher names :data:`INSTALLER` to the
-child's ``sitecustomize``) or directly with :func:`install`. Requests to LLM endpoints are
+Installed for a block with ``with replaying(cassette):`` (the pytest plugin, the demo), or for
+the rest of a child process by ``rewind-replay`` (its launcher names :data:`INSTALLER` to the
+child's ``sitecustomize``). Requests to LLM endpoints are
 answered from the cassette; nothing reaches the network for them. The first request the
 recording does not answer is a divergence: strict mode stops the run there, lenient mode lets it
 and everything after it go live.
@@ -13,7 +14,7 @@ import atexit
 import json
 import os
 import sys
-from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,14 @@ from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock
 from rewind.replay.play.divergence import Divergence
-from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
+from rewind.replay.play.session import (
+    Answer,
+    Decision,
+    Diverged,
+    Replayed,
+    ReplaySession,
+    recorded_answer,
+)
 from rewind.replay.play.settings import (
     CLOCK_RECORDED,
     ENV_ALLOW_LIVE,
@@ -42,7 +50,7 @@ from rewind.replay.play.settings import (
 
 __all__ = ["ENV_ALLOW_LIVE", "ENV_CASSETTE", "ENV_CLOCK", "ENV_DEBUG", "ENV_IGNORE", "ENV_MODE",
            "ENV_REPORT", "ENV_SOURCE", "ENV_SPEED", "INSTALLER", "LENIENT", "STRICT",
-           "ReplayDivergence", "ReplaySession", "install", "uninstall"]
+           "ReplayDivergence", "ReplaySession", "Replaying", "replaying"]
 
 
 class ReplayDivergence(BaseException):
@@ -57,16 +65,16 @@ class ReplayDivergence(BaseException):
         self.divergence = divergence
 
 
-def _checked(session: ReplaySession, found: Interaction | Divergence | None,
-             announce: bool = True) -> Interaction | None:
-    """``found`` if it answers; a strict divergence is raised, and printed first when
-    ``announce`` (code that swallows the error cannot hide it; the pytest plugin reports it
-    itself)."""
-    if isinstance(found, Divergence) and session.mode == STRICT:
+def _checked(session: ReplaySession, decision: Decision, announce: bool = True
+             ) -> Interaction | None:
+    """The recorded interaction that answers, if any; a strict divergence is raised, and printed
+    first when ``announce`` (code that swallows the error cannot hide it; the pytest plugin
+    reports it itself)."""
+    if isinstance(decision, Diverged) and session.mode == STRICT:
         if announce:
-            print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
-        raise ReplayDivergence(found)
-    return found if isinstance(found, Interaction) else None
+            print(f"rewind: {decision.divergence.describe()}", file=sys.stderr, flush=True)
+        raise ReplayDivergence(decision.divergence)
+    return decision.interaction if isinstance(decision, Replayed) else None
 
 
 def divergence_in(error: BaseException | None) -> ReplayDivergence | None:
@@ -89,10 +97,10 @@ class TransportResponder:
 
     def _answer(self, request: Any) -> Answer | None:
         body = bytes(request.content)
-        found = self.session.decide(
+        decision = self.session.decide(
             request.method, str(request.url), dict(request.headers.multi_items()), body
         )
-        found = _checked(self.session, found, self.announce)
+        found = _checked(self.session, decision, self.announce)
         return recorded_answer(found, body, str(request.url)) if found else None
 
     def __call__(self, flavor: Flavor, request: Any, asynchronous: bool = False) -> Any:
@@ -124,32 +132,61 @@ class ToolResponder:
         return tools.ToolAnswer(result=json.loads(found.response_body or "null"))
 
 
-def plug(http: transport.Responder | None, tool: tools.ToolResponder | None
-         ) -> Callable[[], None]:
-    """The one way replay (the player and fork alike) fills the exporter's two responder slots,
-    transport and ``@tool`` (which the framework tools hooked by ``frameworks`` share); returns
-    the function that puts back what was there."""
+def plug(stack: ExitStack, http: transport.Responder | None,
+         tool: tools.ToolResponder | None, preparer: transport.Preparer | None = None) -> None:
+    """The one way replay (the player and fork alike) fills the exporter's slots: transport
+    responder, ``@tool`` responder (which the framework tools hooked by ``frameworks`` share)
+    and, for a fork, the transport's preparer. Each setter returns what its slot held; closing
+    ``stack`` puts exactly that back, so an outer replay or a recording carries on."""
     if tool is not None:
         frameworks.install()
-    previous = transport.set_responder(http), tools.set_responder(tool)
-
-    def unplug() -> None:
-        transport.set_responder(previous[0])
-        tools.set_responder(previous[1])
-
-    return unplug
+    stack.callback(transport.set_responder, transport.set_responder(http))
+    stack.callback(tools.set_responder, tools.set_responder(tool))
+    if preparer is not None:
+        stack.callback(transport.set_preparer, transport.set_preparer(preparer))
 
 
-def install(session: ReplaySession, announce: bool = True) -> ReplaySession:
-    """Answer LLM calls and ``@tool`` functions in this process from ``session``'s cassette;
-    ``announce``: print a strict divergence on stderr where it is raised."""
-    plug(TransportResponder(session, announce), ToolResponder(session, announce))
-    return session
+class Replaying:
+    """A replay installed in this process: every seam filled on :meth:`start` (``with``), and
+    each given back what it held on :meth:`stop`, an exception in the block or not.
+
+    Not a generator: a child process that replays until it ends starts one and never stops it,
+    and nothing is undone behind its back while the interpreter shuts down."""
+
+    def __init__(self, replay: Cassette | ReplaySession, clock_mode: str | None = None,
+                 announce: bool = True) -> None:
+        self.session = replay if isinstance(replay, ReplaySession) else ReplaySession(replay)
+        self.clock_mode = clock_mode
+        self.announce = announce
+        self._stack = ExitStack()
+
+    def start(self) -> ReplaySession:
+        with ExitStack() as stack:  # a failure half-way puts back what was done
+            if self.clock_mode and clock.start(self.clock_mode, self.session.cassette.started_ns):
+                stack.callback(clock.stop)
+            plug(stack, TransportResponder(self.session, self.announce),
+                 ToolResponder(self.session, self.announce))
+            self._stack = stack.pop_all()
+        return self.session
+
+    def stop(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> ReplaySession:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
-def uninstall() -> None:
-    """Empty both slots; the HTTP libraries are restored unless recording still uses them."""
-    plug(None, None)
+def replaying(replay: Cassette | ReplaySession, clock_mode: str | None = None,
+              announce: bool = True) -> Replaying:
+    """``with replaying(cassette) as session:`` answers LLM calls, other recorded HTTP calls and
+    ``@tool`` functions in this process from the recording (a cassette replays strictly; pass
+    a :class:`ReplaySession` for other settings). ``clock_mode``: start the recorded clock
+    (``settings.CLOCKS``); ``announce``: print a strict divergence on stderr where it is
+    raised."""
+    return Replaying(replay, clock_mode, announce)
 
 
 def install_from_env() -> ReplaySession | None:
@@ -167,8 +204,7 @@ def install_from_env() -> ReplaySession | None:
         allow_live=host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
         ignore=tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p),
     )
-    clock.start(os.environ.get(ENV_CLOCK) or CLOCK_RECORDED, cassette.started_ns)
-    install(session)
+    replaying(session, os.environ.get(ENV_CLOCK) or CLOCK_RECORDED).start()  # till the end
     atexit.register(_report_at_exit, session)
     if not os.environ.get(ENV_DEBUG):
         _quiet_divergences()

@@ -122,11 +122,8 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
         problem = ""
     if problem:  # failed outside the handler, so the report is the message, not a chain
         pytest.fail(problem, pytrace=False)
-    player.install(session, announce=False)  # the failure report says it, once
-    try:
+    with player.replaying(session, announce=False):  # the failure report says it, once
         yield session
-    finally:
-        player.uninstall()
 
 
 def _report(session: ReplaySession) -> str:

@@ -1,12 +1,14 @@
 """A replay session: one cassette being played back, whatever carries the requests.
 
-Used in-process (``player.py``, at the httpx/httpx2 transport) and over HTTP
-(``worker/replay_sessions.py``, for agents in any language). It decides, for each request,
-which recorded interaction answers it, and keeps the tally the run's report is made of.
+Used in-process (``player.py``, at the HTTP client transports and ``@tool``) and over HTTP (the
+worker's ``replay_sessions.py``, for agents in any language). It decides, for each request,
+which recorded interaction answers it (a :data:`Decision`), and keeps the tally the run's
+report is made of.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import sys
 import threading
@@ -21,11 +23,35 @@ from rewind.exporter import canonical, providers
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
-from rewind.replay.play.matching import Matcher
+from rewind.replay.play.matching import Asked, Matcher
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.settings import LENIENT, STRICT
 
 Events = list[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The recorded interaction answers the request."""
+
+    interaction: Interaction
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """The recording does not answer the request: the run departs from it here."""
+
+    divergence: Divergence
+
+
+@dataclass(frozen=True)
+class Live:
+    """The request goes out as it is: the session does not answer it (not a call it replays, a
+    lenient run gone live, a host allowed live)."""
+
+
+LIVE = Live()
+Decision = Replayed | Diverged | Live
 
 
 @dataclass
@@ -147,20 +173,22 @@ class ReplaySession:
         """True once a lenient run has diverged: everything from then on goes live."""
         return self.mode == LENIENT and self.divergence is not None
 
-    def _diverged(self, found: Divergence) -> Divergence:
+    def _diverged(self, found: Divergence) -> Diverged:
         with self._lock:
             if self.divergence is None:
                 self.divergence = found
             if self.mode == LENIENT:
                 self.live_requests += 1
         self.write_report()
-        return found
+        return Diverged(found)
 
-    def decide(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes
-    ) -> Interaction | Divergence | None:
-        """The recorded interaction for an HTTP request; a Divergence; or None when the
-        request is not an LLM call, or the run has gone live."""
+    def _matched(self, asked: Asked) -> Replayed | Diverged:
+        found = self.matcher.match(asked)
+        return Replayed(found) if isinstance(found, Interaction) else self._diverged(found)
+
+    def decide(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> Decision:
+        """What answers an HTTP request: a recorded interaction, a divergence, or the network
+        (a call that is not to a model and not recorded either, or the run has gone live)."""
         parts = urlsplit(url)
         if providers.detect(parts.hostname or "", parts.path) is None:
             return self._decide_http(method, parts, headers, body)
@@ -172,42 +200,40 @@ class ReplaySession:
             from rewind.replay.cassette.semantic import request_semantic_form
 
             semantic = request_semantic_form(parts.hostname or "", parts.path, body)
-        found = self.matcher.match(canon, semantic)
-        return found if isinstance(found, Interaction) else self._diverged(found)
+        return self._matched(Asked(canon, semantic=semantic))
 
-    def _went_live(self) -> None:
+    def _went_live(self) -> Live:
         """A request sent to the network (lenient after a divergence, or let through)."""
         with self._lock:
             self.live_requests += 1
+        return LIVE
 
     def _decide_http(self, method: str, parts: SplitResult, headers: Mapping[str, str],
-                     body: bytes) -> Interaction | Divergence | None:
+                     body: bytes) -> Decision:
         """Another HTTP call of the run: answered from the recording; one it does not hold is
         refused in strict mode (a replay never reaches production) unless its host is allowed
         live. Telemetry (OTLP, the worker) never gets here: the transport lets it pass."""
         if self.live:
             return self._went_live()
         found = self.matcher.match(
-            canonical.canonical_http(method, parts.geturl(), headers, body), kind=A.KIND_HTTP)
+            Asked(canonical.canonical_http(method, parts.geturl(), headers, body), A.KIND_HTTP))
         if isinstance(found, Interaction):
-            return found
+            return Replayed(found)
         host = (parts.hostname or "").lower()
         if any(fnmatch.fnmatch(host, glob) for glob in self.allow_live):
             return self._went_live()
-        found.reason = (f"{method.upper()} {host}{parts.path} is not in the recording "
-                        f"({found.reason}); a strict replay never sends it: pass "
-                        f"--allow-live {host} to let it through")
-        return self._diverged(found)
+        return self._diverged(dataclasses.replace(
+            found, reason=f"{method.upper()} {host}{parts.path} is not in the recording "
+                          f"({found.reason}); a strict replay never sends it: pass "
+                          f"--allow-live {host} to let it through"))
 
-    def decide_tool(self, name: str, arguments: Any) -> Interaction | Divergence | None:
-        """The recorded result of a tool call, a Divergence, or None to run it live."""
+    def decide_tool(self, name: str, arguments: Any) -> Decision:
+        """The recorded result of a tool call, a divergence, or the tool runs live."""
         if self.live:
-            return None
+            return LIVE
         args = canonical.parse_body(arguments) if isinstance(arguments, (str, bytes)) else arguments
-        found = self.matcher.match(
-            {"tool": name, "arguments": args}, key=canonical.tool_key(name, args)
-        )
-        return found if isinstance(found, Interaction) else self._diverged(found)
+        return self._matched(Asked({"tool": name, "arguments": args}, A.KIND_TOOL,
+                                   canonical.tool_key(name, args)))
 
     # -- reporting --------------------------------------------------------------------------
     def report(self) -> ReplayReport:

@@ -2,8 +2,8 @@
 
 Built on the replay session and player: steps before N go through a strict
 :class:`ReplaySession` holding only those steps (a departure from the recording there stops the
-run with a :class:`ForkError`), and the exporter's transport observer is wrapped so the edit is
-made before the request is recorded and sent. A command runs as a child recorded like
+run with a :class:`ForkError`), and the exporter's transport preparer places each request and
+makes the edit before the request is recorded and sent. A command runs as a child recorded like
 ``rewind record``, with :data:`INSTALLER` run at its start-up after recording begins.
 """
 
@@ -16,6 +16,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ class Resumed:
         self.edited = 0
         self.warnings: list[str] = []
         self.divergence: Divergence | None = None
-        self._unplug: Callable[[], None] | None = None
+        self._installed = ExitStack()
 
     def take(self) -> int:
         with self._lock:
@@ -124,16 +125,25 @@ class Resumed:
             self.edited += 1
 
     # -- installing -----------------------------------------------------------------------
+    def prepare(self, flavor: transport.Flavor, request: Any) -> None:
+        """The transport's preparer, in front of the recording (which ``instrument()`` may
+        replace): an edit that fails leaves the request unedited, and says so."""
+        url = request.url
+        llm = providers.detect(url.host, url.path) is not None
+        try:
+            self.before_request(flavor, request, llm)
+        except Exception as error:
+            self.warnings.append(f"could not apply the fork's edit: {error!r}")
+
     def install(self) -> None:
-        observer = transport.hooks.observer
-        self._unplug = plug(_ForkTransportResponder(self), _ForkToolResponder(self))
-        transport.hooks.observer = _ForkObserver(self, observer)
+        """Fill the transport and ``@tool`` slots until :meth:`uninstall` puts back what they
+        held (a child process that resumes keeps them until it ends)."""
+        with ExitStack() as stack:
+            plug(stack, _ForkTransportResponder(self), _ForkToolResponder(self), self.prepare)
+            self._installed = stack.pop_all()
 
     def uninstall(self) -> None:
-        if self._unplug is not None:
-            transport.hooks.observer = transport.hooks.recorder()  # the fork's wrapper goes
-            self._unplug()
-            self._unplug = None
+        self._installed.close()
 
     def outcome(self, trace_id: str | None, **extra: Any) -> ForkRun:
         divergence = self.session.divergence or self.divergence
@@ -142,25 +152,6 @@ class Resumed:
                        self.live, self.edited,
                        divergence=divergence.to_dict() if divergence else None,
                        warnings=list(self.warnings), **extra)
-
-
-class _ForkObserver:
-    """In front of the recording observer (``inner``, which ``instrument()`` may replace):
-    places each request among the recorded steps and applies the edits before it is
-    recorded and sent."""
-
-    def __init__(self, resumed: Resumed, inner: Any) -> None:
-        self.resumed = resumed
-        self.inner = inner
-
-    def __call__(self, flavor: transport.Flavor, request: Any) -> Any:
-        url = request.url
-        llm = providers.detect(url.host, url.path) is not None
-        try:
-            self.resumed.before_request(flavor, request, llm)
-        except Exception as error:  # the request goes out unedited; say so
-            self.resumed.warnings.append(f"could not apply the fork's edit: {error!r}")
-        return self.inner(flavor, request) if self.inner is not None else None
 
 
 class _ForkTransportResponder(TransportResponder):

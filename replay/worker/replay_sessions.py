@@ -32,8 +32,14 @@ from starlette.routing import Route
 from rewind.exporter import attributes as A
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play.divergence import Divergence
-from rewind.replay.play.session import STRICT, ReplaySession, recorded_answer
+from rewind.replay.play.session import (
+    STRICT,
+    Decision,
+    Diverged,
+    Replayed,
+    ReplaySession,
+    recorded_answer,
+)
 from rewind.replay.worker.routing import json_response, route
 from rewind.replay.worker.tenancy import TenantView
 
@@ -84,17 +90,18 @@ class SessionRegistry:
 
     def decide_default(self, view: TenantView, trace_id: str, method: str, url: str,
                        headers: dict[str, str], body: bytes
-                       ) -> tuple[ReplaySession, Interaction | Divergence | None]:
+                       ) -> tuple[ReplaySession, Decision]:
         """A request to the trace's implicit session, and the session that took it: a fresh
         one when the current one cannot answer it and the recording's first step does (a new
         run), else the current one."""
         session = self.default(view, trace_id)
         found = session.decide(method, url, headers, body)
-        if not isinstance(found, Divergence):
+        if not isinstance(found, Diverged):
             return session, found
         fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed)
         again = fresh.decide(method, url, headers, body)
-        if not isinstance(again, Interaction) or again is not _first_llm_step(fresh.cassette):
+        if not isinstance(again, Replayed) or \
+                again.interaction is not _first_llm_step(fresh.cassette):
             return session, found
         with self._lock:
             key = (view.tenant, trace_id)
@@ -129,8 +136,7 @@ def _provider_error(path: str, status: int, message: str) -> Response:
     return json_response(body, status, {"x-should-retry": "false"})
 
 
-Decide = Callable[[str, str, dict[str, str], bytes],
-                  tuple[ReplaySession, Interaction | Divergence | None]]
+Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
 
 
 async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
@@ -139,12 +145,12 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
     path = request.path_params["path"]
     body = await request.body()
     url = f"http://replay/{path.lstrip('/')}"
-    session, found = decide(request.method, url, dict(request.headers), body)
-    if found is None:
+    session, decision = decide(request.method, url, dict(request.headers), body)
+    if isinstance(decision, Diverged):
+        return _provider_error(path, 409, decision.divergence.describe() + hint)
+    if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
-    if isinstance(found, Divergence):
-        return _provider_error(path, 409, found.describe() + hint)
-    answer = recorded_answer(found, body, url)
+    answer = recorded_answer(decision.interaction, body, url)
     if answer.events is not None:
         return StreamingResponse(answer.iter_async(session.speed), status_code=answer.status,
                                  headers=answer.headers)
@@ -156,7 +162,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         trace_id = request.path_params["trace_id"]
         await run_in_threadpool(sessions.default, view, trace_id)  # reads the store once
 
-        def decide(*asked: Any) -> tuple[ReplaySession, Interaction | Divergence | None]:
+        def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
             return sessions.decide_default(view, trace_id, *asked)
 
         return await _answer(decide, request, NEW_RUN_HINT.format(trace_id=trace_id))
