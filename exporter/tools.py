@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
 from . import calls, canonical
-from .config import CaptureSettings
+from .process_settings import CaptureSettings
 from .redaction import Redactor
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rewind.collector.server_settings import DEFAULT_WORKER_URL, ENV_CLICKHOUSE_URL, ENV_WORKER_URL
+
 if TYPE_CHECKING:
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.play.session import ReplaySession
@@ -39,10 +41,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rewind", "replay LLM calls from Rewind recordings")
     group.addoption("--rewind-api", default=None, metavar="URL",
                     help="Worker to read @pytest.mark.rewind(trace_id=...) traces from "
-                         "(default: $REWIND_URL, else http://127.0.0.1:8787).")
+                         f"(default: ${ENV_WORKER_URL}, else {DEFAULT_WORKER_URL}).")
     group.addoption("--rewind-clickhouse", default=None, metavar="URL",
                     help="Store to read traces from when no worker answers "
-                         "(default: $REWIND_CLICKHOUSE_URL).")
+                         f"(default: ${ENV_CLICKHOUSE_URL}).")
 
 
 def pytest_configure(config: pytest.Config) -> None:

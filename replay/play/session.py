@@ -22,8 +22,8 @@ from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Matcher
+from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.report import ReplayReport
-from rewind.replay.play.settings import LENIENT, STRICT
 
 Events = list[tuple[int, str]]
 
