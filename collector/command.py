@@ -1,5 +1,5 @@
 """``rewind collector``: the production ingest service. Every flag is also a ``REWIND_*``
-environment variable (names in ``config.ENV``)."""
+environment variable (names in ``server_settings.ENV``)."""
 
 from __future__ import annotations
 

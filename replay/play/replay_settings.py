@@ -35,14 +35,21 @@ INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE,
                       ENV_IGNORE, ENV_CLOCK, ENV_INSTALLERS, ENV_FORK})
 
 
-class ReplayMode(str, enum.Enum):
+class _Choice(str, enum.Enum):
+    """A choice written as its value wherever it is shown (``f"{mode}"``), as a string is."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class ReplayMode(_Choice):
     """Strict stops the run at the first divergence; lenient lets it go live from there."""
 
     STRICT = "strict"
     LENIENT = "lenient"
 
 
-class Clock(str, enum.Enum):
+class Clock(_Choice):
     """The replayed child's wall clock: the recording's (``clock.py``) or the real one."""
 
     RECORDED = "recorded"
