@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rewind.collector.server_settings import DEFAULT_WORKER_URL, ENV_CLICKHOUSE_URL, ENV_WORKER_URL
-
 if TYPE_CHECKING:
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.play.session import ReplaySession
@@ -41,10 +39,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rewind", "replay LLM calls from Rewind recordings")
     group.addoption("--rewind-api", default=None, metavar="URL",
                     help="Worker to read @pytest.mark.rewind(trace_id=...) traces from "
-                         f"(default: ${ENV_WORKER_URL}, else {DEFAULT_WORKER_URL}).")
+                         "(default: the one `rewind --api` reads, else http://127.0.0.1:8787).")
     group.addoption("--rewind-clickhouse", default=None, metavar="URL",
                     help="Store to read traces from when no worker answers "
-                         f"(default: ${ENV_CLICKHOUSE_URL}).")
+                         "(default: the one `rewind --clickhouse` reads).")
 
 
 def pytest_configure(config: pytest.Config) -> None:
