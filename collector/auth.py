@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from .server_settings import ENV
+
 log = logging.getLogger("rewind.collector.auth")
 
 
@@ -53,7 +55,7 @@ def load_tokens(file: str | Path | None = None, inline: str | None = None) -> di
         if not tokens:
             raise ValueError(f"auth tokens file {path} holds no token")
     if inline:
-        tokens.update(parse_tokens(inline, "REWIND_AUTH_TOKENS"))
+        tokens.update(parse_tokens(inline, ENV["auth_tokens"]))
     return tokens
 
 

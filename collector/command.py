@@ -1,5 +1,5 @@
 """``rewind collector``: the production ingest service. Every flag is also a ``REWIND_*``
-environment variable (names in ``config.ENV``)."""
+environment variable (names in ``server_settings.ENV``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,18 @@ from pathlib import Path
 import click
 
 from .auth import TokenSource
-from .config import ENV, BatchPolicy, ConfigError, IngestOptions, Limits, TlsFiles, parse_size
+from .server_settings import (
+    ENV,
+    ENV_CLICKHOUSE_URL,
+    BatchPolicy,
+    ConfigError,
+    IngestOptions,
+    Limits,
+    TlsFiles,
+    parse_size,
+)
 from .spool import SpoolError
-from .store import ENV_URL, StoreError, resolve_url
+from .store import StoreError, resolve_url
 
 LIMITS, BATCH, OPTIONS = Limits(), BatchPolicy(), IngestOptions()
 
@@ -22,7 +31,7 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 
 
 @click.command("collector")
-@click.option("--clickhouse", envvar=ENV_URL, show_envvar=True, default=None,
+@click.option("--clickhouse", envvar=ENV_CLICKHOUSE_URL, show_envvar=True, default=None,
               help="Store URL: http(s)://user:pass@host:8123/db, or chdb:///abs/path "
                    "(embedded; only one process may open it). Default: ./.rewind/store.")
 @_option("--host", key="host", default=OPTIONS.host, show_default=True,

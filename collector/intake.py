@@ -14,8 +14,8 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from .config import Limits
 from .otlp_json import JsonPayloadError, parse_json
+from .server_settings import Limits
 from .store import MAX_TIME_NS
 
 PROTOBUF = "protobuf"

@@ -22,10 +22,10 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from .ahead import ConversionsAhead
-from .config import BatchPolicy, Limits
 from .convert import Converter
 from .intake import PROTOBUF, Refused, Screened, count_spans, decode, screen
 from .metrics import Metrics
+from .server_settings import BatchPolicy, Limits
 from .spool import Record, Segment, Spool, SpoolError
 from .writer import StoreFailure, StoreLink
 

@@ -24,10 +24,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .auth import Authenticator, AuthError, header
-from .config import Limits, TlsFiles
 from .intake import PROTOBUF, Refused
 from .metrics import Metrics
 from .pipeline import Outcome, Pipeline, Pushback
+from .server_settings import Limits, TlsFiles
 
 log = logging.getLogger("rewind.collector.grpc")
 

@@ -29,13 +29,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .auth import Authenticator, AuthError
-from .config import Limits, TlsFiles
 from .intake import JSON, Refused, TooLarge, UnsupportedMedia, decompress, payload_format
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import Metrics
 from .otlp_json import dump_json
 from .pipeline import Outcome, Pipeline, Pushback
 from .receivers_grpc import export_response
+from .server_settings import Limits, TlsFiles
 
 log = logging.getLogger("rewind.collector.http")
 

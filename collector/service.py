@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from .auth import Authenticator, TokenReloader
-from .config import IngestOptions, check_bind, default_spool_dir
 from .metrics import Metrics
 from .pipeline import Pipeline
 from .receivers_grpc import TraceExportHandler, start_grpc
 from .receivers_http import HttpServer, create_app
+from .server_settings import IngestOptions, check_bind, default_spool_dir
 from .spool import Spool
 from .store import Store, StoreError, check_url, redact_url
 from .writer import StoreLink

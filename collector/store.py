@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-ENV_URL = "REWIND_CLICKHOUSE_URL"
+from .server_settings import store_url
+
 # The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
 # 2262-04-11).
 MAX_TIME_NS = 2**63 - 1
@@ -31,7 +32,7 @@ def default_url(cwd: str | None = None) -> str:
 
 def resolve_url(url: str | None = None) -> str:
     """Flag, else ``REWIND_CLICKHOUSE_URL``, else an embedded store under the working dir."""
-    return url or os.environ.get(ENV_URL) or default_url()
+    return url or store_url() or default_url()
 
 
 def redact_url(url: str) -> str:

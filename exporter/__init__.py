@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .agents import agent
-    from .config import CaptureMode, CaptureSettings
     from .instrumentor import RewindInstrumentor
     from .otel_pipeline import export_stats
+    from .process_settings import CaptureMode, CaptureSettings
     from .tools import RecordedToolError, ToolAnswer, tool
 
 __all__ = [
@@ -66,8 +66,8 @@ def instrument(
 
     from . import attributes as A
     from . import enrichment, scope, tools, transport
-    from .config import settings
     from .otel_pipeline import ensure_provider, exports_through_us
+    from .process_settings import replay_source, settings
     from .recording import Recorder
 
     chosen = settings(capture, redact, max_body_bytes)
@@ -80,7 +80,7 @@ def instrument(
         return None
     provider = tracer_provider or ensure_provider(service_name, endpoint)
     extra = {}
-    source = os.environ.get(A.ENV_REPLAY_SOURCE)
+    source = replay_source()
     if source:
         extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
@@ -113,8 +113,9 @@ def is_instrumented() -> bool:
 # replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
 # Submodules (``rewind.exporter.transport``) are attributes too, imported on first use.
 _LAZY = {
-    "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".attributes",
-    "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
+    "CaptureMode": ".process_settings", "CaptureSettings": ".process_settings",
+    "ENV_REPLAY_SOURCE": ".process_settings", "settings": ".process_settings",
+    "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
     "Recorder": ".recording", "ensure_provider": ".otel_pipeline", "export_stats": ".otel_pipeline",
     "exports_through_us": ".otel_pipeline",

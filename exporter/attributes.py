@@ -71,8 +71,6 @@ CAPTURE_ERROR = "rewind.capture_error"
 RESPONSE_INCOMPLETE = "rewind.response.incomplete"  # why the body stops early, when it does
 TOOL_REPLAYED = "rewind.tool.replayed"
 REPLAY_SOURCE_TRACE_ID = "rewind.replay.source_trace_id"
-# Set by ``rewind replay`` in the child: the trace being replayed, for the attribute above.
-ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"
 TOOL_ARGUMENTS = "rewind.tool.arguments"
 TOOL_RESULT = "rewind.tool.result"
 TOOL_ERROR = "rewind.tool.error"

@@ -25,11 +25,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import attributes as A
 from . import scope
+from .process_settings import RecordSettings
 
-ENV_RECORD = "REWIND_RECORD"
-ENV_REPORT = "REWIND_RECORD_REPORT"
-ENV_NAME = "REWIND_RECORD_NAME"
-ENV_PROCESS_ROOT = "REWIND_PROCESS_ROOT"  # off: RewindInstrumentor opens no root span
 FLUSH_TIMEOUT_MS = 30_000
 
 
@@ -55,7 +52,7 @@ class TraceIds(SpanProcessor):
 
 
 def _name() -> str:
-    given = os.environ.get(ENV_NAME)
+    given = RecordSettings.from_env().name
     if given:
         return given
     argv = [a for a in sys.argv if a] or ["python"]
@@ -64,7 +61,7 @@ def _name() -> str:
 
 def start_from_env() -> bool:
     """Instrument this process and open its root span, when ``REWIND_RECORD`` asks for it."""
-    if os.environ.get(ENV_RECORD, "").strip().lower() not in ("1", "true", "yes"):
+    if not RecordSettings.from_env().record:
         return False
     from . import instrument
 
@@ -159,7 +156,7 @@ def _report(root: Span, seen: TraceIds) -> None:
         "export": export_stats(),
         "calls": dict(counts),
     }
-    path = os.environ.get(ENV_REPORT)
+    path = RecordSettings.from_env().report_path
     if path:
         with open(path, "a", encoding="utf-8") as report:
             report.write(json.dumps(line) + "\n")

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from . import attributes as A
 from . import bodies, canonical, providers
-from .config import CaptureSettings
+from .process_settings import CaptureSettings
 from .redaction import Redactor
 
 log = logging.getLogger("rewind.exporter")

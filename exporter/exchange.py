@@ -20,9 +20,9 @@ from opentelemetry.trace import Span, Status, StatusCode
 from . import attributes as A
 from . import providers, scope, tool_call_ids
 from .bodies import BASE64
-from .config import CaptureSettings
 from .decoding import decoder_for
 from .enrichment import redacted_response_attributes
+from .process_settings import ENV_MAX_BODY, CaptureSettings
 from .redaction import RESPONSE_HEADERS_KEPT, Redactor, keep_headers
 from .sse import SSESplitter
 from .streams import CLOSED_EARLY
@@ -118,7 +118,7 @@ class Exchange:
         self._size += len(data)
         if self._size > self.settings.max_body_bytes:
             self._broken = (f"response body exceeds {self.settings.max_body_bytes} bytes "
-                            "(REWIND_MAX_BODY_BYTES); not captured")
+                            f"({ENV_MAX_BODY}); not captured")
             self._body = bytearray()
             self._events = []
             return

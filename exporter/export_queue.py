@@ -31,7 +31,6 @@ refuses is counted in ``failed_spans`` and not retried. ``OTEL_ATTRIBUTE_VALUE_L
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -43,11 +42,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from . import attributes as A
 from . import enrichment
+from .process_settings import ENV_MAX_EXPORT_BYTES, ENV_MAX_QUEUE_BYTES, positive_int
 
 log = logging.getLogger("rewind.exporter")
 
-ENV_MAX_QUEUE_BYTES = "REWIND_MAX_QUEUE_BYTES"
-ENV_MAX_EXPORT_BYTES = "REWIND_MAX_EXPORT_BYTES"
 DEFAULT_MAX_QUEUE_SPANS = 2048
 DEFAULT_MAX_QUEUE_BYTES = 128 * 1024 * 1024
 DEFAULT_MAX_EXPORT_BYTES = 4 * 1024 * 1024
@@ -70,13 +68,6 @@ def span_bytes(span: ReadableSpan) -> int:
     return total * 2 if A.ENRICH in attributes else total
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        value = int(os.environ.get(name, "") or default)
-    except ValueError:
-        log.warning("rewind: %s is not an integer; using %d", name, default)
-        return default
-    return value if value > 0 else default
 
 
 class SplittingExporter(SpanExporter):
@@ -145,12 +136,13 @@ class BoundedSpanProcessor(SpanProcessor):
         max_export_bytes: int | None = None,
         schedule_delay_millis: float | None = None,
     ) -> None:
-        self.max_queue_spans = max_queue_spans or _env_int(
+        self.max_queue_spans = max_queue_spans or positive_int(
             "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SPANS)
-        self.max_queue_bytes = max_queue_bytes or _env_int(
+        self.max_queue_bytes = max_queue_bytes or positive_int(
             ENV_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_BYTES)
         self.exporter = SplittingExporter(
-            exporter, max_export_bytes or _env_int(ENV_MAX_EXPORT_BYTES, DEFAULT_MAX_EXPORT_BYTES))
+            exporter,
+            max_export_bytes or positive_int(ENV_MAX_EXPORT_BYTES, DEFAULT_MAX_EXPORT_BYTES))
         self.exporter.queue = self
         self.queued_spans = 0
         self.queued_bytes = 0
@@ -163,7 +155,7 @@ class BoundedSpanProcessor(SpanProcessor):
             max_queue_size=self.max_queue_spans,
             schedule_delay_millis=schedule_delay_millis,
             max_export_batch_size=min(self.max_queue_spans,
-                                      _env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)),
+                                      positive_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)),
         )
 
     def weight(self, span: ReadableSpan) -> int:

@@ -13,7 +13,6 @@ are their own traces) leaves it out.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection
 from typing import Any
 
@@ -27,8 +26,8 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         from . import instrument
-        from .autorecord import ENV_PROCESS_ROOT, open_process_root
-        from .config import is_off
+        from .autorecord import open_process_root
+        from .process_settings import process_root_enabled
 
         provider = instrument(
             service_name=kwargs.get("service_name"),
@@ -37,7 +36,7 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             capture=kwargs.get("capture"),
             redact=kwargs.get("redact"),
         )
-        wanted = not is_off(os.environ.get(ENV_PROCESS_ROOT))
+        wanted = process_root_enabled()
         if provider is not None and wanted and kwargs.get("process_root", True):
             open_process_root(provider)
 

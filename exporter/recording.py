@@ -21,8 +21,8 @@ from opentelemetry.trace import SpanKind
 
 from . import attributes as A
 from . import canonical, enrichment, providers, scope, tools
-from .config import CaptureSettings
 from .exchange import Exchange, body_attribute
+from .process_settings import ENV_MAX_BODY, CaptureSettings
 from .redaction import REQUEST_HEADERS_KEPT, Redactor, clean_url, keep_headers, secret_values
 from .steps import start_step_span
 from .transport import Flavor
@@ -110,7 +110,7 @@ class Recorder:
         changed = False
         if oversized:
             attrs[A.CAPTURE_ERROR] = (f"request body of {len(raw)} bytes exceeds "
-                                      f"{self.settings.max_body_bytes} (REWIND_MAX_BODY_BYTES); "
+                                      f"{self.settings.max_body_bytes} ({ENV_MAX_BODY}); "
                                       "not captured")
         elif self.settings.keeps_raw:
             text, encoding = body_attribute(raw)

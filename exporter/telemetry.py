@@ -14,9 +14,11 @@ import sys
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+from .process_settings import ENV_WORKER_URL
+
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-                       "REWIND_URL")
+                       ENV_WORKER_URL)
 _DEFAULT_OTLP = {("localhost", 4317), ("localhost", 4318), ("127.0.0.1", 4317),
                  ("127.0.0.1", 4318)}
 

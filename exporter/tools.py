@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
 from . import canonical, tool_call_ids
-from .config import CaptureSettings
 from .json_form import dumps, jsonable
+from .process_settings import CaptureSettings
 from .redaction import Redactor
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none

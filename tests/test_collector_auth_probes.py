@@ -9,7 +9,7 @@ import httpx
 import pytest
 from google.rpc import code_pb2, status_pb2
 
-from rewind.collector.config import BatchPolicy, IngestOptions
+from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from tests.support.collector_client import otlp_request, raw_span

@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.config import BatchPolicy, IngestOptions
 from rewind.collector.pipeline import request_digest
 from rewind.collector.schema import TRACES
+from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool, scan_segment
 from tests.support.collector_client import grpc_export, otlp_request, raw_span

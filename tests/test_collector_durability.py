@@ -20,9 +20,9 @@ from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from rewind.collector.config import BatchPolicy, IngestOptions
 from rewind.collector.convert import convert_segment
 from rewind.collector.schema import TRACES
+from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool
 from rewind.collector.store import Store

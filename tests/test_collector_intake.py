@@ -13,13 +13,6 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from rewind.collector.auth import Authenticator, AuthError, parse_tokens
-from rewind.collector.config import (
-    ConfigError,
-    Limits,
-    check_bind,
-    default_spool_dir,
-    parse_size,
-)
 from rewind.collector.intake import (
     JSON,
     PROTOBUF,
@@ -34,6 +27,13 @@ from rewind.collector.intake import (
 from rewind.collector.otlp_json import parse_json
 from rewind.collector.rows import span_rows
 from rewind.collector.schema import TRACE_COLUMNS
+from rewind.collector.server_settings import (
+    ConfigError,
+    Limits,
+    check_bind,
+    default_spool_dir,
+    parse_size,
+)
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"

@@ -29,9 +29,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client.parser import text_string_to_metric_families
 
 from rewind.collector.auth import TokenSource
-from rewind.collector.config import IngestOptions, Limits, TlsFiles
 from rewind.collector.migrate import migrate
 from rewind.collector.schema import TRACES
+from rewind.collector.server_settings import IngestOptions, Limits, TlsFiles
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from tests.support.collector_client import (

@@ -11,8 +11,8 @@ import os
 import httpx
 import pytest
 
-from rewind.collector.config import IngestOptions
 from rewind.collector.segments import _FRAME
+from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.spool import Record, Spool, SpoolError, scan_segment
 from tests.support.collector_client import otlp_request, raw_span

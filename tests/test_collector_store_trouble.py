@@ -11,8 +11,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.config import BatchPolicy, IngestOptions
 from rewind.collector.schema import TRACES
+from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from tests.support.collector_client import grpc_export, otlp_request, raw_span

@@ -12,8 +12,8 @@ import pytest
 
 from rewind import exporter
 from rewind.exporter import canonical, tool
-from rewind.exporter.config import ENV_MATCH_KEY_SALT
 from rewind.exporter.enrichment import match_key
+from rewind.exporter.process_settings import ENV_MATCH_KEY_SALT
 from tests.support import wiretap
 
 PROMPT = [{"role": "user", "content": "is my account 4417-1234 overdrawn?"}]

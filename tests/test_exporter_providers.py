@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from rewind.exporter import config, providers
+from rewind.exporter import process_settings as config
+from rewind.exporter import providers
 from rewind.exporter.providers import anthropic, gemini, openai, openai_responses
 
 

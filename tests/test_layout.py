@@ -4,11 +4,16 @@ exporter <- collector <- replay, and inside replay:
 cassette <- sources <- testing <- play <- timetravel <- ui <- worker <- cli (each may import
 those before it).
 Every import counts, lazy ones inside functions included.
+
+A ``REWIND_*`` environment variable is named (in any string but a docstring) and read only in
+the three settings modules of :data:`SETTINGS`: everything else imports their constants and
+asks them for typed values.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -26,10 +31,14 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
         "replay/ui/views.py", "replay/ui/compare.py"}
+# What an instrumented process reads; what the collector, worker and CLI read; what a
+# replayed child is handed by its parent.
+SETTINGS = {"exporter/process_settings.py", "collector/server_settings.py",
+            "replay/play/replay_settings.py"}
+_VARIABLE = re.compile(r"\bREWIND_[A-Z0-9_]+")
+_READS = {"get", "getenv", "setdefault"}  # pop removes: a write
 MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
-# Temporary: may repeat across packages until renamed by the settings change.
-SAME_NAME_ALLOWED = {"config.py"}
 
 
 def _modules() -> list[Path]:
@@ -131,6 +140,78 @@ def test_the_check_sees_lazy_and_relative_imports(tmp_path):
     ]
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    nodes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, nodes) and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def _is_variable(node: ast.AST) -> bool:
+    """``ENV_X`` or ``module.ENV_X``: a settings module's constant."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name.startswith("ENV_")
+
+
+def _settings_findings(path: Path, where: Path) -> list[str]:
+    """A ``REWIND_*`` name in a string, or an ``ENV_*`` constant looked up in a mapping or
+    ``os.getenv``, in a module that is not a settings module."""
+    rel = str(where.relative_to(ROOT))
+    if rel in SETTINGS:
+        return []
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings and (named := _VARIABLE.search(node.value))):
+            found.append(f"{rel}:{node.lineno} names {named.group()}")
+        elif (isinstance(node, ast.Call) and node.args and _is_variable(node.args[0])
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) in _READS):
+            found.append(f"{rel}:{node.lineno} reads {ast.unparse(node.args[0])}")
+        elif (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+              and _is_variable(node.slice)):
+            found.append(f"{rel}:{node.lineno} reads {ast.unparse(node.slice)}")
+    return sorted(found, key=lambda item: int(item.split(":")[1].split(" ")[0]))
+
+
+def test_environment_variables_are_named_and_read_in_the_settings_modules():
+    found = [f for path in _modules() for f in _settings_findings(path, path)]
+    assert found == []
+
+
+def test_the_settings_check_sees_names_and_reads(tmp_path):
+    """The checker itself: a name in a string or an f-string, and reads through a constant,
+    are found; a docstring and a write are not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'import os\n'
+        'def f(env, x):\n'
+        '    """Reads ``REWIND_DOCUMENTED``."""\n'
+        '    env[settings.ENV_WRITTEN] = "1"\n'
+        '    a = os.environ.get("REWIND_LITERAL")\n'
+        '    b = os.getenv(ENV_CONSTANT)\n'
+        '    c = env[settings.ENV_INDEXED]\n'
+        '    return f"--x ({x}, REWIND_IN_HELP)"\n')
+    found = _settings_findings(probe, ROOT / "replay" / "play" / "probe.py")
+    assert found == ["replay/play/probe.py:5 names REWIND_LITERAL",
+                     "replay/play/probe.py:6 reads ENV_CONSTANT",
+                     "replay/play/probe.py:7 reads settings.ENV_INDEXED",
+                     "replay/play/probe.py:8 names REWIND_IN_HELP"]
+
+
+def test_each_variable_is_declared_in_one_settings_module():
+    declared: dict[str, list[str]] = {}
+    for rel in sorted(SETTINGS):
+        tree = ast.parse((ROOT / rel).read_text("utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(
+                    r"REWIND_[A-Z0-9_]+", node.value):
+                declared.setdefault(node.value, []).append(rel)
+    assert len(declared) > 50
+    assert {name: where for name, where in declared.items() if len(where) > 1} == {}
+
+
 def test_no_module_over_the_size_limit():
     long = {str(p.relative_to(ROOT)): n for p in _modules()
             if (n := len(p.read_text("utf-8").splitlines())) > MAX_LINES}
@@ -141,7 +222,7 @@ def _same_names(paths: list[Path]) -> dict[str, list[str]]:
     """File names held by modules of more than one package, with where they are."""
     where: dict[str, list[str]] = {}
     for path in paths:
-        if path.name != "__init__.py" and path.name not in SAME_NAME_ALLOWED:
+        if path.name != "__init__.py":
             where.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     return {name: places for name, places in where.items() if len(places) > 1}
 

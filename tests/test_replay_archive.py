@@ -11,13 +11,14 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from rewind.collector import reader
+from rewind.collector.server_settings import DEFAULT_WORKER_URL as DEFAULT_API
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive, blobs
 from rewind.replay.sources.archive import ArchiveError, CredentialInTrace
 from rewind.replay.sources.credentials import attribute_findings
-from rewind.replay.sources.locate import DEFAULT_API, StoreSource, worker_reachable
+from rewind.replay.sources.locate import StoreSource, worker_reachable
 from rewind.replay.worker.app import create_app
 from tests.support.trace_files import SYSTEM, TRACE, chat_spans, tampered
 

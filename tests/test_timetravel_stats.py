@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from rewind.collector.server_settings import ENV_PRICES
 from rewind.replay.timetravel.stats import (
-    ENV_PRICES,
     PriceError,
     Usage,
     load_prices,

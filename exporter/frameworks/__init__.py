@@ -15,8 +15,8 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from ..config import framework_tools_enabled
 from ..imports import when_imported
+from ..process_settings import framework_tools_enabled
 
 # The framework module each hook patches -> the hook's module, here.
 FRAMEWORKS = {"agents": ".openai_agents", "langchain_core.tools.base": ".langchain_tools",

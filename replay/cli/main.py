@@ -14,7 +14,9 @@ from typing import Any, NoReturn
 
 import click
 
+from rewind.collector.server_settings import ENV_ALLOW_LIVE, ENV_CLOCK
 from rewind.collector.store import StoreError
+from rewind.exporter.process_settings import ENV_CAPTURE
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
@@ -24,6 +26,7 @@ from rewind.replay.cli.options import (
     print_json,
 )
 from rewind.replay.play import launch
+from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS, ENV_DEBUG
 from rewind.replay.sources.locate import ApiSource, SourceError, open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
@@ -153,15 +156,15 @@ everything after it go live.
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
-@click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
+@click.option("--debug", envvar=ENV_DEBUG, is_flag=True,
               help="On a divergence, also print the command's traceback.")
-@click.option("--allow-live", "allow_live", multiple=True, envvar="REWIND_ALLOW_LIVE",
+@click.option("--allow-live", "allow_live", multiple=True, envvar=ENV_ALLOW_LIVE,
               metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
               "hold go out; repeatable (in the variable: space-separated). Default: none, "
               "they are refused in strict mode.")
 @ignore_option
-@click.option("--clock", "clock_mode", type=click.Choice(["recorded", "live"]),
-              default="recorded", envvar="REWIND_CLOCK", show_default=True,
+@click.option("--clock", "clock_mode", type=click.Choice(CLOCKS),
+              default=CLOCK_RECORDED.value, envvar=ENV_CLOCK, show_default=True,
               help="The command's wall clock: starting at the recorded run's start and moving "
               "on normally, or the real one.")
 @api_option
@@ -170,8 +173,8 @@ everything after it go live.
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
            debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+    from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
-    from rewind.replay.play.settings import LENIENT, STRICT
 
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
@@ -248,7 +251,7 @@ NO_LLM_CALLS = (
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")
 @click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
-              help="What to capture. Default: REWIND_CAPTURE as the recorded process reads "
+              help=f"What to capture. Default: {ENV_CAPTURE} as the recorded process reads "
               "it (an unreadable value means metadata), else full.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, name: str | None, capture: str | None,
@@ -260,8 +263,8 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
 
     The recorded process reads REWIND_CAPTURE, REWIND_REDACT, REWIND_MAX_BODY_BYTES,
     REWIND_MATCH_KEY_SALT, REWIND_HTTP, REWIND_HTTP_HOSTS, REWIND_HTTP_EXCLUDE,
-    REWIND_FRAMEWORK_TOOLS, REWIND_MAX_QUEUE_BYTES and the OTEL_* variables (README,
-    Configuration); under opentelemetry-instrument, REWIND_PROCESS_ROOT too.
+    REWIND_FRAMEWORK_TOOLS, REWIND_MAX_QUEUE_BYTES, REWIND_MAX_EXPORT_BYTES and the OTEL_*
+    variables (README, Configuration); under opentelemetry-instrument, REWIND_PROCESS_ROOT too.
     """
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,

@@ -10,8 +10,13 @@ from typing import Any
 
 import click
 
-from rewind.collector.store import ENV_URL
-from rewind.replay.sources.locate import ENV_API
+from rewind.collector.server_settings import (
+    ENV_API_TOKEN,
+    ENV_CLICKHOUSE_URL,
+    ENV_IGNORE,
+    ENV_PRICES,
+)
+from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
@@ -25,7 +30,7 @@ def _store_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 clickhouse_option = click.option(
     "--clickhouse",
-    envvar=ENV_URL,
+    envvar=ENV_CLICKHOUSE_URL,
     default=None,
     callback=_store_url,
     help="Store: a directory or chdb:///abs/path (embedded), or "
@@ -36,14 +41,14 @@ api_option = click.option(
     envvar=ENV_API,
     default=None,
     help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
-    " when none answers, the store is opened directly. A token it wants: REWIND_API_TOKEN.",
+    f" when none answers, the store is opened directly. A token it wants: {ENV_API_TOKEN}.",
 )
 
 
 prices_option = click.option(
-    "--prices", default=None, help="Price file overriding the built-in table and REWIND_PRICES.")
+    "--prices", default=None, help=f"Price file overriding the built-in table and {ENV_PRICES}.")
 ignore_option = click.option(
-    "--ignore", "ignore", multiple=True, envvar="REWIND_IGNORE", metavar="PATH",
+    "--ignore", "ignore", multiple=True, envvar=ENV_IGNORE, metavar="PATH",
     help="A request field whose value may differ from the recording (a glob over the paths "
     "divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
     "space-separated).")

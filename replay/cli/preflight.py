@@ -6,7 +6,8 @@ from __future__ import annotations
 import errno
 import socket
 
-from rewind.collector.store import ENV_URL, resolve_url
+from rewind.collector.server_settings import ENV_CLICKHOUSE_URL
+from rewind.collector.store import resolve_url
 from rewind.replay.cli.failure import fail
 from rewind.replay.sources.locate import store_in_use
 
@@ -16,7 +17,8 @@ def check_store(url: str | None) -> None:
     resolved = resolve_url(url)
     if store_in_use(resolved):
         fail(f"the store {resolved} is open in another process (a `rewind serve` already "
-             "running?)", f"stop it, or give another store with --clickhouse / {ENV_URL}")
+             "running?)",
+             f"stop it, or give another store with --clickhouse / {ENV_CLICKHOUSE_URL}")
 
 
 def check_ports(host: str, ports: dict[str, tuple[int, str]]) -> None:

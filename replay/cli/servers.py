@@ -6,7 +6,14 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from rewind.collector.config import ENV
+from rewind.collector.server_settings import (
+    ENV,
+    ENV_API_TOKENS_FILE,
+    ENV_CLICKHOUSE_CLUSTER,
+    ENV_CLICKHOUSE_DATABASE,
+    ENV_WORKER_HOST,
+    ENV_WORKER_PORT,
+)
 from rewind.collector.store import StoreError, redact_url
 from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option
@@ -18,25 +25,25 @@ out = Console()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--grpc-port", envvar=ENV["grpc_port"], default=4317, show_default=True,
               help="OTLP/gRPC port (0: any).")
-@click.option("--api-port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+@click.option("--api-port", envvar=ENV_WORKER_PORT, default=8787, show_default=True,
               help="Worker API port (0: any).")
 @click.option("--http-port", envvar=ENV["http_port"], default=4318, show_default=True,
               help="OTLP/HTTP port (0: any).")
 @click.option("--spool-dir", envvar=ENV["spool_dir"], default=None,
               help="Ingest spool (default: next to the store).")
 @click.option("--auth-tokens-file", "--tokens-file", "auth_tokens_file",
-              envvar=["REWIND_AUTH_TOKENS_FILE", "REWIND_API_TOKENS_FILE"], show_envvar=True,
+              envvar=[ENV["auth_tokens_file"], ENV_API_TOKENS_FILE], show_envvar=True,
               default=None, type=click.Path(exists=True, dir_okay=False),
               help="Bearer tokens, one per line: 'token' or 'token tenant', for sending spans "
                    "and for the API alike. A tenant's token reads only its tenant's traces; "
                    "one without a tenant is an operator's. Reloaded when the file changes or "
                    "on SIGHUP. Required off loopback.")
-@click.option("--auth-tokens", envvar="REWIND_AUTH_TOKENS", show_envvar=True, default=None,
+@click.option("--auth-tokens", envvar=ENV["auth_tokens"], show_envvar=True, default=None,
               help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
-@click.option("--auth-reload-seconds", envvar="REWIND_AUTH_RELOAD_SECONDS", show_envvar=True,
+@click.option("--auth-reload-seconds", envvar=ENV["auth_reload_seconds"], show_envvar=True,
               type=float, default=2.0, show_default=True,
               help="How often the tokens file is checked for changes (0: only on SIGHUP).")
-@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+@click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Allow a non-loopback --host without authentication.")
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
@@ -49,7 +56,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
     check_store(clickhouse)
     check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
                        "--http-port": (http_port, ENV["http_port"]),
-                       "--api-port": (api_port, "REWIND_WORKER_PORT")})
+                       "--api-port": (api_port, ENV_WORKER_PORT)})
     try:
         run(
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
@@ -65,14 +72,14 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
 
 @click.command(cls=Command)
 @clickhouse_option
-@click.option("--host", envvar="REWIND_WORKER_HOST", default="127.0.0.1", show_default=True,
+@click.option("--host", envvar=ENV_WORKER_HOST, default="127.0.0.1", show_default=True,
               help="Address to listen on.")
-@click.option("--port", envvar="REWIND_WORKER_PORT", default=8787, show_default=True,
+@click.option("--port", envvar=ENV_WORKER_PORT, default=8787, show_default=True,
               help="API port (0: any).")
-@click.option("--tokens-file", envvar="REWIND_API_TOKENS_FILE", default=None,
+@click.option("--tokens-file", envvar=ENV_API_TOKENS_FILE, default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="Bearer tokens, one per line ('token [tenant]'); required off loopback.")
-@click.option("--allow-insecure-bind", envvar="REWIND_ALLOW_INSECURE_BIND", is_flag=True,
+@click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Serve on a non-loopback address without tokens.")
 def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
            allow_insecure_bind: bool) -> None:
@@ -91,10 +98,10 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
 
 @click.command(cls=Command)
 @clickhouse_option
-@click.option("--cluster", envvar="REWIND_CLICKHOUSE_CLUSTER", default="",
+@click.option("--cluster", envvar=ENV_CLICKHOUSE_CLUSTER, default="",
               help="Create replicated local tables ON CLUSTER with Distributed tables over "
                    "them (the cluster name from remote_servers).")
-@click.option("--database", envvar="REWIND_CLICKHOUSE_DATABASE", default="",
+@click.option("--database", envvar=ENV_CLICKHOUSE_DATABASE, default="",
               help="Database of the cluster tables (default: the connection's).")
 def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
     """Create or upgrade the tables (idempotent)."""

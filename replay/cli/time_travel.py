@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from rewind.collector.server_settings import ENV_PRICES
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
@@ -228,7 +229,7 @@ def stats(since: str, until: str | None, service: str | None, by: str, prices: s
         load_prices(prices), by))
     show(report, as_json, stats_table)
     if report.unpriced and not as_json:
-        warn(f"{', '.join(report.unpriced)} (add them with --prices or REWIND_PRICES)",
+        warn(f"{', '.join(report.unpriced)} (add them with --prices or {ENV_PRICES})",
              "no price for")
 
 @click.command(cls=Command)

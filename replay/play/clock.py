@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.replay.play.settings import CLOCK_LIVE, CLOCKS
+from rewind.replay.play.replay_settings import CLOCK_LIVE, CLOCKS
 
 _travel: list[Any] = []  # the travel under way (one per process)
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rewind.replay.play import bootstrap
+from rewind.replay.play.replay_settings import installers as installers_in
 
 NOT_FOUND_EXIT = 127  # the shell's codes for a command that cannot be run
 NOT_EXECUTABLE_EXIT = 126
@@ -47,7 +48,7 @@ def environment(settings: Settings, installers: Sequence[str] = (),
             env.pop(name, None)
         else:
             env[name] = value
-    names = [*bootstrap.valid_installers(env.get(bootstrap.ENV_INSTALLERS, "")), *installers]
+    names = [*bootstrap.valid_installers(installers_in(env)), *installers]
     if names:
         env[bootstrap.ENV_INSTALLERS] = bootstrap.installers_value(list(dict.fromkeys(names)))
     else:

@@ -12,28 +12,17 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from rewind.exporter import frameworks, tools, transport
-from rewind.exporter.config import host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock
 from rewind.replay.play.divergence import Divergence
-from rewind.replay.play.session import (
-    Answer,
-    Decision,
-    Diverged,
-    Replayed,
-    ReplaySession,
-    recorded_answer,
-)
-from rewind.replay.play.settings import (
-    CLOCK_RECORDED,
+from rewind.replay.play.replay_settings import (
     ENV_ALLOW_LIVE,
     ENV_CASSETTE,
     ENV_CLOCK,
@@ -46,6 +35,15 @@ from rewind.replay.play.settings import (
     INSTALLER,
     LENIENT,
     STRICT,
+    ReplaySettings,
+)
+from rewind.replay.play.session import (
+    Answer,
+    Decision,
+    Diverged,
+    Replayed,
+    ReplaySession,
+    recorded_answer,
 )
 
 __all__ = ["ENV_ALLOW_LIVE", "ENV_CASSETTE", "ENV_CLOCK", "ENV_DEBUG", "ENV_IGNORE", "ENV_MODE",
@@ -191,22 +189,21 @@ def replaying(replay: Cassette | ReplaySession, clock_mode: str | None = None,
 
 def install_from_env() -> ReplaySession | None:
     """Child-process entry: read the cassette and settings ``rewind-replay`` left in the env."""
-    path = os.environ.get(ENV_CASSETTE)
-    if not path:
+    settings = ReplaySettings.from_env()
+    if settings is None:
         return None
-    cassette = Cassette.from_dict(json.loads(Path(path).read_text("utf-8")))
-    speed = os.environ.get(ENV_SPEED)
+    cassette = Cassette.from_dict(json.loads(Path(settings.cassette_path).read_text("utf-8")))
     session = ReplaySession(
         cassette,
-        mode=os.environ.get(ENV_MODE, STRICT),
-        speed=float(speed) if speed else None,
-        report_path=os.environ.get(ENV_REPORT),
-        allow_live=host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
-        ignore=tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p),
+        mode=settings.mode,
+        speed=settings.speed,
+        report_path=settings.report_path,
+        allow_live=settings.allow_live,
+        ignore=settings.ignore,
     )
-    replaying(session, os.environ.get(ENV_CLOCK) or CLOCK_RECORDED).start()  # till the end
+    replaying(session, settings.clock).start()  # till the end
     atexit.register(_report_at_exit, session)
-    if not os.environ.get(ENV_DEBUG):
+    if not settings.debug:
         _quiet_divergences()
     return session
 

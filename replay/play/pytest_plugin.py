@@ -39,10 +39,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rewind", "replay LLM calls from Rewind recordings")
     group.addoption("--rewind-api", default=None, metavar="URL",
                     help="Worker to read @pytest.mark.rewind(trace_id=...) traces from "
-                         "(default: $REWIND_URL, else http://127.0.0.1:8787).")
+                         "(default: the one `rewind --api` reads, else http://127.0.0.1:8787).")
     group.addoption("--rewind-clickhouse", default=None, metavar="URL",
                     help="Store to read traces from when no worker answers "
-                         "(default: $REWIND_CLICKHOUSE_URL).")
+                         "(default: the one `rewind --clickhouse` reads).")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import autorecord
-from rewind.exporter.config import ENV_CAPTURE
+from rewind.collector.server_settings import worker_url
+from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.replay.play import launch
-from rewind.replay.sources.locate import DEFAULT_API, ENV_API, ApiSource, worker_reachable
+from rewind.replay.sources.locate import ApiSource, worker_reachable
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
@@ -111,9 +111,7 @@ def record_settings(
     base: Mapping[str, str], report_path: str, endpoint: str, name: str, capture: str | None
 ) -> dict[str, str | None]:
     """What the child's environment gets on top of ``base`` (None: removed) to record itself."""
-    settings: dict[str, str | None] = {autorecord.ENV_RECORD: "1",
-                                       autorecord.ENV_REPORT: report_path,
-                                       autorecord.ENV_NAME: name}
+    settings = RecordSettings(True, report_path, name).to_env()
     if not any(base.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, dict(base)):
         settings["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
         settings["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = None
@@ -167,7 +165,7 @@ def wait_until_readable(outcome: RecordOutcome, timeout: float = READABLE_TIMEOU
     exported = totals.get("exported_spans", 0)
     if not exported or totals.get("failed_spans") or not outcome.trace_ids:
         return
-    url = os.environ.get(ENV_API) or DEFAULT_API
+    url = worker_url()
     if not worker_reachable(url):
         return
     outcome.worker = url

@@ -8,11 +8,19 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch, settings
+from rewind.replay.play import launch
+from rewind.replay.play.replay_settings import (
+    CLOCK_RECORDED,
+    INSTALLER,
+    STRICT,
+    ReplaySettings,
+    clock,
+    replay_mode,
+)
 from rewind.replay.play.report import ReplayReport
 
 DIVERGED_EXIT = 3
@@ -26,35 +34,29 @@ class ReplayOutcome:
 
 
 def run_command(
-    cassette: Cassette, command: list[str], mode: str = settings.STRICT,
+    cassette: Cassette, command: list[str], mode: str = STRICT,
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
-    ignore: Sequence[str] = (), clock_mode: str = settings.CLOCK_RECORDED,
+    ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``)."""
-    if clock_mode not in settings.CLOCKS:
-        raise ValueError(f"clock must be one of {', '.join(settings.CLOCKS)}, "
-                         f"not {clock_mode!r}")
+    chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
+                            allow_live=tuple(allow_live), ignore=tuple(ignore),
+                            clock=clock(clock_mode), source_trace_id=cassette.trace_id)
     if not command:
         raise ValueError("no command to run under replay (give it after --)")
     with tempfile.TemporaryDirectory(prefix="rewind-replay-") as tmp:
         cassette_path = os.path.join(tmp, "cassette.json")
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
-        child = {settings.ENV_CASSETTE: cassette_path, settings.ENV_REPORT: str(report_path),
-                 settings.ENV_MODE: mode, settings.ENV_SOURCE: cassette.trace_id,
-                 settings.ENV_SPEED: str(speed) if speed else None,
-                 settings.ENV_DEBUG: "1" if debug else None,
-                 settings.ENV_ALLOW_LIVE: ",".join(allow_live) or None,
-                 settings.ENV_IGNORE: "\n".join(ignore) or None,
-                 settings.ENV_CLOCK: clock_mode}
-        exit_code = launch.run(command, child, [settings.INSTALLER])
+        child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
+        exit_code = launch.run(command, child.to_env(), [INSTALLER])
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
         except FileNotFoundError:
             report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
             installed = False
-    diverged = report.divergence is not None and mode == settings.STRICT
+    diverged = report.divergence is not None and mode == STRICT
     return ReplayOutcome(DIVERGED_EXIT if diverged else exit_code, report, installed)

@@ -24,8 +24,8 @@ from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Asked, Matcher
+from rewind.replay.play.replay_settings import LENIENT, STRICT, ReplayMode, replay_mode
 from rewind.replay.play.report import ReplayReport
-from rewind.replay.play.settings import LENIENT, STRICT
 
 Events = list[tuple[int, str]]
 
@@ -152,7 +152,7 @@ def _recorded_traces() -> list[str]:
 @dataclass
 class ReplaySession:
     cassette: Cassette
-    mode: str = STRICT
+    mode: ReplayMode = STRICT
     speed: float | None = None  # None: no delays; 1.0: recorded timing; 2.0: twice as fast
     report_path: str | None = None
     allow_live: tuple[str, ...] = ()  # hosts (globs) whose unrecorded HTTP calls may go out
@@ -163,8 +163,7 @@ class ReplaySession:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
-        if self.mode not in (STRICT, LENIENT):
-            raise ValueError(f"replay mode must be {STRICT!r} or {LENIENT!r}, not {self.mode!r}")
+        self.mode = replay_mode(self.mode)  # a string from JSON or a marker too
         self.matcher = Matcher(self.cassette.interactions,
                                Tolerance(tuple(self.ignore), self.cassette.started_ns / 1e9))
 

@@ -7,22 +7,21 @@ says so and names the flags that point at one.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from rewind.collector.store import ENV_URL, Store, redact_url, resolve_url
+from rewind.collector.server_settings import ENV_API_TOKEN, api_token, worker_url
+from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
+from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
+from rewind.collector.store import Store, redact_url, resolve_url
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
 
-ENV_API = "REWIND_URL"
-ENV_API_TOKEN = "REWIND_API_TOKEN"  # bearer token for a worker or serve run with tokens
-DEFAULT_API = "http://127.0.0.1:8787"
 
 
 ENV_HINT = (f"point at a store with --clickhouse chdb:///path ({ENV_URL}) or at a running "
@@ -54,7 +53,7 @@ class ApiSource:
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url.rstrip("/")
-        token = token if token is not None else os.environ.get(ENV_API_TOKEN)
+        token = token if token is not None else api_token()
         self._headers = {"authorization": f"Bearer {token}"} if token else {}
         from rewind.replay.sources.api_client import client_for
 
@@ -210,7 +209,7 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly.
     Without ``create`` (only an import makes a store) a store that is not there is an error
     naming where it was looked for, never an empty store made on the spot."""
-    url = api_url or os.environ.get(ENV_API) or DEFAULT_API
+    url = api_url or worker_url()
     if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
         server = Store(clickhouse_url)  # a server: read it directly
         return StoreSource(server if create else _existing(server))

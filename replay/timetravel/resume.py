@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import json
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -31,11 +30,11 @@ from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
 from rewind.replay.play.recorder import run_recorded
+from rewind.replay.play.replay_settings import ENV_FORK, fork_spec
 from rewind.replay.play.session import STRICT, Answer, ReplaySession
 from rewind.replay.timetravel.edits import apply_edits
 from rewind.replay.timetravel.fork import Checkpoint, ForkError, ForkRun
 
-ENV_FORK = "REWIND_FORK"
 INSTALLER = f"{__name__}:install_from_env"  # run by the child's sitecustomize, after recording
 POSITION = "rewind.fork.position"  # request extension: the call's place in the new run
 MISMATCH = "rewind.fork.mismatch"  # request extension: the call at N is not the recorded one
@@ -257,7 +256,7 @@ def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None
 def install_from_env() -> Resumed | None:
     """Child-process entry (``sitecustomize``), after ``rewind record``'s root span is open:
     install the fork and put the lineage on that root span."""
-    path = os.environ.get(ENV_FORK)
+    path = fork_spec()
     if not path:
         return None
     spec = json.loads(Path(path).read_text("utf-8"))

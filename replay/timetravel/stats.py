@@ -11,7 +11,6 @@ table is reported as unpriced, not counted as free.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,9 +22,9 @@ from rewind.collector.llm_steps import not_made_from_run, steps_by_trace
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.reader import tenant_condition
 from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
+from rewind.collector.server_settings import prices_file
 from rewind.collector.store import Store
 
-ENV_PRICES = "REWIND_PRICES"
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -60,10 +59,9 @@ class PriceTable:
 
 def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
     """Built-in prices, then ``REWIND_PRICES``, then ``path``: later entries win."""
-    env = os.environ if env is None else env
     prices = builtin_prices()
     sources = ["built-in"]
-    for extra in (env.get(ENV_PRICES), path):
+    for extra in (prices_file(env), path):
         if not extra:
             continue
         try:

@@ -18,9 +18,9 @@ from pathlib import Path
 import uvicorn
 
 from rewind.collector.auth import Authenticator, TokenReloader, TokenSource
-from rewind.collector.config import IngestOptions, is_loopback
 from rewind.collector.migrate import migrate
 from rewind.collector.receivers_http import bind_socket
+from rewind.collector.server_settings import ENV_API_TOKENS_FILE, IngestOptions, is_loopback
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store, redact_url
 from rewind.replay.worker.app import create_app
@@ -80,7 +80,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
     if not tokens and not is_loopback(options.host) and not options.allow_insecure_bind:
         raise OSError(
             f"refusing to serve the worker API on {options.host} without auth tokens: give "
-            "--tokens-file (REWIND_API_TOKENS_FILE) or pass --allow-insecure-bind if the "
+            f"--tokens-file ({ENV_API_TOKENS_FILE}) or pass --allow-insecure-bind if the "
             "network is trusted"
         )
     auth = Authenticator(tokens) if tokens else None

@@ -20,8 +20,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from starlette.testclient import TestClient
 
-from rewind.collector.config import IngestOptions
 from rewind.collector.migrate import migrate
+from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
 from rewind.exporter import instrument, uninstrument

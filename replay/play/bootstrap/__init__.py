@@ -13,13 +13,14 @@ ours (``rewind record -- opentelemetry-instrument python app.py``); :func:`start
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Mapping
 from importlib import import_module
 
-ENV_INSTALLERS = "REWIND_INSTALLERS"
+from rewind.exporter.process_settings import RecordSettings
+from rewind.replay.play.replay_settings import ENV_INSTALLERS, installers
+
 _SEPARATOR = ","
 _INSTALLER = re.compile(r"rewind\.replay(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
 
@@ -55,21 +56,21 @@ def start() -> None:
     if _started:
         return
     _started = True
-    if os.environ.get("REWIND_RECORD"):  # rewind record: instrument, one root span per process
+    if RecordSettings.from_env().record:  # rewind record: instrument, one root span a process
         try:
             from rewind.exporter.autorecord import start_from_env
 
             start_from_env()
         except Exception as error:
             print(f"rewind: recording not started: {error}", file=sys.stderr)
-    if os.environ.get(ENV_INSTALLERS):  # after recording started, so what they do is recorded
+    if installers():  # after recording started, so what they do is recorded
         run_installers()
 
 
 def run_installers(env: Mapping[str, str] | None = None) -> None:
     """Call each installer named in the environment, in order; a refused one is reported on
     stderr and skipped, so the user's program starts anyway."""
-    value = (os.environ if env is None else env).get(ENV_INSTALLERS, "")
+    value = installers(env)
     for name in filter(None, value.split(_SEPARATOR)):
         try:
             module, function = check_installer(name.strip()).split(":")

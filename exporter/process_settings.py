@@ -1,4 +1,6 @@
-"""What the exporter captures, set by ``instrument(...)`` arguments or environment variables.
+"""Every environment variable an instrumented process reads, and the settings made of them: what
+the exporter captures (set by ``instrument(...)`` arguments or the variables below), how much
+its export queue holds, whole-process recording, and the worker it must never record.
 
 =========================  ===========================================================  =========
 variable                   meaning                                                      default
@@ -19,6 +21,12 @@ variable                   meaning                                              
                            calls are recorded
 ``REWIND_HTTP_EXCLUDE``    comma-separated host globs never recorded                     none
 =========================  ===========================================================  =========
+
+The others (``ENV_*`` below) say where the export queue stops, whether framework tools are
+hooked, what ``rewind record`` asked of this process, and which trace a replayed run replays.
+This module is the only one that names a ``REWIND_*`` variable on this side
+(``tests/test_layout.py``); the server's are in ``rewind.collector.server_settings``, the
+replayed child's in ``rewind.replay.play.replay_settings``.
 
 Telemetry (OTLP exporters, the Rewind worker) is never recorded as a run's HTTP call; see
 ``telemetry.py``.
@@ -60,6 +68,17 @@ ENV_HTTP_HOSTS = "REWIND_HTTP_HOSTS"
 ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
 # off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
 ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
+ENV_MAX_QUEUE_BYTES = "REWIND_MAX_QUEUE_BYTES"  # payload bytes queued or in flight
+ENV_MAX_EXPORT_BYTES = "REWIND_MAX_EXPORT_BYTES"  # payload bytes per export request
+ENV_RECORD = "REWIND_RECORD"  # 1: instrument at start-up, one root span (``rewind record``)
+ENV_RECORD_REPORT = "REWIND_RECORD_REPORT"  # file the process appends its trace ids to
+ENV_RECORD_NAME = "REWIND_RECORD_NAME"  # the root span's agent name
+ENV_PROCESS_ROOT = "REWIND_PROCESS_ROOT"  # off: RewindInstrumentor opens no root span
+ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"  # a replayed run: the trace it replays
+ENV_WORKER_URL = "REWIND_URL"  # the worker the CLI reads through; never recorded here
+# What a parent (``rewind record``, ``rewind replay``) sets for its child, never set by hand:
+# not in README's configuration table.
+INTERNAL = frozenset({ENV_RECORD, ENV_RECORD_REPORT, ENV_RECORD_NAME, ENV_REPLAY_SOURCE})
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
@@ -72,6 +91,47 @@ def is_off(value: str | None) -> bool:
 def framework_tools_enabled() -> bool:
     """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
     return not is_off(os.environ.get(ENV_FRAMEWORK_TOOLS))
+
+
+def process_root_enabled() -> bool:
+    """Whether ``RewindInstrumentor`` opens a root span (``REWIND_PROCESS_ROOT``, on unless
+    turned off)."""
+    return not is_off(os.environ.get(ENV_PROCESS_ROOT))
+
+
+def replay_source() -> str | None:
+    """The trace a replayed run replays (spans are stamped with it), None outside a replay."""
+    return os.environ.get(ENV_REPLAY_SOURCE) or None
+
+
+def positive_int(name: str, default: int) -> int:
+    """An integer variable (``name``), ``default`` when unset, not a number or not positive."""
+    try:
+        value = int(os.environ.get(name, "") or default)
+    except ValueError:
+        log.warning("rewind: %s is not an integer; using %d", name, default)
+        return default
+    return value if value > 0 else default
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """What ``rewind record`` asked of this process through its environment."""
+
+    record: bool = False
+    report_path: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RecordSettings:
+        env = os.environ if environ is None else environ
+        return cls(env.get(ENV_RECORD, "").strip().lower() in ("1", "true", "yes"),
+                   env.get(ENV_RECORD_REPORT) or None, env.get(ENV_RECORD_NAME) or None)
+
+    def to_env(self) -> dict[str, str | None]:
+        """The child's variables (None: removed from its environment)."""
+        return {ENV_RECORD: "1" if self.record else None, ENV_RECORD_REPORT: self.report_path,
+                ENV_RECORD_NAME: self.name}
 
 class CaptureMode(str, enum.Enum):
     FULL = "full"

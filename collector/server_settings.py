@@ -1,7 +1,12 @@
-"""Collector settings: every knob in one place, with the environment variable that sets it.
+"""Server-side settings: every variable the collector, the worker and the CLI read, and the
+collector's knobs as dataclasses.
 
-The CLI maps each flag to the variable named here; ``rewind serve`` and tests build the same
-dataclasses directly.
+The CLI maps each flag to the variable named here (``envvar=``); ``rewind serve`` and tests
+build the same dataclasses directly. Settings modules are the only ones that name a
+``REWIND_*`` variable (``tests/test_layout.py``): this one for the server side,
+``rewind.exporter.process_settings`` for an instrumented process (``REWIND_URL`` is declared
+there: the exporter never records calls to the worker), ``rewind.replay.play.replay_settings``
+for what a replayed child is handed.
 """
 
 from __future__ import annotations
@@ -9,11 +14,16 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .auth import TokenSource
+from rewind.exporter.process_settings import ENV_WORKER_URL  # the CLI reads it too
+
+if TYPE_CHECKING:
+    from .auth import TokenSource
 
 MIB = 1024 * 1024
 
@@ -44,6 +54,18 @@ ENV = {
     "log_format": "REWIND_LOG_FORMAT",
     "log_level": "REWIND_LOG_LEVEL",
 }
+ENV_CLICKHOUSE_URL = "REWIND_CLICKHOUSE_URL"  # the store (``--clickhouse``)
+ENV_CLICKHOUSE_CLUSTER = "REWIND_CLICKHOUSE_CLUSTER"  # ``rewind migrate --cluster``
+ENV_CLICKHOUSE_DATABASE = "REWIND_CLICKHOUSE_DATABASE"  # ``rewind migrate --database``
+ENV_WORKER_HOST = "REWIND_WORKER_HOST"
+ENV_WORKER_PORT = "REWIND_WORKER_PORT"
+ENV_API_TOKENS_FILE = "REWIND_API_TOKENS_FILE"  # the worker's tokens, ``token [tenant]`` a line
+ENV_API_TOKEN = "REWIND_API_TOKEN"  # the bearer token the CLI sends to that worker
+ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
+ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
+ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
+ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
+DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -52,6 +74,26 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
 
 class ConfigError(ValueError):
     """A setting is invalid; the message names the setting and what is accepted."""
+
+
+def store_url() -> str | None:
+    """The store ``REWIND_CLICKHOUSE_URL`` names, if any."""
+    return os.environ.get(ENV_CLICKHOUSE_URL) or None
+
+
+def worker_url() -> str:
+    """The worker the CLI reads through: ``REWIND_URL``, else the default local one."""
+    return os.environ.get(ENV_WORKER_URL) or DEFAULT_WORKER_URL
+
+
+def api_token() -> str | None:
+    """The token the CLI sends to that worker (``REWIND_API_TOKEN``)."""
+    return os.environ.get(ENV_API_TOKEN) or None
+
+
+def prices_file(environ: Mapping[str, str] | None = None) -> str | None:
+    """The price file ``REWIND_PRICES`` names, if any."""
+    return (os.environ if environ is None else environ).get(ENV_PRICES) or None
 
 
 def parse_size(text: str | int, setting: str = "size") -> int:

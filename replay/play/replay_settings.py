@@ -1,0 +1,129 @@
+"""What a replayed (or forked) child is handed through its environment: one typed
+:class:`ReplaySettings` that ``runner.py`` turns into variables (:meth:`ReplaySettings.to_env`)
+and ``player.py`` reads back in the child (:meth:`ReplaySettings.from_env`), plus the variables
+of the bootstrap and the fork. Kept apart from both so that the parent names them without
+importing the player (and the transport hooks with it).
+
+One of the three settings modules, the only ones that name a ``REWIND_*`` variable
+(``tests/test_layout.py``); the other two are ``rewind.exporter.process_settings`` and
+``rewind.collector.server_settings``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rewind.exporter.process_settings import ENV_REPLAY_SOURCE, host_globs
+
+ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
+ENV_REPORT = "REWIND_REPLAY_REPORT"
+ENV_MODE = "REWIND_REPLAY_MODE"
+ENV_SPEED = "REWIND_REPLAY_SPEED"
+ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints its traceback
+ENV_SOURCE = ENV_REPLAY_SOURCE
+ENV_ALLOW_LIVE = "REWIND_REPLAY_ALLOW_LIVE"  # comma-separated host globs
+ENV_IGNORE = "REWIND_REPLAY_IGNORE"  # newline-separated request path globs
+ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # the child's wall clock: a Clock value
+ENV_INSTALLERS = "REWIND_INSTALLERS"  # what the child's sitecustomize runs (``bootstrap``)
+ENV_FORK = "REWIND_FORK"  # a forked child: the file holding its checkpoint (``resume.py``)
+INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
+# Set by the parent for its child, never by hand (``REWIND_DEBUG`` is also ``rewind --debug``).
+INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE, ENV_ALLOW_LIVE,
+                      ENV_IGNORE, ENV_CLOCK, ENV_INSTALLERS, ENV_FORK})
+
+
+class _Choice(str, enum.Enum):
+    """A choice written as its value wherever it is shown (``f"{mode}"``), as a string is."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class ReplayMode(_Choice):
+    """Strict stops the run at the first divergence; lenient lets it go live from there."""
+
+    STRICT = "strict"
+    LENIENT = "lenient"
+
+
+class Clock(_Choice):
+    """The replayed child's wall clock: the recording's (``clock.py``) or the real one."""
+
+    RECORDED = "recorded"
+    LIVE = "live"
+
+
+STRICT = ReplayMode.STRICT
+LENIENT = ReplayMode.LENIENT
+CLOCK_RECORDED = Clock.RECORDED
+CLOCK_LIVE = Clock.LIVE
+CLOCKS = tuple(c.value for c in Clock)
+
+
+def replay_mode(value: str | ReplayMode) -> ReplayMode:
+    """``value`` as a mode; ValueError naming the choices."""
+    try:
+        return ReplayMode(value)
+    except ValueError:
+        raise ValueError(f"replay mode must be {STRICT.value!r} or {LENIENT.value!r}, "
+                         f"not {value!r}") from None
+
+
+def clock(value: str | Clock) -> Clock:
+    """``value`` as a clock; ValueError naming the choices."""
+    try:
+        return Clock(value)
+    except ValueError:
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Everything the child needs besides the cassette's content (a file, ``cassette_path``)."""
+
+    cassette_path: str
+    report_path: str | None = None
+    mode: ReplayMode = ReplayMode.STRICT
+    source_trace_id: str | None = None  # stamped on the child's own spans
+    speed: float | None = None  # None or 0: answer at once
+    debug: bool = False
+    allow_live: tuple[str, ...] = ()  # host globs whose unrecorded calls may go out
+    ignore: tuple[str, ...] = ()  # request path globs whose values may differ
+    clock: Clock = Clock.RECORDED
+
+    def to_env(self) -> dict[str, str | None]:
+        """The child's variables (None: removed from its environment)."""
+        return {ENV_CASSETTE: self.cassette_path, ENV_REPORT: self.report_path,
+                ENV_MODE: self.mode.value, ENV_SOURCE: self.source_trace_id,
+                ENV_SPEED: str(self.speed) if self.speed else None,
+                ENV_DEBUG: "1" if self.debug else None,
+                ENV_ALLOW_LIVE: ",".join(self.allow_live) or None,
+                ENV_IGNORE: "\n".join(self.ignore) or None,
+                ENV_CLOCK: self.clock.value}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReplaySettings | None:
+        """What the parent left in the environment; None when no cassette was handed over."""
+        env = os.environ if environ is None else environ
+        path = env.get(ENV_CASSETTE)
+        if not path:
+            return None
+        speed = env.get(ENV_SPEED)
+        return cls(path, env.get(ENV_REPORT), replay_mode(env.get(ENV_MODE) or STRICT),
+                   env.get(ENV_SOURCE) or None, float(speed) if speed else None,
+                   bool(env.get(ENV_DEBUG)), host_globs(env.get(ENV_ALLOW_LIVE, "")),
+                   tuple(p for p in env.get(ENV_IGNORE, "").split("\n") if p),
+                   clock(env.get(ENV_CLOCK) or CLOCK_RECORDED))
+
+
+def installers(environ: Mapping[str, str] | None = None) -> str:
+    """The ``REWIND_INSTALLERS`` value in the environment (empty: none)."""
+    return (os.environ if environ is None else environ).get(ENV_INSTALLERS, "")
+
+
+def fork_spec() -> str | None:
+    """The forked child's checkpoint file (``REWIND_FORK``), None outside a fork."""
+    return os.environ.get(ENV_FORK) or None
