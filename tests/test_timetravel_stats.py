@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from rewind.collector.filters import parse_when
+from rewind.collector.reader_usage import Usage
 from rewind.replay.timetravel.stats import (
     ENV_PRICES,
     PriceError,
-    Usage,
     load_prices,
-    parse_when,
     summarise,
 )
 
