@@ -47,13 +47,13 @@ class StoreRow:
     worker's JSON carries the same keys, so both sources give the same rows."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {column_name(f.name): getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {column_name(f.name): getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_columns(cls: type[Row], row: Mapping[str, Any]) -> Row:
         """From a query's row or the worker's JSON (where times are ISO text)."""
         values = {}
-        for item in fields(cls):  # type: ignore[arg-type]
+        for item in fields(cls):
             value = row[column_name(item.name)]
             if item.type == "datetime" and isinstance(value, str):
                 value = datetime.fromisoformat(value)

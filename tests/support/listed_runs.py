@@ -39,7 +39,7 @@ def _record(lab: Lab, service: str = "weather-agent", version: str = "1.0.0",
         with contextlib.suppress(RuntimeError), agent("weather") as span:
             if replay_of:
                 span.set_attribute(A.REPLAY_SOURCE_TRACE_ID, replay_of)
-            WeatherAgent(lab.clients, Knobs(**knobs)).run()  # type: ignore[arg-type]
+            WeatherAgent(lab.clients, Knobs(**knobs)).run()
             if fail:
                 raise RuntimeError(FAILURE)
         return format(span.get_span_context().trace_id, "032x")
