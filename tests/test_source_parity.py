@@ -109,13 +109,19 @@ def test_each_filter_travels_under_one_name_and_is_read_back_whole(filters):
 def test_rewind_traces_errors_lists_the_failed_run_through_a_worker_and_on_the_store(tmp_path):
     with lab_in(tmp_path) as lab:
         runs = record_listed_runs(lab)
+    asked = {("--errors",): ["failed"], ("--text", "LYON"): ["lyon"],
+             ("--service", "checkout", "--limit", "1"): ["anthropic"],
+             ("--model", "gpt-4o-mini-2024-08-06", "--until", runs.between.isoformat()): ["mini"]}
     served = start_serve(tmp_path / "store")
     try:
-        through_worker = rewind("traces", "--errors", "--json", "--api", served.api_url)
+        through_worker = {args: rewind("traces", *args, "--json", "--api", served.api_url)
+                          for args in asked}
     finally:
         served.stop()
-    on_store = rewind("traces", "--errors", "--json", store=tmp_path / "store")
-    assert through_worker.returncode == 0, through_worker.stderr
-    assert on_store.returncode == 0, on_store.stderr
-    assert [r["trace_id"] for r in json.loads(through_worker.stdout)] == [runs.ids["failed"]]
-    assert json.loads(through_worker.stdout) == json.loads(on_store.stdout)
+    for args, names in asked.items():
+        on_store = rewind("traces", *args, "--json", store=tmp_path / "store")
+        assert through_worker[args].returncode == 0, through_worker[args].stderr
+        assert on_store.returncode == 0, on_store.stderr
+        listed = json.loads(through_worker[args].stdout)
+        assert [r["trace_id"] for r in listed] == [runs.ids[n] for n in names], args
+        assert listed == json.loads(on_store.stdout), args
