@@ -1,11 +1,10 @@
 """Every listing filter, the usage of ``rewind stats`` and the runs of ``bisect --between``
 answer the same through a worker (the project's app served on loopback, over HTTP) as on the
-store itself, on real recorded runs in a real chDB store; and ``rewind traces --errors`` lists
-the same failed run both ways."""
+store itself, on real recorded runs in a real chDB store (the CLI's side:
+``test_cli_source_parity.py``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import fields
 
 import pytest
@@ -20,8 +19,7 @@ from rewind.collector.filters import (
     to_query,
 )
 from rewind.replay.sources.locate import ApiSource, StoreSource
-from tests.support.cli import rewind
-from tests.support.harness import lab_in, start_serve
+from tests.support.harness import lab_in
 from tests.support.listed_runs import LYON, ListedRuns, record_listed_runs, worker_on
 
 
@@ -104,24 +102,3 @@ def test_each_filter_travels_under_one_name_and_is_read_back_whole(filters):
                           if getattr(filters, f.name) not in (None, False, ())}
     assert from_query(type(filters), query) == filters
     assert from_query(type(filters), {}) == type(filters)()
-
-
-def test_rewind_traces_errors_lists_the_failed_run_through_a_worker_and_on_the_store(tmp_path):
-    with lab_in(tmp_path) as lab:
-        runs = record_listed_runs(lab)
-    asked = {("--errors",): ["failed"], ("--text", "LYON"): ["lyon"],
-             ("--service", "checkout", "--limit", "1"): ["anthropic"],
-             ("--model", "gpt-4o-mini-2024-08-06", "--until", runs.between.isoformat()): ["mini"]}
-    served = start_serve(tmp_path / "store")
-    try:
-        through_worker = {args: rewind("traces", *args, "--json", "--api", served.api_url)
-                          for args in asked}
-    finally:
-        served.stop()
-    for args, names in asked.items():
-        on_store = rewind("traces", *args, "--json", store=tmp_path / "store")
-        assert through_worker[args].returncode == 0, through_worker[args].stderr
-        assert on_store.returncode == 0, on_store.stderr
-        listed = json.loads(through_worker[args].stdout)
-        assert [r["trace_id"] for r in listed] == [runs.ids[n] for n in names], args
-        assert listed == json.loads(on_store.stdout), args
