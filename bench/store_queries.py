@@ -6,7 +6,7 @@ Measured, at two sizes so growth is visible (``--sizes``, default 200k spans in 
 
 * the trace listing (``GET /v1/traces``, ``rewind traces``; ``reader.list_traces``), newest
   50, without and with a service filter;
-* ``rewind stats`` usage (``stats.usage_from_store``), the whole store;
+* ``rewind stats`` usage (``reader_usage.usage``), the whole store;
 * the cassette fetch of the worker: the version check every request makes, and the spans read
   when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces.
 
@@ -43,17 +43,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_fill
 
 from rewind.collector import reader
+from rewind.collector.filters import TraceFilters
 from rewind.collector.llm_steps import (
-    LLM_CALLS_IN_TRACE,
     LLM_STEPS,
     calls_counted,
     llm_steps_view,
     shadowed_by,
 )
 from rewind.collector.migrations.m005_trace_list import ROOT_KEY
+from rewind.collector.reader import LLM_CALLS_IN_TRACE
+from rewind.collector.reader_usage import usage
 from rewind.collector.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
 from rewind.collector.store import Store
-from rewind.replay.timetravel.stats import usage_from_store
 
 LIMIT = 50
 TARGET = 2.0
@@ -108,7 +109,9 @@ def report(label: str, result: tuple[float, dict[str, float], list[float]]) -> f
 
 # --- listings -----------------------------------------------------------------------------
 
-def listing_key(rows: list[dict[str, Any]]) -> list[tuple]:
+def listing_key(rows: list[Any]) -> list[tuple]:
+    """Ours are typed rows, the candidates' dicts of columns: compared on their columns."""
+    rows = [r.to_dict() if isinstance(r, reader.TraceRow) else r for r in rows]
     return [(r["TraceId"], r["RootSpan"], r["Service"], r["Start"], int(r["DurationNs"]),
              int(r["Spans"]), int(r["LlmCalls"]), int(r["Errors"])) for r in rows]
 
@@ -298,19 +301,20 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
         window = usage_from_view(store, window=True)
         print(f"  stats before (the rewind_llm_steps view, a window over each trace's calls): "
               f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
-        if window != usage_key(usage_from_store(store)):
+        if window != usage_key(usage(store)):
             raise SystemExit("stats differ from the window view's")
         for label, service in (("listing, newest 50", None),
                                ("listing, one service, newest 50", "svc-3")):
             out[label] = report(label, race(
-                rounds, lambda s=service: reader.list_traces(store, service=s, limit=LIMIT),
+                rounds,
+                lambda s=service: reader.list_traces(store, TraceFilters(service=s, limit=LIMIT)),
                 {"spans table": lambda s=service: listing_from_spans(store, s),
                  "rewind_traces, one pass": lambda s=service: listing_from_summary(store, s),
                  "rewind_traces, then calls by id":
                      lambda s=service: listing_from_summary_by_ids(store, s)},
                 listing_key))
         out["stats"] = report("stats (usage, whole store)", race(
-            rounds, lambda: usage_key(usage_from_store(store)),
+            rounds, lambda: usage_key(usage(store)),
             {"calls by trace": lambda: usage_by_trace(store)}))
         picks = sample_traces(store, 5)
         out["cassette version"] = report("cassette fetch: version check", race(

@@ -11,8 +11,8 @@ the pure rule also requires, is not in these rows: two concurrent calls to one m
 by different instrumentations and neither by Rewind can be taken for one call.
 
 ``rewind_llm_steps`` (migration 4) is ``rewind_llm_calls`` without the shadows; ``stats``,
-``rewind_llm_costs`` and the dashboards read it. :data:`LLM_CALLS_IN_TRACE` counts the calls
-of one trace in a query over ``otel_traces`` grouped by trace (listings).
+``rewind_llm_costs`` and the dashboards read it. ``reader.LLM_CALLS_IN_TRACE`` counts the calls
+of one trace in a query over ``otel_traces`` grouped by trace (listings, in ``reader``).
 """
 
 from __future__ import annotations
@@ -20,32 +20,13 @@ from __future__ import annotations
 from rewind.exporter import attributes as A
 
 from .schema import (
-    IS_LLM_CALL,
     LLM_CALLS,
     SINGLE_NODE,
-    TRACES,
     Layout,
     span_attribute,
-    sql_string,
 )
 
 LLM_STEPS = "rewind_llm_steps"
-
-# A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
-# span its source and step. mapContains reads the span-attribute key index (bloom filter).
-MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
-                 f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
-# How far before a period a fork's root span may start and still have calls in it.
-LINEAGE_SLACK = "INTERVAL 1 DAY"
-
-
-def not_made_from_run(since: str, until: str) -> str:
-    """A condition on rows with a ``TraceId`` between the SQL times ``since`` and ``until``:
-    their trace is no replay or fork. Stats and the dashboards count only original runs
-    unless asked: a replay's calls were answered from its source, a fork's first ones too."""
-    return (f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE Timestamp >= {since} - "
-            f"{LINEAGE_SLACK} AND Timestamp <= {until} AND {MADE_FROM_RUN})")
-
 
 def shadowed_by(peer: str, span_id: str, start: str, end: str, operation: str, model: str,
                 exact: str, scope: str) -> str:
@@ -85,10 +66,6 @@ def calls_counted(rows: str) -> str:
     each counted once."""
     return (f"arrayCount(c -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, {rows}), "
             f"{rows})")
-
-
-# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
-LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
 
 
 def steps_by_trace(where: str, facts: str, table: str = LLM_CALLS) -> str:

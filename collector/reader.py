@@ -1,5 +1,8 @@
 """Reads traces back: one trace's spans and trace listings, through ``rewind_traces`` (one row
-per trace, see ``migrations``), so no read goes through every span's attribute map.
+per trace, see ``migrations``), so no read goes through every span's attribute map unless a
+filter looks into the spans (a model, a text). With ``reader_usage`` (tokens and cost) and
+``reader_runs`` (runs for bisect, runs made from a run) this is every read query of the store;
+listings come back as typed rows (:class:`TraceRow`).
 
 Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
 ``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
@@ -7,14 +10,72 @@ trace reads as unknown; None reads every tenant (an operator, or a store without
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from rewind.exporter import attributes as A
 
-from .llm_steps import MADE_FROM_RUN, calls_counted
-from .schema import TRACE_LIST, TRACES, span_attribute
+from .filters import TraceFilters
+from .llm_steps import SPAN_CALL_ROW, calls_counted
+from .schema import IS_LLM_CALL, TRACE_LIST, TRACES, span_attribute, sql_string
 from .store import Store
+
+# A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
+# span its source and step. mapContains reads the span-attribute key index (bloom filter).
+MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
+                 f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
+# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
+LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
+_FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
+_REPLAY = span_attribute(A.REPLAY_SOURCE_TRACE_ID)
+_FORK_STEP = span_attribute(A.FORK_STEP)
+_MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
+
+Row = TypeVar("Row", bound="StoreRow")
+
+
+def column_name(name: str) -> str:
+    """A row field's column (and JSON key): ``trace_id`` -> ``TraceId``."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+class StoreRow:
+    """A typed row of a read query, named in the query by its columns (``TraceId``); the
+    worker's JSON carries the same keys, so both sources give the same rows."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {column_name(f.name): getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_columns(cls: type[Row], row: Mapping[str, Any]) -> Row:
+        """From a query's row or the worker's JSON (where times are ISO text)."""
+        values = {}
+        for item in fields(cls):
+            value = row[column_name(item.name)]
+            if item.type == "datetime" and isinstance(value, str):
+                value = datetime.fromisoformat(value)
+            values[item.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TraceRow(StoreRow):
+    """One listed trace: its root span and service, start, duration, spans, LLM calls (each
+    once) and error spans; what it was made from ('' when nothing)."""
+
+    trace_id: str
+    root_span: str
+    service: str
+    start: datetime
+    duration_ns: int
+    spans: int
+    llm_calls: int
+    errors: int
+    replay_source: str = ""
+    fork_source: str = ""
+    fork_step: str = ""
 
 SPAN_SELECT = f"""
 SELECT
@@ -98,33 +159,27 @@ def _trace_list_filters(tenant: str | None, service: str | None,
     return " AND ".join(where)
 
 
-def list_traces(
-    store: Store,
-    service: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    errors_only: bool = False,
-    limit: int = 50,
-    tenant: str | None = None,
-) -> list[dict[str, Any]]:
-    """One row per trace, newest first: root span, its service, start, duration, spans, LLM
-    calls and error spans. ``since``/``until`` bound the trace's start; with ``service``, only
-    that service's spans count.
+def list_traces(store: Store, filters: TraceFilters | None = None,
+                tenant: str | None = None) -> list[TraceRow]:
+    """One row per trace, newest first. With ``service``, only that service's spans count.
 
     Read from ``rewind_traces`` (see ``migrations``): the newest traces are picked from its
     narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
-    sort key)."""
-    params: dict[str, Any] = {"limit": int(limit)}
-    where = _trace_list_filters(tenant, service, params)
+    sort key). A model or text filter looks into the spans: :func:`_searched`."""
+    filters = filters or TraceFilters()
+    if filters.model or filters.text:
+        return [TraceRow.from_columns(row) for row in _searched(store, filters, tenant)]
+    params: dict[str, Any] = {"limit": int(filters.limit)}
+    where = _trace_list_filters(tenant, filters.service, params)
     having = ["1"]
-    if errors_only:
+    if filters.errors:
         having.append("sum(Errors) > 0")
-    if since:
+    if filters.since:
         having.append("min(Start) >= {since:DateTime64(9)}")
-        params["since"] = since
-    if until:
+        params["since"] = filters.since
+    if filters.until:
         having.append("min(Start) <= {until:DateTime64(9)}")
-        params["until"] = until
+        params["until"] = filters.until
     rows = store.query(
         f"""
 SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
@@ -143,7 +198,56 @@ ORDER BY Start DESC, TraceId
 """,
         params,
     )
-    return _with_lineage(store, rows)
+    return [TraceRow.from_columns(row) for row in _with_lineage(store, rows)]
+
+
+def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[dict[str, Any]]:
+    """The listing filtered by a model or by text said anywhere in a run: spans grouped by
+    trace, their attribute maps read."""
+    params: dict[str, Any] = {"limit": int(filters.limit)}
+    where = ["TraceId != ''", tenant_condition(tenant, params)]
+    if filters.since:
+        where.append("Timestamp >= {since:DateTime64(9)}")
+        params["since"] = filters.since
+    if filters.service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = filters.service
+    having = []
+    if filters.until:
+        having.append("Start <= {until:DateTime64(9)}")
+        params["until"] = filters.until
+    if filters.errors:
+        having.append("Errors > 0")
+    if filters.model:
+        having.append(f"countIf({_MODELS[0]} = {{model:String}} "
+                      f"OR {_MODELS[1]} = {{model:String}}) > 0")
+        params["model"] = filters.model
+    if filters.text:
+        having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
+                      "> 0, mapValues(SpanAttributes))) > 0")
+        params["text"] = filters.text
+    return store.query(f"""
+SELECT
+    TraceId,
+    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
+        AS RootSpan,
+    any(ServiceName) AS Service,
+    min(Timestamp) AS Start,
+    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
+        AS DurationNs,
+    count() AS Spans,
+    {LLM_CALLS_IN_TRACE} AS LlmCalls,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
+    anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource,
+    anyIf({_FORK}, {_FORK} != '') AS ForkSource,
+    anyIf({_FORK_STEP}, {_FORK_STEP} != '') AS ForkStep
+FROM {TRACES}
+WHERE {' AND '.join(where)}
+GROUP BY TraceId
+{'HAVING ' + ' AND '.join(having) if having else ''}
+ORDER BY Start DESC
+LIMIT {{limit:UInt32}}
+""", params)
 
 
 _LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,

@@ -40,7 +40,7 @@ def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
 
     store = Store(f"chdb://{where}")
     try:
-        assert {t["TraceId"] for t in reader.list_traces(store)} == {good, bad, forked[1]}
+        assert {t.trace_id for t in reader.list_traces(store)} == {good, bad, forked[1]}
         fork = Timeline.from_store(store, forked[1])
         assert fork.lineage == {"kind": "fork", "source_trace_id": bad, "step": 1, "edits": {
             "user_message": "Where is order 42? Please just look it up."}}

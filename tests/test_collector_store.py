@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewind.collector import reader
+from rewind.collector.filters import TraceFilters
 from rewind.collector.migrate import migrate
 from rewind.collector.migrations import MIGRATIONS
 from rewind.collector.rows import span_rows
@@ -94,8 +95,8 @@ def test_trace_is_found_through_the_lookup_table(store):
     assert span["SpanName"] == "chat gpt-4o" and span["Duration"] == 250_000_000
     assert reader.get_trace(store, "f" * 32) == []
     [listed] = reader.list_traces(store)
-    assert listed["TraceId"] == trace_id and listed["Errors"] == 1
-    assert reader.list_traces(store, service="other") == []
+    assert listed.trace_id == trace_id and listed.errors == 1
+    assert reader.list_traces(store, TraceFilters(service="other")) == []
 
 
 def test_bad_store_urls_get_clear_errors(tmp_path):

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rewind.collector import reader
+from rewind.collector.filters import TraceFilters
 from rewind.collector.migrate import migrate
 from rewind.collector.migrations import MIGRATIONS
 from rewind.collector.schema import TRACE_COLUMNS
@@ -69,9 +70,9 @@ def shop_run() -> list[list[Any]]:
                  tenant="team-b", attributes=chat(0))]
 
 
-def listed(store: Store, **filters: Any) -> list[tuple]:
-    return [(r["TraceId"], r["RootSpan"], r["Service"], r["Spans"], r["LlmCalls"], r["Errors"],
-             r["DurationNs"]) for r in reader.list_traces(store, **filters)]
+def listed(store: Store, tenant: str | None = None, **filters: Any) -> list[tuple]:
+    return [(r.trace_id, r.root_span, r.service, r.spans, r.llm_calls, r.errors, r.duration_ns)
+            for r in reader.list_traces(store, TraceFilters(**filters), tenant)]
 
 
 AGENT_ROW = (AGENT, "invoke_agent planner", "agent", 5, 2, 1, 10 * 10**9)
@@ -102,7 +103,7 @@ def test_filters_keep_their_meaning(store):
     assert listed(store, limit=1) == [SHOP_ROW]
     assert listed(store, tenant="team-a") == [AGENT_ROW]
     assert listed(store, tenant="team-c") == []
-    assert listed(store, errors_only=True) == [AGENT_ROW]
+    assert listed(store, errors=True) == [AGENT_ROW]
     # With a service, only its spans count: the proxy saw one call of the agent's run.
     assert listed(store, service="llm-proxy") == [
         (AGENT, "chat gpt-4o", "llm-proxy", 1, 1, 0, 3 * 10**9)]

@@ -39,6 +39,11 @@ _VARIABLE = re.compile(r"\bREWIND_[A-Z0-9_]+")
 _READS = {"get", "getenv", "setdefault"}  # pop removes: a write
 MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
+# Where a query that reads from a table may be written: the reader layer, and the schema side
+# (views, migrations and their bookkeeping, the one-call rule the views and reads share).
+READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py"}
+SCHEMA_SIDE = ("collector/schema.py", "collector/migrations.py", "collector/migrations/",
+               "collector/migrate.py", "collector/llm_steps.py")
 
 
 def _modules() -> list[Path]:
@@ -236,6 +241,35 @@ def test_the_name_check_sees_a_repeated_name():
     twins = [ROOT / "exporter" / "clock.py", ROOT / "replay" / "play" / "clock.py",
              ROOT / "exporter" / "__init__.py", ROOT / "collector" / "__init__.py"]
     assert _same_names(twins) == {"clock.py": ["exporter/clock.py", "replay/play/clock.py"]}
+
+
+def _query_lines(path: Path) -> list[int]:
+    """Lines of strings and f-strings (docstrings aside) holding a ``SELECT ... FROM``."""
+    import re
+
+    query = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b")
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                       ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+
+    def text(node: ast.AST) -> str:
+        if isinstance(node, ast.JoinedStr):  # an f-string: its literal parts, joined
+            return "{}".join(text(part) for part in node.values)
+        ok = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        return node.value if ok and id(node) not in docstrings else ""
+
+    return [node.lineno for node in ast.walk(tree) if query.search(text(node))]
+
+
+def test_the_store_is_read_only_in_the_reader_layer():
+    """Every read query in one layer (``collector/reader*.py``), returning typed rows; the
+    schema side writes views and migrations."""
+    found = {rel: lines for p in _modules()
+             if (rel := str(p.relative_to(ROOT))) not in READER_LAYER
+             and not rel.startswith(SCHEMA_SIDE) and (lines := _query_lines(p))}
+    assert found == {}
 
 
 def test_replay_sub_packages_stay_small():

@@ -177,8 +177,8 @@ def test_import_writes_a_normal_trace_once_and_a_bad_file_writes_nothing(store):
     assert StoreSource(store).import_archive(data) == TRACE
     assert reader.get_trace(store, TRACE) == spans
     assert StoreSource(store).export_archive(TRACE.upper()) == data
-    listed = [t for t in reader.list_traces(store) if t["TraceId"] == TRACE]
-    assert listed and listed[0]["Spans"] == 2 and listed[0]["LlmCalls"] == 2
+    listed = [t for t in reader.list_traces(store) if t.trace_id == TRACE]
+    assert listed and listed[0].spans == 2 and listed[0].llm_calls == 2
     assert store.query("SELECT count() AS n FROM rewind_llm_calls")[0]["n"] == 2
 
     other = [dict(s, TraceId="ab" * 16) for s in spans]
@@ -258,7 +258,7 @@ def test_import_into_a_fresh_store_then_replay_by_trace_id(parcel_recording, par
     store = Store(fresh)
     try:
         assert reader.get_trace(store, rec.trace_id) == archive.read_archive(parcel_file).spans
-        assert [t["TraceId"] for t in reader.list_traces(store)] == [rec.trace_id]
+        assert [t.trace_id for t in reader.list_traces(store)] == [rec.trace_id]
         assert store.query("SELECT count() AS n FROM rewind_llm_calls")[0]["n"] == 2
     finally:
         store.close()

@@ -9,6 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from rewind.collector.filters import RunFilters
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource
@@ -173,7 +174,7 @@ def test_anthropic_runs_classify_the_same_way(runs):
 
 
 def test_bisect_over_many_runs_finds_the_version_where_the_answer_changed(runs):
-    facts = run_facts(runs["store"], service="fleet")
+    facts = run_facts(StoreSource(runs["store"]), RunFilters(service="fleet"))
     assert len(facts) == 5
     report = bisect_runs(facts, by="service.version")
     assert [(g.value, g.runs) for g in report.groups] == [("1.0.0", 2), ("1.1.0", 3)]
@@ -185,7 +186,7 @@ def test_bisect_over_many_runs_finds_the_version_where_the_answer_changed(runs):
 
 
 def test_runs_grouped_by_model_and_prompt(runs):
-    facts = run_facts(runs["store"], service="weather-agent")
+    facts = run_facts(StoreSource(runs["store"]), RunFilters(service="weather-agent"))
     by_model = {g.value for g in bisect_runs(facts, by="model").groups}
     assert {"gpt-4o-2024-08-06", "gpt-4o-2099-01-01", "gpt-4o-mini-2024-08-06"} <= by_model
     prompts = bisect_runs(facts, by="prompt").groups

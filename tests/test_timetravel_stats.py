@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from rewind.collector.filters import parse_when
+from rewind.collector.reader_usage import Usage
 from rewind.collector.server_settings import ENV_PRICES
 from rewind.replay.timetravel.stats import (
     PriceError,
-    Usage,
     load_prices,
-    parse_when,
     summarise,
 )
 

@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from rewind.collector import reader
+from rewind.collector.filters import TraceFilters
 from rewind.collector.migrate import migrate
 from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
@@ -185,5 +186,5 @@ def _tour(store: Store, where: Path, out: Console) -> None:
         _step(out, f"7. diff the bad run and its fork   (rewind diff {bad_id} "
                    f"{outcome.trace_id})")
         out.print(diff_table(bad.diff(forked)))
-    traces = reader.list_traces(store, limit=10)
+    traces = reader.list_traces(store, TraceFilters(limit=10))
     out.print(f"{len(traces)} traces in the store.")

@@ -27,7 +27,7 @@ from rewind.replay.cli.options import (
 )
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS, ENV_DEBUG
-from rewind.replay.sources.locate import ApiSource, SourceError, open_source, resolve_trace_id
+from rewind.replay.sources.locate import SourceError, open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
 _TIME_TRAVEL = "rewind.replay.cli.time_travel"
@@ -73,18 +73,26 @@ def main(verbose: bool) -> None:
 @clickhouse_option
 @click.option("--service", default=None, help="Only traces of this service.")
 @click.option("--errors", is_flag=True, help="Only traces with an error span.")
+@click.option("--model", default=None, help="Only traces with a call to this model.")
+@click.option("--text", default=None, help="Only traces saying this anywhere (any case).")
+@click.option("--since", default=None, help="Started at or after: 24h, 7d, or ISO.")
+@click.option("--until", default=None, help="Started at or before: 24h, 7d, or ISO.")
 @click.option("--limit", default=20, show_default=True, help="At most this many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def traces(api: str | None, clickhouse: str | None, service: str | None, errors: bool,
+           model: str | None, text: str | None, since: str | None, until: str | None,
            limit: int, as_json: bool) -> None:
     """List recent traces, newest first, with their whole ids (any unique prefix of one is
     accepted wherever a trace id is)."""
     from rich.console import Console
 
+    from rewind.collector.filters import TraceFilters, parse_when
     from rewind.replay.cli.render import trace_rows, traces_table
 
-    rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(
-        service=service, errors_only=errors, limit=limit)))
+    filters = attempt(lambda: TraceFilters(
+        service=service, errors=errors, model=model, text=text, limit=limit,
+        since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
+    rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(filters)))
     if as_json:
         print_json(rows)
         return
@@ -187,7 +195,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
 
             return read_cassette(cassette_file)
         source = open_source(api, clickhouse)
-        if not isinstance(source, ApiSource):
+        if source.opens_store:
             stores.append(source)
         return source.cassette(resolve_trace_id(source, str(trace_id)))
 

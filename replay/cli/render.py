@@ -6,8 +6,7 @@ Recorded text (answers, prompts, names) is never read as rich markup: an answer 
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group
@@ -27,6 +26,9 @@ from rewind.replay.timetravel.diff import (
 )
 from rewind.replay.timetravel.stats import Stats
 from rewind.replay.timetravel.timeline import Timeline
+
+if TYPE_CHECKING:
+    from rewind.collector.reader import TraceRow
 
 # Listings that must fit a terminal: a rule under the header and one space between columns.
 COMPACT: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1, 0, 0),
@@ -54,25 +56,20 @@ def _usd(cost: float | None) -> str:
     return f"${cost:,.2f}" if cost >= 1 else f"${cost:.6f}"
 
 
-def trace_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def trace_rows(rows: list[TraceRow]) -> list[dict[str, Any]]:
     """Listing rows as ``rewind traces`` shows them (and prints them with ``--json``)."""
-    def start(value: Any) -> str:
-        return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) \
-            else str(value)[:19]
-
-    return [{"trace_id": r["TraceId"], "start": start(r["Start"]), "service": r["Service"],
-             "root_span": r["RootSpan"], "spans": int(r["Spans"]),
-             "llm_calls": int(r["LlmCalls"]), "duration_ms": round(int(r["DurationNs"]) / 1e6, 3),
-             "errors": int(r["Errors"]), "lineage": listed_lineage(r)} for r in rows]
+    return [{"trace_id": r.trace_id, "start": r.start.isoformat(sep=" ", timespec="seconds"),
+             "service": r.service, "root_span": r.root_span, "spans": r.spans,
+             "llm_calls": r.llm_calls, "duration_ms": round(r.duration_ns / 1e6, 3),
+             "errors": r.errors, "lineage": listed_lineage(r)} for r in rows]
 
 
-def listed_lineage(listed: dict[str, Any]) -> dict[str, Any] | None:
-    """What a listed trace was made from (``collector.reader.list_traces``' lineage columns):
-    kind, source, the fork's step, and the phrase the table prints."""
-    fork, replay = listed.get("ForkSource") or "", listed.get("ReplaySource") or ""
+def listed_lineage(listed: TraceRow) -> dict[str, Any] | None:
+    """What a listed trace was made from: kind, source, the fork's step, and the phrase the
+    table prints."""
+    fork, replay, step = listed.fork_source, listed.replay_source, listed.fork_step
     if not fork and not replay:
         return None
-    step = str(listed.get("ForkStep") or "")
     found: dict[str, Any] = {"kind": "fork" if fork else "replay",
                              "source_trace_id": fork or replay,
                              "step": int(step) if fork and step.isdigit() else None}

@@ -8,27 +8,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import click
 from rich.console import Console
 
+from rewind.collector.filters import RunFilters, UsageFilters, parse_when
 from rewind.collector.server_settings import ENV_PRICES
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import ignore_option, prices_option, print_json, sourced
 from rewind.replay.play import launch
-from rewind.replay.sources.locate import (
-    ApiSource,
-    StoreSource,
-    TraceSource,
-    open_source,
-)
+from rewind.replay.sources.locate import TraceSource, open_source
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.stats import GROUPINGS, Usage, load_prices, parse_when, summarise
+from rewind.replay.timetravel.stats import GROUPINGS, load_prices, summarise
 from rewind.replay.timetravel.timeline import Timeline, load_all
 
 
@@ -225,7 +220,7 @@ def stats(since: str, until: str | None, service: str | None, by: str, prices: s
     start, end = attempt(lambda: (parse_when(since, flag="--since"),
                                   parse_when(until, flag="--until")))
     report = attempt(lambda: summarise(
-        _usage(open_source(api, clickhouse), start, end, service, include_replays),
+        open_source(api, clickhouse).usage(UsageFilters(start, end, service, include_replays)),
         load_prices(prices), by))
     show(report, as_json, stats_table)
     if report.unpriced and not as_json:
@@ -250,38 +245,14 @@ def _param(text: str) -> tuple[str, Any]:
     return key.strip(), json_or_text(value)
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
-
-
-def _usage(source: TraceSource, since: datetime | None, until: datetime | None,
-           service: str | None, include_replays: bool = False) -> list[Usage]:
-    if isinstance(source, StoreSource):
-        from rewind.replay.timetravel.stats import usage_from_store
-
-        return usage_from_store(source.store, since, until, service,
-                                include_replays=include_replays)
-    assert isinstance(source, ApiSource)
-    rows = source.get_json("/v1/usage", since=_iso(since), until=_iso(until), service=service,
-                           include_replays="1" if include_replays else None)
-    return [Usage(**row) for row in rows["usage"]]
-
-
 def _run_facts(source: TraceSource, between: tuple[str, str], service: str | None,
                limit: int) -> list[RunFacts]:
-    from rewind.replay.timetravel.runs import facts_from_row, run_rows
+    """A period when both ends read as times, else two service versions."""
+    from rewind.replay.timetravel.runs import run_facts
 
     try:
-        since, until = parse_when(between[0]), parse_when(between[1])
-        versions: list[str] = []
+        filters = RunFilters(parse_when(between[0]), parse_when(between[1]), service,
+                             limit=limit)
     except ValueError:
-        since = until = None
-        versions = list(between)
-    if isinstance(source, StoreSource):
-        rows = run_rows(source.store, since, until, service, versions, limit)
-    else:
-        assert isinstance(source, ApiSource)
-        rows = source.get_json("/v1/runs", since=_iso(since), until=_iso(until),
-                               service=service, versions=",".join(versions),
-                               limit=limit)["runs"]
-    return [facts_from_row(row) for row in rows]
+        filters = RunFilters(service=service, versions=tuple(between), limit=limit)
+    return run_facts(source, filters)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, to_query
 from rewind.collector.server_settings import ENV_API_TOKEN, api_token, worker_url
 from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
 from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
@@ -19,6 +20,9 @@ from rewind.collector.store import Store, redact_url, resolve_url
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
+    from rewind.collector.reader import TraceRow
+    from rewind.collector.reader_runs import RunSummary
+    from rewind.collector.reader_usage import Usage
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
 
@@ -39,8 +43,16 @@ class SourceError(RuntimeError):
 
 
 class TraceSource(Protocol):
+    """What the CLI reads, the same from a worker and from a store: typed filters in, the
+    reader's typed rows out. ``opens_store``: the store is open in this process (closed the
+    normal way at exit)."""
+
+    opens_store: bool
+
     def trace_ids(self, prefix: str) -> tuple[list[str], str]: ...
-    def list_traces(self, **filters: Any) -> list[dict[str, Any]]: ...
+    def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]: ...
+    def usage(self, filters: UsageFilters) -> list[Usage]: ...
+    def run_summaries(self, filters: RunFilters) -> list[RunSummary]: ...
     def spans(self, trace_id: str) -> list[dict[str, Any]]: ...
     def cassette(self, trace_id: str) -> Cassette: ...
     def export_archive(self, trace_id: str) -> bytes: ...
@@ -50,6 +62,8 @@ class TraceSource(Protocol):
 
 class ApiSource:
     """A worker's API, through this process's one client for its URL (``api_client.py``)."""
+
+    opens_store = False
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url.rstrip("/")
@@ -62,9 +76,9 @@ class ApiSource:
     def _get(self, path: str, **params: Any) -> Any:
         return self._send("GET", path, params={k: v for k, v in params.items() if v}).json()
 
-    def get_json(self, path: str, **params: Any) -> Any:
-        """Any worker API route's JSON; empty params are left out."""
-        return self._get(path, **params)
+    def _query(self, path: str, filters: TraceFilters | UsageFilters | RunFilters) -> Any:
+        """A route's JSON for ``filters``, sent as the query parameters the worker reads."""
+        return self._send("GET", path, params=to_query(filters)).json()
 
     def _send(self, method: str, path: str, params: dict[str, Any] | None = None,
               content: bytes | None = None) -> ApiResponse:
@@ -86,14 +100,27 @@ class ApiSource:
             raise SourceError(f"worker at {self.url}: {message}")
         return response
 
-    def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
-        return self._get("/v1/traces", **filters)["traces"]
+    def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
+        from rewind.collector.reader import TraceRow
+
+        rows = self._query("/v1/traces", filters or TraceFilters())["traces"]
+        return [TraceRow.from_columns(row) for row in rows]
+
+    def usage(self, filters: UsageFilters) -> list[Usage]:
+        from rewind.collector.reader_usage import Usage
+
+        return [Usage(**row) for row in self._query("/v1/usage", filters)["usage"]]
+
+    def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
+        from rewind.collector.reader_runs import RunSummary
+
+        return [RunSummary.from_columns(row) for row in self._query("/v1/runs", filters)["runs"]]
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
         """Ids starting with ``prefix`` among the newest traces the worker lists (its listing
         is what a caller may see), and where they were looked for."""
-        rows = self.list_traces(limit=PREFIX_SCAN)
-        ids = [r["TraceId"] for r in rows if str(r["TraceId"]).startswith(prefix)]
+        rows = self.list_traces(TraceFilters(limit=PREFIX_SCAN))
+        ids = [r.trace_id for r in rows if r.trace_id.startswith(prefix)]
         return ids, f"the {PREFIX_SCAN:,} newest traces at {self.url}"
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
@@ -142,13 +169,27 @@ class ApiSource:
 
 
 class StoreSource:
+    """The store itself, read through the collector's reader (every tenant)."""
+
+    opens_store = True
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def list_traces(self, **filters: Any) -> list[dict[str, Any]]:
+    def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
         from rewind.collector import reader
 
-        return reader.list_traces(self.store, **filters)
+        return reader.list_traces(self.store, filters)
+
+    def usage(self, filters: UsageFilters) -> list[Usage]:
+        from rewind.collector import reader_usage
+
+        return reader_usage.usage(self.store, filters)
+
+    def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
+        from rewind.collector import reader_runs
+
+        return reader_runs.run_summaries(self.store, filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
         from rewind.collector import reader

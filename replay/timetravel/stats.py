@@ -1,12 +1,11 @@
 """Tokens and cost per model and service over a period.
 
-Usage comes from the store's ``rewind_llm_calls`` without the shadows (one row per LLM call
-however many spans describe it, as the ``rewind_llm_steps`` view has it; see
-``collector/llm_steps.py`` ``steps_by_trace``), summed per service and model in the query.
-Cost is put on it here, from a price table: the maintained list in ``collector/prices.json``
-(which also seeds ``rewind_model_prices``), overridden or extended by a user file (JSON, or
-TOML on Python 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing from the
-table is reported as unpriced, not counted as free.
+Usage comes from the store (``collector/reader_usage.py``: one row per LLM call however many
+spans describe it, summed per service and model in the query). Cost is put on it here, from a
+price table: the maintained list in ``collector/prices.json`` (which also seeds
+``rewind_model_prices``), overridden or extended by a user file (JSON, or TOML on Python
+3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing from the table is reported
+as unpriced, not counted as free.
 """
 
 from __future__ import annotations
@@ -14,23 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.llm_steps import not_made_from_run, steps_by_trace
 from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
-from rewind.collector.reader import tenant_condition
-from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
+from rewind.collector.reader_usage import Usage
+from rewind.collector.schema import MODEL_VERSION_SUFFIX
 from rewind.collector.server_settings import prices_file
-from rewind.collector.store import Store
 
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-# What the store's DateTime64(9) columns hold, and what a query's Int64 nanoseconds can name.
-_EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
-_LATEST = datetime(2262, 4, 11, tzinfo=timezone.utc)
 
 
 class PriceTable:
@@ -71,95 +62,6 @@ def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -
         prices.update(parse_prices(text, extra))
         sources.append(extra)
     return PriceTable(prices, sources)
-
-
-def parse_when(text: str | None, now: datetime | None = None,
-               flag: str | None = None) -> datetime | None:
-    """``24h``/``7d``/``30m`` ago, ``now``, or an ISO 8601 time (UTC when no zone is given).
-
-    ``flag`` names the option or parameter in the error, so a user sees what to change. Only
-    times the store can hold are taken: a later or earlier one would wrap around in the query
-    (nanoseconds in a signed 64-bit integer) and select the wrong period."""
-    if not text:
-        return None
-    where = f"{flag}: " if flag else ""
-    now = now or datetime.now(timezone.utc)
-    value = text.strip().lower()
-    if value == "now":
-        return now
-    relative = _RELATIVE.match(value)
-    moment: datetime | None
-    try:
-        if relative:
-            moment = now - timedelta(**{_UNITS[relative[2]]: int(relative[1])})
-        else:
-            moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except OverflowError:  # so far back that it is no date at all
-        moment = None
-    except ValueError as error:
-        raise ValueError(f"{where}not a time: {text!r} (use 24h, 7d, now or "
-                         "2025-01-31T12:00)") from error
-    if moment is not None and moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    if moment is None or not _EARLIEST <= moment <= _LATEST:
-        raise ValueError(f"{where}{text!r} is outside the times the store holds "
-                         f"({_EARLIEST:%Y-%m-%d} to {_LATEST:%Y-%m-%d})")
-    return moment
-
-
-def epoch_ns(moment: datetime | None, default: int) -> int:
-    return default if moment is None else int(moment.timestamp() * 1e9)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Calls and tokens of one model in one service (what the store sums)."""
-
-    service: str
-    model: str
-    calls: int
-    input_tokens: int
-    output_tokens: int
-    errors: int
-    duration_ns: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def usage_from_store(store: Store, since: datetime | None = None, until: datetime | None = None,
-                     service: str | None = None, tenant: str | None = None,
-                     include_replays: bool = False) -> list[Usage]:
-    """Calls and tokens per service and model; only ``tenant``'s calls when one is given (the
-    call table has no tenant: its spans are picked from the span table, same period); replays
-    and forks only with ``include_replays``."""
-    where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
-             "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
-    params: dict[str, Any] = {"since": epoch_ns(since, 0), "until": epoch_ns(until, 2**62)}
-    if tenant is not None:
-        where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
-                     f"{' AND '.join(where[:2])} AND {tenant_condition(tenant, params)})")
-    if not include_replays:
-        where.append(not_made_from_run("fromUnixTimestamp64Nano({since:Int64})",
-                                       "fromUnixTimestamp64Nano({until:Int64})"))
-    facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
-             "OutputTokens, StatusCode, Duration)")
-    service_filter = ""
-    if service:
-        service_filter = "WHERE service = {service:String}"
-        params["service"] = service
-    rows = store.query(
-        f"""
-SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
-       sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
-       sum(f.6) AS duration_ns
-FROM ({steps_by_trace(' AND '.join(where), facts)})
-{service_filter}
-GROUP BY service, model
-ORDER BY service, model
-""", params)
-    return [Usage(**{k: (int(v) if k not in ("service", "model") else str(v))
-                     for k, v in row.items()}) for row in rows]
 
 
 @dataclass

@@ -6,6 +6,7 @@
     GET /v1/usage?since=&until=&service=&include_replays=   calls and tokens per service and
                                              model; replays and forks left out unless asked
     GET /v1/runs?since=&until=&service=&versions=a,b&limit=   one row per run
+(the query parameters are those of ``filters.UsageFilters`` and ``filters.RunFilters``)
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
+from rewind.collector.filters import RunFilters, UsageFilters, from_query
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.stats import parse_when
-from rewind.replay.worker.routing import query_flag, query_limit, query_trace_id, route
+from rewind.replay.worker.routing import query_limit, query_trace_id, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_RUNS = 100_000
@@ -38,21 +39,14 @@ def routes() -> list[Route]:
     def bisection(request: Request, view: TenantView) -> Any:
         return bisect(*pair(request, view, "good", "bad")).to_dict()
 
-    def period(request: Request) -> dict[str, Any]:
-        query = request.query_params
-        return {"since": parse_when(query.get("since"), flag="since"),
-                "until": parse_when(query.get("until"), flag="until"),
-                "service": query.get("service") or None}
-
     def usage(request: Request, view: TenantView) -> Any:
-        every = query_flag(request, "include_replays")
-        return {"usage": [u.to_dict() for u in view.usage(include_replays=every,
-                                                          **period(request))]}
+        filters = from_query(UsageFilters, request.query_params)
+        return {"usage": [u.to_dict() for u in view.usage(filters)]}
 
     def runs(request: Request, view: TenantView) -> Any:
-        limit = query_limit(request, default=1000, maximum=MAX_RUNS)
-        versions = [v for v in (request.query_params.get("versions") or "").split(",") if v]
-        return {"runs": view.runs(versions=versions, limit=limit, **period(request))}
+        filters = from_query(RunFilters, request.query_params,
+                             limit=query_limit(request, default=1000, maximum=MAX_RUNS))
+        return {"runs": [row.to_dict() for row in view.runs(filters)]}
 
     return [
         route("/v1/diff", diff),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
+from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, query_name
+from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
+from rewind.replay.worker import analysis, traces
 from rewind.replay.worker.auth_middleware import LOGIN_PATH, TOKEN_COOKIE
 
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
@@ -47,6 +51,25 @@ def _query(name: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
 
 
+_KINDS = {"bool": "boolean", "int": "integer"}
+
+
+def _filters(cls: type[TraceFilters | UsageFilters | RunFilters],
+             limit: int | None = None) -> list[dict[str, Any]]:
+    """The query parameters of a filters dataclass (``collector/filters.py``), as its fields
+    name them; ``limit``: the route's largest."""
+    params = []
+    for item in fields(cls):
+        schema: dict[str, Any] = {"type": _KINDS.get(str(item.type), "string")}
+        if "datetime" in str(item.type):
+            schema["description"] = "24h, 7d, now or an ISO 8601 time"
+        if item.name == "limit" and limit:
+            schema.update(minimum=1, maximum=limit)
+        params.append({"name": query_name(item), "in": "query", "required": False,
+                       "schema": schema})
+    return params
+
+
 def _trace_query(name: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": True, "schema": _TRACE_ID_SCHEMA}
 
@@ -79,9 +102,7 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("bad")]),
         LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=: sets the "
                                                 "cookie the pages read with)"}},
-        "/v1/ui/runs": {"get": _op("Runs page data", [
-            _query("service"), _query("errors"), _query("model"), _query("q"),
-            _query("since"), _query("limit")])},
+        "/v1/ui/runs": {"get": _op("Runs page data", _filters(TraceFilters, listing.MAX_RUNS))},
         "/v1/ui/traces/{trace_id}": {"get": _op("Run page data: outline, totals, forks",
                                                 [_TRACE_ID])},
         "/v1/ui/traces/{trace_id}/step": {"get": _op(
@@ -124,12 +145,8 @@ def openapi_document() -> dict[str, Any]:
             "/health": {"get": {"summary": "Liveness", "security": [],
                                 "responses": {"200": {"description": "ok"}}}},
             "/v1/traces": {"get": _op("List recent traces (ReplaySource, ForkSource, "
-                                      "ForkStep: what a replay or fork was made from)", [
-                {"name": "service", "in": "query", "schema": {"type": "string"}},
-                {"name": "errors", "in": "query", "schema": {"type": "boolean"}},
-                {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
-                                                             "maximum": 10000}},
-            ])},
+                                      "ForkStep: what a replay or fork was made from)",
+                                      _filters(TraceFilters, traces.MAX_LIMIT))},
             "/v1/traces/{trace_id}": {"get": _op("All spans of a trace", [_TRACE_ID])},
             "/v1/traces/{trace_id}/cassette": {"get": _op("The trace's cassette", [_TRACE_ID])},
             "/v1/replay/sessions": {"post": {**_op(
@@ -160,12 +177,10 @@ def openapi_document() -> dict[str, Any]:
             "/v1/bisect": {"get": _op("First diverging step and its likely cause", [
                 _trace_query("good"), _trace_query("bad")])},
             "/v1/usage": {"get": _op("Calls and tokens per model and service; replays and "
-                                     "forks only with include_replays=true", [
-                _query("since"), _query("until"), _query("service"),
-                {"name": "include_replays", "in": "query", "schema": {"type": "boolean"}}])},
-            "/v1/runs": {"get": _op("Per-run facts for bisect over many runs", [
-                _query("since"), _query("until"), _query("service"), _query("versions"),
-                _query("limit")])},
+                                     "forks only with include_replays=true",
+                                     _filters(UsageFilters))},
+            "/v1/runs": {"get": _op("Per-run facts for bisect over many runs (versions: "
+                                    "comma-separated)", _filters(RunFilters, analysis.MAX_RUNS))},
             "/replay/{trace_id}/{path}": replayed(
                 "Answer an OpenAI/Anthropic-compatible request from the trace's recording, in "
                 "the trace's implicit session (a new run starts from the top)",

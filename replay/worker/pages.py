@@ -24,15 +24,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rewind.collector.auth import Authenticator, AuthError
+from rewind.collector.filters import TraceFilters, from_query
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.stats import parse_when
 from rewind.replay.ui import assets, compare, listing, views
 from rewind.replay.worker.auth_middleware import CHALLENGE, LOGIN_PATH, token_cookie, wants_page
 from rewind.replay.worker.routing import (
     error_status,
-    query_flag,
     query_limit,
     query_trace_id,
     route,
@@ -81,7 +80,7 @@ def page_routes() -> list[Route]:
         trace_id = request.path_params["trace_id"]
         timeline = view.timeline(trace_id)
         first = (timeline.steps or timeline.events)[0].index
-        data = {"trace": views.run_view(timeline, view.derived_runs(trace_id)),
+        data = {"trace": views.run_view(timeline, _derived(view, trace_id)),
                 "steps": {str(first): views.step_detail(timeline, first)}}
         return f"Run {trace_id[:12]}", {"page": "trace", "ids": [trace_id]}, data
 
@@ -99,19 +98,20 @@ def page_routes() -> list[Route]:
     ]
 
 
+def _derived(view: TenantView, trace_id: str) -> list[dict[str, Any]]:
+    """The runs made from a run, as the trace page's JSON."""
+    return [run.to_dict() for run in view.derived_runs(trace_id)]
+
+
 def data_routes() -> list[Route]:
     def runs(request: Request, view: TenantView) -> Any:
-        query = request.query_params
-        rows = view.run_listing(
-            service=query.get("service") or None, errors_only=query_flag(request, "errors"),
-            model=query.get("model") or None, text=query.get("q") or None,
-            since=parse_when(query.get("since"), flag="since"),
-            limit=query_limit(request, default=100, maximum=listing.MAX_RUNS))
-        return {"runs": listing.nest(rows)}
+        filters = from_query(TraceFilters, request.query_params,
+                             limit=query_limit(request, default=100, maximum=listing.MAX_RUNS))
+        return {"runs": listing.nest(view.run_listing(filters))}
 
     def trace(request: Request, view: TenantView) -> Any:
         trace_id = request.path_params["trace_id"]
-        return views.run_view(view.timeline(trace_id), view.derived_runs(trace_id))
+        return views.run_view(view.timeline(trace_id), _derived(view, trace_id))
 
     def step(request: Request, view: TenantView) -> Any:
         timeline = view.timeline(request.path_params["trace_id"])

@@ -80,11 +80,6 @@ def query_trace_id(request: Request, name: str) -> str:
     return parse_trace_id(request.query_params.get(name, ""), f"{name}: trace id")
 
 
-def query_flag(request: Request, name: str) -> bool:
-    """A yes/no query parameter: 1, true or yes (any case) mean yes."""
-    return (request.query_params.get(name) or "").strip().lower() in ("1", "true", "yes")
-
-
 def query_limit(request: Request, default: int, maximum: int) -> int:
     """The ``limit`` query parameter, clamped to 1..``maximum``."""
     raw = request.query_params.get("limit")

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from rewind.collector import reader
+from rewind.collector import reader, reader_runs, reader_usage
+from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.collector.reader import TraceRow
+from rewind.collector.reader_runs import DerivedRun, RunSummary
+from rewind.collector.reader_usage import Usage
 from rewind.collector.store import Store
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import PREFIX_MATCHES
-from rewind.replay.timetravel.runs import run_rows
-from rewind.replay.timetravel.stats import Usage, usage_from_store
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui import listing
 from rewind.replay.worker.cache import CassetteCache, trace_spans
@@ -50,15 +52,17 @@ class TenantView:
     def timeline(self, trace_id: str) -> Timeline:
         return self._cassettes.timeline(trace_id, self.tenant)
 
-    def run_listing(self, **filters: Any) -> list[dict[str, Any]]:
+    def run_listing(self, filters: TraceFilters) -> list[dict[str, Any]]:
         """The runs page's rows (``ui/listing.py``), forks and replays not yet nested."""
-        return listing.run_rows(self._store, self.tenant, **filters)
+        rows = self.traces(filters)
+        usage = reader_usage.usage_by_trace(self._store, [r.trace_id for r in rows], self.tenant)
+        return listing.run_entries(rows, usage)
 
-    def derived_runs(self, trace_id: str) -> list[dict[str, Any]]:
-        return listing.derived_runs(self._store, trace_id, self.tenant)
+    def derived_runs(self, trace_id: str) -> list[DerivedRun]:
+        return reader_runs.derived_runs(self._store, trace_id, self.tenant)
 
-    def traces(self, **filters: Any) -> list[dict[str, Any]]:
-        return reader.list_traces(self._store, tenant=self.tenant, **filters)
+    def traces(self, filters: TraceFilters) -> list[TraceRow]:
+        return reader.list_traces(self._store, filters, self.tenant)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
         """Ids of this tenant's traces starting with ``prefix``, and where they were looked for
@@ -66,11 +70,11 @@ class TenantView:
         return (reader.trace_ids_with_prefix(self._store, prefix, self.tenant, PREFIX_MATCHES),
                 "your traces")
 
-    def usage(self, **period: Any) -> list[Usage]:
-        return usage_from_store(self._store, tenant=self.tenant, **period)
+    def usage(self, filters: UsageFilters) -> list[Usage]:
+        return reader_usage.usage(self._store, filters, self.tenant)
 
-    def runs(self, **filters: Any) -> list[dict[str, Any]]:
-        return run_rows(self._store, tenant=self.tenant, **filters)
+    def runs(self, filters: RunFilters) -> list[RunSummary]:
+        return reader_runs.run_summaries(self._store, filters, self.tenant)
 
     def import_file(self, data: bytes | IO[bytes]) -> archive.ImportResult:
         """The file's spans are stamped with this tenant, whatever the file says."""

@@ -1,6 +1,7 @@
 """Worker API routes for stored traces: list them, read one's spans, read its cassette.
 
-    GET /v1/traces?service=&errors=&limit=   recent traces, newest first
+    GET /v1/traces?service=&errors=&model=&q=&since=&until=&limit=   recent traces, newest
+                                             first (``filters.TraceFilters``)
     GET /v1/traces/{trace_id}                every span of the trace
     GET /v1/traces/{trace_id}/cassette       the trace as a cassette (cached per version)
 """
@@ -12,7 +13,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.replay.worker.routing import query_flag, query_limit, route
+from rewind.collector.filters import TraceFilters, from_query
+from rewind.replay.worker.routing import query_limit, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_LIMIT = 10_000
@@ -20,13 +22,9 @@ MAX_LIMIT = 10_000
 
 def routes() -> list[Route]:
     def list_traces(request: Request, view: TenantView) -> Any:
-        query = request.query_params
-        rows = view.traces(
-            service=query.get("service") or None,
-            errors_only=query_flag(request, "errors"),
-            limit=query_limit(request, default=50, maximum=MAX_LIMIT),
-        )
-        return {"traces": rows}
+        filters = from_query(TraceFilters, request.query_params,
+                             limit=query_limit(request, default=50, maximum=MAX_LIMIT))
+        return {"traces": [row.to_dict() for row in view.traces(filters)]}
 
     def trace(request: Request, view: TenantView) -> Any:
         trace_id = request.path_params["trace_id"]

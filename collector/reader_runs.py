@@ -1,0 +1,112 @@
+"""Reads runs: the facts ``rewind bisect --between`` groups (one query over the stored spans
+gives each trace's start, service version, model, system prompt, error count and final
+answer) and the runs made from a run (forks and replays, by their lineage attributes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rewind.exporter import attributes as A
+
+from .filters import RunFilters
+from .reader import StoreRow, tenant_condition
+from .reader_usage import epoch_ns
+from .schema import IS_LLM_CALL, TRACES, span_attribute
+from .store import Store
+
+_FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
+_REPLAY = span_attribute(A.REPLAY_SOURCE_TRACE_ID)
+
+
+@dataclass(frozen=True)
+class RunSummary(StoreRow):
+    """One run with at least one LLM call: when, which service and version, how many error
+    spans, and its first model, system instructions and input and last output (GenAI
+    content, raw JSON)."""
+
+    trace_id: str
+    start: datetime
+    service: str
+    version: str
+    errors: int
+    last_output: str
+    model: str
+    system_instructions: str
+    first_input: str
+
+
+def _llm_with(name: str) -> str:
+    """An LLM span that has ``name``: a call's shadows (an SDK's own span) often have no
+    content, so the first or last call is read from a span that has it."""
+    return f"{IS_LLM_CALL} AND {span_attribute(name)} != ''"
+
+
+def run_summaries(store: Store, filters: RunFilters | None = None,
+                  tenant: str | None = None) -> list[RunSummary]:
+    """One row per trace with at least one LLM call, newest first; only ``tenant``'s spans
+    when one is given."""
+    filters = filters or RunFilters()
+    where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
+             "Timestamp <= fromUnixTimestamp64Nano({until:Int64})", "TraceId != ''"]
+    params: dict[str, Any] = {"since": epoch_ns(filters.since, 0),
+                              "until": epoch_ns(filters.until, 2**62),
+                              "limit": int(filters.limit)}
+    where.append(tenant_condition(tenant, params))
+    if filters.service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = filters.service
+    having = [f"countIf({IS_LLM_CALL}) > 0"]
+    if filters.versions:
+        having.append("Version IN {versions:Array(String)}")
+        params["versions"] = list(filters.versions)
+    a = span_attribute
+    rows = store.query(f"""
+SELECT TraceId,
+    min(Timestamp) AS Start,
+    any(ServiceName) AS Service,
+    anyIf(ResourceAttributes['service.version'], ResourceAttributes['service.version'] != '')
+        AS Version,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
+    argMaxIf({a(A.OUTPUT_MESSAGES)}, Timestamp, {_llm_with(A.OUTPUT_MESSAGES)}) AS LastOutput,
+    argMinIf({a(A.RESPONSE_MODEL)}, Timestamp, {_llm_with(A.RESPONSE_MODEL)}) AS Model,
+    argMinIf({a(A.SYSTEM_INSTRUCTIONS)}, Timestamp, {_llm_with(A.SYSTEM_INSTRUCTIONS)})
+        AS SystemInstructions,
+    argMinIf({a(A.INPUT_MESSAGES)}, Timestamp, {_llm_with(A.INPUT_MESSAGES)}) AS FirstInput
+FROM {TRACES}
+WHERE {' AND '.join(where)}
+GROUP BY TraceId
+HAVING {' AND '.join(having)}
+ORDER BY Start DESC
+LIMIT {{limit:UInt32}}
+""", params)
+    return [RunSummary.from_columns(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class DerivedRun(StoreRow):
+    """A fork or replay of a run: its trace, start, kind, and a fork's step and edits."""
+
+    trace_id: str
+    start: datetime
+    kind: str
+    step: str
+    edits: str
+
+
+def derived_runs(store: Store, trace_id: str, tenant: str | None) -> list[DerivedRun]:
+    """Forks and replays of ``trace_id`` the caller may see, oldest first."""
+    params: dict[str, Any] = {"source": trace_id}
+    rows = store.query(f"""
+SELECT TraceId, min(Timestamp) AS Start,
+    if(countIf({_FORK} = {{source:String}}) > 0, 'fork', 'replay') AS Kind,
+    anyIf({span_attribute(A.FORK_STEP)}, {_FORK} = {{source:String}}) AS Step,
+    anyIf({span_attribute(A.FORK_EDITS)}, {_FORK} = {{source:String}}) AS Edits
+FROM {TRACES}
+WHERE ({_FORK} = {{source:String}} OR {_REPLAY} = {{source:String}})
+    AND TraceId != {{source:String}} AND {tenant_condition(tenant, params)}
+GROUP BY TraceId
+ORDER BY Start
+""", params)
+    return [DerivedRun.from_columns(row) for row in rows]
