@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
+from rewind.exporter.errors import RewindError
+
 from .auth import TokenSource
 from .config import ENV, BatchPolicy, ConfigError, IngestOptions, Limits, TlsFiles, parse_size
-from .spool import SpoolError
-from .store import ENV_URL, StoreError, resolve_url
+from .store import ENV_URL, resolve_url
 
 LIMITS, BATCH, OPTIONS = Limits(), BatchPolicy(), IngestOptions()
 
@@ -124,6 +125,6 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
             shutdown_timeout_s=shutdown_timeout)
         run_collector(resolve_url(clickhouse), options,
                       announce=lambda line: print(line, flush=True))
-    except (ConfigError, StoreError, SpoolError, OSError, ValueError) as error:
+    except (RewindError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from rewind.exporter.errors import RewindError
+
 ENV_URL = "REWIND_CLICKHOUSE_URL"
 # The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
 # 2262-04-11).
@@ -21,8 +23,10 @@ MAX_TIME_NS = 2**63 - 1
 DEFAULT_DIR = ".rewind/store"
 
 
-class StoreError(RuntimeError):
+class StoreError(RewindError):
     """The store could not be reached or refused a statement; the message says which."""
+
+    http_status = 503
 
 
 def default_url(cwd: str | None = None) -> str:

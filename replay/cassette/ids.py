@@ -9,22 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rewind.exporter.errors import RewindError
+
 _HEX = frozenset("0123456789abcdef")
 TRACE_ID_LENGTH = 32
 MIN_PREFIX = 4  # shorter prefixes match too much to be worth typing
 SHOWN_CANDIDATES = 5
 
 
-class TraceIdError(ValueError):
+class TraceIdError(RewindError, ValueError):
     """A trace id that is not 32 hex characters; the message names where it came from."""
 
 
 class UnknownTraceId(TraceIdError, LookupError):
     """A prefix no stored trace id starts with."""
 
+    http_status = 404
+
 
 class AmbiguousTraceId(TraceIdError):
     """A prefix several stored trace ids start with; the message lists them."""
+
+
+class TraceNotFound(RewindError, LookupError):
+    """A whole trace id the store has no trace under (or none the caller may see)."""
+
+    http_status = 404
+
+    def __init__(self, trace_id: str) -> None:
+        super().__init__(f"trace {trace_id} not found in the store", trace_id=trace_id)
 
 
 def parse_trace_id(raw: object, what: str = "trace id") -> str:

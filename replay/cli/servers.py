@@ -8,6 +8,7 @@ from rich.console import Console
 
 from rewind.collector.config import ENV
 from rewind.collector.store import StoreError, redact_url
+from rewind.exporter.errors import RewindError
 from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option
 
@@ -59,7 +60,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
         )
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
         return
-    except (StoreError, OSError, ValueError) as error:  # ValueError: a setting (ConfigError)
+    except (RewindError, OSError) as error:
         fail(str(error), fix_for(error))
 
 
@@ -85,7 +86,7 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
             announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         return
-    except (StoreError, OSError, ValueError) as error:
+    except (RewindError, OSError) as error:
         fail(str(error), fix_for(error))
 
 

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import ignore_option, prices_option, print_json, sourced
 from rewind.replay.play import launch
@@ -273,7 +274,7 @@ def _run_facts(source: TraceSource, between: tuple[str, str], service: str | Non
     try:
         since, until = parse_when(between[0]), parse_when(between[1])
         versions: list[str] = []
-    except ValueError:
+    except InvalidValue:  # not times: two versions
         since = until = None
         versions = list(between)
     if isinstance(source, StoreSource):

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from rewind.exporter.errors import InvalidValue, RewindError
+
 if TYPE_CHECKING:
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.play.session import ReplaySession
@@ -73,11 +75,11 @@ def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
         settings.setdefault("cassette", marker.args[0])
     unknown = set(settings) - MARKER_ARGS
     if unknown:
-        raise ValueError(f"@pytest.mark.rewind got unknown arguments {sorted(unknown)}; "
-                         f"it takes {sorted(MARKER_ARGS)}")
+        raise InvalidValue(f"@pytest.mark.rewind got unknown arguments {sorted(unknown)}; "
+                           f"it takes {sorted(MARKER_ARGS)}")
     if (settings.get("cassette") is None) == (settings.get("trace_id") is None):
-        raise ValueError("@pytest.mark.rewind needs exactly one of cassette='file.rw' or "
-                         "trace_id='...'")
+        raise InvalidValue("@pytest.mark.rewind needs exactly one of cassette='file.rw' or "
+                           "trace_id='...'")
     return settings
 
 
@@ -116,7 +118,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
         settings = _marker_settings(marker)
         cassette = _load(request.config, Path(request.node.path).parent, settings)
         session = ReplaySession(cassette, mode=settings.get("mode") or STRICT)
-    except (ValueError, RuntimeError, OSError) as error:
+    except (RewindError, OSError) as error:
         problem = f"rewind: {error}"
     else:
         problem = ""

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from rewind.exporter import autorecord
 from rewind.exporter.config import ENV_CAPTURE
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import DEFAULT_API, ENV_API, ApiSource, worker_reachable
 
@@ -146,7 +147,7 @@ def run_recorded(
     """Run ``command`` recorded; ``settings`` and ``installers`` add to what the child gets
     (``rewind fork`` installs itself after recording starts)."""
     if not command:
-        raise ValueError("no command to record (give it after --)")
+        raise InvalidValue("no command to record (give it after --)")
     base = dict(os.environ)
     chosen = endpoint_for(endpoint, base)
     with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:

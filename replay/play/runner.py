@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import launch, settings
 from rewind.replay.play.report import ReplayReport
@@ -34,10 +35,10 @@ def run_command(
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``)."""
     if clock_mode not in settings.CLOCKS:
-        raise ValueError(f"clock must be one of {', '.join(settings.CLOCKS)}, "
-                         f"not {clock_mode!r}")
+        raise InvalidValue(f"clock must be one of {', '.join(settings.CLOCKS)}, "
+                           f"not {clock_mode!r}")
     if not command:
-        raise ValueError("no command to run under replay (give it after --)")
+        raise InvalidValue("no command to run under replay (give it after --)")
     with tempfile.TemporaryDirectory(prefix="rewind-replay-") as tmp:
         cassette_path = os.path.join(tmp, "cassette.json")
         report_path = Path(tmp, "report.json")

@@ -18,6 +18,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
@@ -138,7 +139,7 @@ class ReplaySession:
 
     def __post_init__(self) -> None:
         if self.mode not in (STRICT, LENIENT):
-            raise ValueError(f"replay mode must be {STRICT!r} or {LENIENT!r}, not {self.mode!r}")
+            raise InvalidValue(f"replay mode must be {STRICT!r} or {LENIENT!r}, not {self.mode!r}")
         self.matcher = Matcher(self.cassette.interactions,
                                Tolerance(tuple(self.ignore), self.cassette.started_ns / 1e9))
 

@@ -24,6 +24,7 @@ from rewind.collector.prices import Price, PriceError, builtin_prices, parse_pri
 from rewind.collector.reader import tenant_condition
 from rewind.collector.schema import MODEL_VERSION_SUFFIX, TRACES
 from rewind.collector.store import Store
+from rewind.exporter.errors import InvalidValue
 
 ENV_PRICES = "REWIND_PRICES"
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
@@ -99,13 +100,13 @@ def parse_when(text: str | None, now: datetime | None = None,
     except OverflowError:  # so far back that it is no date at all
         moment = None
     except ValueError as error:
-        raise ValueError(f"{where}not a time: {text!r} (use 24h, 7d, now or "
-                         "2025-01-31T12:00)") from error
+        raise InvalidValue(f"{where}not a time: {text!r} (use 24h, 7d, now or "
+                           "2025-01-31T12:00)") from error
     if moment is not None and moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     if moment is None or not _EARLIEST <= moment <= _LATEST:
-        raise ValueError(f"{where}{text!r} is outside the times the store holds "
-                         f"({_EARLIEST:%Y-%m-%d} to {_LATEST:%Y-%m-%d})")
+        raise InvalidValue(f"{where}{text!r} is outside the times the store holds "
+                           f"({_EARLIEST:%Y-%m-%d} to {_LATEST:%Y-%m-%d})")
     return moment
 
 
@@ -212,7 +213,7 @@ GROUPINGS = {"model": ("model",), "service": ("service",), "both": ("service", "
 
 def summarise(usage: Iterable[Usage], prices: PriceTable, by: str = "both") -> Stats:
     if by not in GROUPINGS:
-        raise ValueError(f"stats can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
+        raise InvalidValue(f"stats can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
     fields = GROUPINGS[by]
     lines: dict[tuple[str, ...], StatsLine] = {}
     total = StatsLine(("total",))

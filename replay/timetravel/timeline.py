@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
+from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import has_exchange, is_llm_span
 from rewind.replay.cassette.messages import Message, conversation_of
@@ -42,8 +43,10 @@ if TYPE_CHECKING:
     from rewind.replay.timetravel.fork import Checkpoint
 
 
-class TimelineError(LookupError):
+class TimelineError(RewindError, LookupError):
     """A step or event that the trace does not have; the message says which trace."""
+
+    http_status = 404
 
 
 def _int(value: Any) -> int:
