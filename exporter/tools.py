@@ -55,9 +55,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
-from . import calls, canonical
+from . import calls, canonical, errors
 from .config import CaptureSettings
-from .errors import RewindError
 from .redaction import Redactor
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none
@@ -75,7 +74,7 @@ class ToolAnswer:
     error: dict[str, str] | None = None
 
 
-class RecordedToolError(RewindError):
+class RecordedToolError(errors.RewindError):
     """Raised in place of the error a tool raised when it was recorded."""
 
     def __init__(self, error_type: str, message: str) -> None:
