@@ -3,6 +3,7 @@
 Where a person types an id (the CLI, ``Timeline.load``) a unique prefix is enough, as in git:
 :func:`parse_trace_ref` checks what was typed and :func:`pick_trace_id` chooses among the stored
 ids that start with it (``source.resolve_trace_id`` asks the store or the worker for them).
+The errors of an id that names no trace live here too, for every place that looks traces up.
 """
 
 from __future__ import annotations
