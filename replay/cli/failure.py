@@ -13,8 +13,6 @@ import errno
 import functools
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -109,6 +107,9 @@ debug_option = click.option(
 def report_bug(error: Exception) -> NoReturn:
     """One line saying Rewind has a bug and where its traceback went, exit
     :data:`INTERNAL_ERROR`; with ``--debug`` the traceback is printed as well."""
+    import tempfile  # here: only a failing command pays for them
+    import traceback
+
     text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     if _debug:
         print(text, file=sys.stderr, end="", flush=True)
@@ -116,11 +117,11 @@ def report_bug(error: Exception) -> NoReturn:
         fd, path = tempfile.mkstemp(prefix="rewind-error-", suffix=".txt")
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             file.write(text)
-        where = f"its traceback is in {path}"
+        where, fix = f"its traceback is in {path}", "please report it with that file"
     except OSError as cannot:
-        where = f"its traceback could not be written ({cannot.strerror}): run with --debug"
+        where, fix = f"its traceback could not be written: {cannot.strerror}", "run with --debug"
     exit_with(INTERNAL_ERROR, f"internal error (a bug in rewind): {type(error).__name__}: "
-              f"{error}; {where}", "please report it with that file")
+              f"{error}; {where}", fix)
 
 
 class OneLineUsage:

@@ -93,7 +93,7 @@ def query_limit(request: Request, default: int, maximum: int) -> int:
     try:
         limit = int(raw) if raw is not None else default
     except ValueError:
-        raise InvalidValue(f"limit must be an integer, got {raw!r}") from None
+        raise InvalidValue(f"limit must be an integer, got {raw!r}", field="limit") from None
     return max(1, min(limit, maximum))
 
 
