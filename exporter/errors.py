@@ -38,9 +38,6 @@ class RewindError(Exception):
         if http_status is not None:
             self.http_status = http_status
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
-
 
 class InvalidValue(RewindError, ValueError):
     """A value the user gave (a flag, a setting, a request parameter or body, an argument of
