@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rewind.exporter.errors import InvalidValue, RewindError
-
 if TYPE_CHECKING:
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.play.session import ReplaySession
@@ -70,6 +68,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
+    from rewind.exporter.errors import InvalidValue
+
     settings = dict(marker.kwargs)
     if marker.args:
         settings.setdefault("cassette", marker.args[0])
@@ -111,6 +111,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
     if marker is None:
         pytest.fail(f"the {FIXTURE} fixture needs @pytest.mark.rewind(cassette=... or "
                     "trace_id=...) on the test", pytrace=False)
+    from rewind.exporter.errors import RewindError
     from rewind.replay.play import player
     from rewind.replay.play.session import STRICT, ReplaySession
 
