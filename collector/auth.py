@@ -18,14 +18,18 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rewind.exporter.errors import InvalidValue, RewindError
+
 from .server_settings import ENV
 
 log = logging.getLogger("rewind.collector.auth")
 
 
 
-class AuthError(Exception):
+class AuthError(RewindError):
     """Missing or unknown credentials; the message says which, never the token itself."""
+
+    http_status = 401
 
 
 def parse_tokens(text: str, source: str = "tokens") -> dict[str, str | None]:
@@ -37,8 +41,8 @@ def parse_tokens(text: str, source: str = "tokens") -> dict[str, str | None]:
             continue
         fields = line.split()
         if len(fields) > 2:
-            raise ValueError(f"{source}, entry {number}: expected 'token' or 'token tenant', "
-                             f"got {len(fields)} fields")
+            raise InvalidValue(f"{source}, entry {number}: expected 'token' or 'token tenant', "
+                               f"got {len(fields)} fields")
         tokens[fields[0]] = fields[1] if len(fields) == 2 else None
     return tokens
 
@@ -50,10 +54,10 @@ def load_tokens(file: str | Path | None = None, inline: str | None = None) -> di
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
-            raise ValueError(f"cannot read auth tokens file {path}: {error}") from error
+            raise InvalidValue(f"cannot read auth tokens file {path}: {error}") from error
         tokens.update(parse_tokens(text, str(path)))
         if not tokens:
-            raise ValueError(f"auth tokens file {path} holds no token")
+            raise InvalidValue(f"auth tokens file {path} holds no token")
     if inline:
         tokens.update(parse_tokens(inline, ENV["auth_tokens"]))
     return tokens
@@ -152,8 +156,8 @@ class TokenReloader:
             try:
                 tokens = self.source.load()
                 if not tokens:
-                    raise ValueError("no token left")
-            except ValueError as error:
+                    raise InvalidValue("no token left")
+            except InvalidValue as error:
                 log.error("auth tokens not reloaded, the previous ones stay in force: %s",
                           error)
                 self._report(False)

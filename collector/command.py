@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from rewind.exporter.errors import RewindError
+
 from .auth import TokenSource
 from .server_settings import (
     ENV,
@@ -20,8 +22,7 @@ from .server_settings import (
     TlsFiles,
     parse_size,
 )
-from .spool import SpoolError
-from .store import StoreError, resolve_url
+from .store import resolve_url
 
 LIMITS, BATCH, OPTIONS = Limits(), BatchPolicy(), IngestOptions()
 
@@ -133,6 +134,6 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
             shutdown_timeout_s=shutdown_timeout)
         run_collector(resolve_url(clickhouse), options,
                       announce=lambda line: print(line, flush=True))
-    except (ConfigError, StoreError, SpoolError, OSError, ValueError) as error:
+    except (RewindError, OSError) as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(2)

@@ -24,6 +24,8 @@ from typing import Any, BinaryIO
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from rewind.exporter.errors import RewindError
+
 from .rows import span_rows
 from .schema import TRACE_COLUMN_TYPES, TRACE_COLUMNS, TRACES
 from .segments import Record, scan_segment, set_aside_record
@@ -32,7 +34,7 @@ from .writer import warm_insert_path
 log = logging.getLogger("rewind.collector.convert")
 
 
-class ConversionError(Exception):
+class ConversionError(RewindError):
     """Rows could not be encoded (a single bad record is set aside, not raised)."""
 
 

@@ -18,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 
+from rewind.exporter.errors import RewindError
+
 from .migrations import MIGRATIONS
 from .schema import (
     MIGRATIONS_TABLE,
@@ -52,7 +54,7 @@ _CLUSTER_HEADER = """\
 """
 
 
-class DDLError(ValueError):
+class DDLError(RewindError):
     """A statement cannot be written to a multi-statement file as it is."""
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
+from rewind.exporter.errors import InvalidValue
+
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 # What the store's DateTime64(9) columns hold, and what a query's Int64 nanoseconds can name.
@@ -47,12 +49,12 @@ def parse_when(text: str | None, now: datetime | None = None,
     except OverflowError:  # so far back that it is no date at all
         moment = None
     except ValueError as error:
-        raise ValueError(f"{where}not a time: {text!r} (use 24h, 7d, now or "
+        raise InvalidValue(f"{where}not a time: {text!r} (use 24h, 7d, now or "
                          "2025-01-31T12:00)") from error
     if moment is not None and moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     if moment is None or not _EARLIEST <= moment <= _LATEST:
-        raise ValueError(f"{where}{text!r} is outside the times the store holds "
+        raise InvalidValue(f"{where}{text!r} is outside the times the store holds "
                          f"({_EARLIEST:%Y-%m-%d} to {_LATEST:%Y-%m-%d})")
     return moment
 
@@ -138,7 +140,7 @@ def from_query(cls: type[Filters], query: Mapping[str, str], **given: Any) -> Fi
             try:
                 values[item.name] = int(raw)
             except ValueError:
-                raise ValueError(f"{query_name(item)} must be a number, got {raw!r}") from None
+                raise InvalidValue(f"{query_name(item)} must be a number, got {raw!r}") from None
         elif "tuple" in kind:
             values[item.name] = tuple(v for v in raw.split(",") if v)
         else:

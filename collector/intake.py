@@ -14,6 +14,8 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from rewind.exporter.errors import RewindError
+
 from .otlp_json import JsonPayloadError, parse_json
 from .server_settings import Limits
 from .store import MAX_TIME_NS
@@ -26,7 +28,7 @@ MAX_REPORTED_ERRORS = 3
 # OTLP times are unsigned, so a valid request can carry one the store cannot hold.
 
 
-class Refused(Exception):
+class Refused(RewindError):
     """The whole request is refused. ``reason`` is a short metric label; not retryable."""
 
     def __init__(self, reason: str, message: str) -> None:

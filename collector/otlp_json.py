@@ -14,13 +14,15 @@ from typing import Any
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from rewind.exporter.errors import RewindError
+
 # id field -> expected byte length
 _SPAN_IDS = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8,
              "parentSpanId": 8, "parent_span_id": 8}
 _LINK_IDS = {"traceId": 16, "trace_id": 16, "spanId": 8, "span_id": 8}
 
 
-class JsonPayloadError(ValueError):
+class JsonPayloadError(RewindError, ValueError):
     """The body is not OTLP/JSON; the message gives the location."""
 
 

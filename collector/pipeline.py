@@ -21,6 +21,8 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from rewind.exporter.errors import RewindError
+
 from .ahead import ConversionsAhead
 from .convert import Converter
 from .intake import PROTOBUF, Refused, Screened, count_spans, decode, screen
@@ -33,8 +35,10 @@ log = logging.getLogger("rewind.collector.pipeline")
 _TIMES = struct.Struct("<QQ")
 
 
-class Pushback(Exception):
+class Pushback(RewindError):
     """Retryable refusal: the client should retry after ``retry_after`` seconds."""
+
+    http_status = 503
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message)

@@ -10,8 +10,10 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from rewind.exporter.errors import RewindError
 
-class PriceError(ValueError):
+
+class PriceError(RewindError, ValueError):
     """A price file that cannot be used; the message names the file and the entry."""
 
 

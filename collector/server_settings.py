@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import ENV_WORKER_URL  # the CLI reads it too
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
           "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
 
 
-class ConfigError(ValueError):
+class ConfigError(RewindError, ValueError):
     """A setting is invalid; the message names the setting and what is accepted."""
 
 

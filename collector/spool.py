@@ -27,6 +27,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rewind.exporter.errors import RewindError
+
 from .segments import DAMAGED_SUFFIX, Record, Scan, header, scan_segment, write_segment
 
 __all__ = ["Record", "Scan", "Segment", "Spool", "SpoolError", "scan_segment"]
@@ -40,7 +42,7 @@ _SEGMENT_NAME = re.compile(r"seg-(\d+)\.wal")
 REQUEUE_HINT = "re-ingest with `rewind collector --requeue-dead`"
 
 
-class SpoolError(RuntimeError):
+class SpoolError(RewindError):
     """The spool cannot take or give back data; the message names the file and the cause."""
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from rewind.exporter.errors import RewindError
+
 from .server_settings import store_url
 
 # The store keeps times as DateTime64(9): nanoseconds in a signed 64-bit integer (up to
@@ -22,8 +24,10 @@ MAX_TIME_NS = 2**63 - 1
 DEFAULT_DIR = ".rewind/store"
 
 
-class StoreError(RuntimeError):
+class StoreError(RewindError):
     """The store could not be reached or refused a statement; the message says which."""
+
+    http_status = 503
 
 
 def default_url(cwd: str | None = None) -> str:

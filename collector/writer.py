@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewind.exporter.errors import RewindError
+
 from .schema import TRACE_COLUMNS, TRACES
 from .store import Store, redact_url
 
@@ -68,8 +70,10 @@ class TraceWriter:
         return len(rows)
 
 
-class StoreFailure(Exception):
+class StoreFailure(RewindError):
     """An insert failed. ``store_up`` is False when the store could not be reached."""
+
+    http_status = 503
 
     def __init__(self, message: str, store_up: bool) -> None:
         super().__init__(message)

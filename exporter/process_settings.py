@@ -56,6 +56,7 @@ from typing import Any
 
 from . import attributes as A
 from .canonical import salted_match_key
+from .errors import InvalidValue
 
 log = logging.getLogger("rewind.exporter")
 
@@ -187,7 +188,7 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
             compiled.append(re.compile(pattern))
         except re.error as error:
             message = f"redaction pattern {pattern!r} is not a valid regex: {error}"
-            raise ValueError(message) from None
+            raise InvalidValue(message) from None
     return tuple(compiled)
 
 
@@ -217,7 +218,7 @@ def settings(
             chosen = CaptureMode(mode)
         except ValueError:
             choices = ", ".join(m.value for m in CaptureMode)
-            raise ValueError(f"capture mode must be one of {choices}, not {mode!r}") from None
+            raise InvalidValue(f"capture mode must be one of {choices}, not {mode!r}") from None
     else:
         raw = env.get(ENV_CAPTURE, "").strip().lower() or CaptureMode.FULL.value
         try:
@@ -243,7 +244,7 @@ def settings(
                         DEFAULT_MAX_BODY_BYTES)
             max_body_bytes = DEFAULT_MAX_BODY_BYTES
     if max_body_bytes <= 0:
-        raise ValueError(f"max_body_bytes must be positive, not {max_body_bytes}")
+        raise InvalidValue(f"max_body_bytes must be positive, not {max_body_bytes}")
     if match_key_salt is None:
         match_key_salt = env.get(ENV_MATCH_KEY_SALT) or None
     if isinstance(match_key_salt, str):

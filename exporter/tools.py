@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import attributes as A
-from . import canonical, tool_call_ids
+from . import canonical, errors, tool_call_ids
 from .json_form import dumps, jsonable
 from .process_settings import CaptureSettings
 from .redaction import Redactor
@@ -70,7 +70,7 @@ class ToolAnswer:
     error: dict[str, str] | None = None
 
 
-class RecordedToolError(Exception):
+class RecordedToolError(errors.RewindError):
     """Raised in place of the error a tool raised when it was recorded."""
 
     def __init__(self, error_type: str, message: str) -> None:

@@ -3,7 +3,9 @@
 exporter <- collector <- replay, and inside replay:
 cassette <- sources <- testing <- play <- timetravel <- ui <- worker <- cli (each may import
 those before it).
-Every import counts, lazy ones inside functions included.
+Every import counts, lazy ones inside functions included. Every exception class of ours
+derives from ``RewindError`` (exporter/errors.py), the one thing the CLI and the worker report
+as the user's error.
 
 A ``REWIND_*`` environment variable is named (in any string but a docstring) and read only in
 the three settings modules of :data:`SETTINGS`: everything else imports their constants and
@@ -13,6 +15,7 @@ asks them for typed values.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from pathlib import Path
 
@@ -44,6 +47,15 @@ MAX_MODULES_PER_PACKAGE = 12
 READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py"}
 SCHEMA_SIDE = ("collector/schema.py", "collector/migrations.py", "collector/migrations/",
                "collector/migrate.py", "collector/llm_steps.py")
+
+ERROR_ROOT = "RewindError"
+# Exception classes of ours outside the RewindError tree, each with its reason.
+OUTSIDE_ERROR_TREE = {
+    "ReplayDivergence": "a BaseException on purpose, so that retry loops and `except "
+                        "Exception` in the replayed program cannot swallow it",
+}
+BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
+                               if isinstance(value, type) and issubclass(value, BaseException))
 
 
 def _modules() -> list[Path]:
@@ -127,6 +139,63 @@ def _first_per_line(found: list[str]) -> list[str]:
             seen.add(where)
             kept.append(item)
     return kept
+
+
+def _classes(paths: list[Path]) -> dict[str, tuple[str, list[str]]]:
+    """Every class defined in ``paths``: name -> (where, the last part of each base's name)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for path in paths:
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base).rpartition(".")[2] for base in node.bases]
+                found[node.name] = (f"{where}:{node.lineno}", bases)
+    return found
+
+
+def _outside_error_tree(paths: list[Path]) -> list[str]:
+    """Exception classes of ours (a built-in exception among their ancestors) that do not
+    reach ``RewindError`` through classes of ours, outside :data:`OUTSIDE_ERROR_TREE`."""
+    classes = _classes(paths)
+
+    def ancestors(name: str) -> set[str]:
+        seen, todo = set(), [name]
+        while todo:
+            for base in classes.get(todo.pop(), ("", []))[1]:
+                if base not in seen:
+                    seen.add(base)
+                    todo.append(base)
+        return seen
+
+    bad = []
+    for name, (where, _) in classes.items():
+        above = ancestors(name)
+        if name == ERROR_ROOT or not above & BUILTIN_EXCEPTIONS:
+            continue
+        if ERROR_ROOT not in above and name not in OUTSIDE_ERROR_TREE:
+            bad.append(f"{where} {name}")
+    return sorted(bad)
+
+
+def test_every_error_of_ours_is_a_rewind_error():
+    assert _outside_error_tree(_modules()) == []
+
+
+def test_the_error_check_sees_a_stray_error(tmp_path):
+    """The checker itself: a class on a built-in base, directly or through another class of
+    ours, is found; one in the tree, and a class that is no exception, are not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("class Stray(ValueError): ...\nclass Child(Stray): ...\n"
+                     "class Fine(errors.RewindError, LookupError): ...\nclass Plain: ...\n")
+    found = _outside_error_tree([ROOT / "exporter" / "errors.py", probe])
+    assert found == ["probe.py:1 Stray", "probe.py:2 Child"]
+
+
+def test_the_errors_left_outside_exist():
+    """An exception named in :data:`OUTSIDE_ERROR_TREE` is still one of ours, outside."""
+    classes = _classes(_modules())
+    assert {name: "BaseException" in classes[name][1] for name in OUTSIDE_ERROR_TREE} == {
+        name: True for name in OUTSIDE_ERROR_TREE}
 
 
 def test_imports_only_point_down_the_layers():

@@ -3,11 +3,14 @@
 Where a person types an id (the CLI, ``Timeline.load``) a unique prefix is enough, as in git:
 :func:`parse_trace_ref` checks what was typed and :func:`pick_trace_id` chooses among the stored
 ids that start with it (``source.resolve_trace_id`` asks the store or the worker for them).
+The errors of an id that names no trace live here too, for every place that looks traces up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+from rewind.exporter.errors import RewindError
 
 _HEX = frozenset("0123456789abcdef")
 TRACE_ID_LENGTH = 32
@@ -15,16 +18,27 @@ MIN_PREFIX = 4  # shorter prefixes match too much to be worth typing
 SHOWN_CANDIDATES = 5
 
 
-class TraceIdError(ValueError):
+class TraceIdError(RewindError, ValueError):
     """A trace id that is not 32 hex characters; the message names where it came from."""
 
 
 class UnknownTraceId(TraceIdError, LookupError):
     """A prefix no stored trace id starts with."""
 
+    http_status = 404
+
 
 class AmbiguousTraceId(TraceIdError):
     """A prefix several stored trace ids start with; the message lists them."""
+
+
+class TraceNotFound(RewindError, LookupError):
+    """A whole trace id the store has no trace under (or none the caller may see)."""
+
+    http_status = 404
+
+    def __init__(self, trace_id: str) -> None:
+        super().__init__(f"trace {trace_id} not found in the store", trace_id=trace_id)
 
 
 def parse_trace_id(raw: object, what: str = "trace id") -> str:

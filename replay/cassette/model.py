@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rewind.exporter import attributes as A
+from rewind.exporter.errors import RewindError
 
 # The exporter's body decoding and canonical forms are loaded by the methods that use them:
 # the CLI only passes a cassette on to the replayed process.
@@ -18,8 +19,10 @@ from rewind.exporter import attributes as A
 CASSETTE_VERSION = 1
 
 
-class CassetteError(ValueError):
+class CassetteError(RewindError, ValueError):
     """A span or cassette document that cannot be used; the message names which."""
+
+    http_status = 422  # the stored trace cannot be made into a cassette
 
 
 @dataclass

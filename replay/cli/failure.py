@@ -1,41 +1,35 @@
 """How a command fails: one line on stderr, ``error: <what went wrong>``, then what fixes it
-when that is known, and exit status 2, the README's code for a usage error (unknown trace,
-unreachable store, bad flag or file); a command that cannot be started exits as a shell would
-(127 not found, 126 not executable). Every command fails through here.
+when that is known. A user's error (a :class:`~rewind.exporter.errors.RewindError`: unknown
+trace, unreachable store, bad flag or file) exits with the status it carries: 2, the README's
+code for a usage error, or as a shell would for a command that cannot be started (127 not
+found, 126 not executable). Any other exception is a bug in Rewind: one line saying so and
+naming the file its traceback was written to (``--debug`` prints it), exit status 70.
+Every command fails through here.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from rewind.exporter.errors import INTERNAL_EXIT, USAGE_EXIT, RewindError
+from rewind.replay.play.replay_settings import ENV_DEBUG
+
 if TYPE_CHECKING:
     from rich.console import Console
 
-USAGE_ERROR = 2
-# What a command can fail with for a reason its message explains, by module and name: a
-# command imports only what it uses, and an error can only be raised once its module is loaded.
-# ValueError (bad archives, cassettes, prices, ids) is always one.
-PROBLEM_NAMES = (
-    ("rewind.replay.sources.locate", "SourceError"), ("rewind.collector.store", "StoreError"),
-    ("rewind.replay.timetravel.timeline", "TimelineError"),
-    ("rewind.replay.timetravel.fork", "ForkError"), ("rewind.replay.play.launch", "LaunchError"),
-)
+USAGE_ERROR = USAGE_EXIT
+INTERNAL_ERROR = INTERNAL_EXIT
 T = TypeVar("T")
 # Literal text must stay literal: rich drops these control characters from what it prints.
 _STRIPPED = dict.fromkeys((7, 8, 11, 12, 13))
-
-
-def problems() -> tuple[type[Exception], ...]:
-    """The error classes of :data:`PROBLEM_NAMES` loaded so far, and ValueError."""
-    loaded = tuple(getattr(sys.modules[module], name) for module, name in PROBLEM_NAMES
-                   if module in sys.modules)
-    return (*loaded, ValueError)
+_debug = False  # set by --debug: a bug's traceback is printed, not only written to a file
 
 
 @functools.cache
@@ -74,24 +68,22 @@ def note(message: str) -> None:
     print(message.translate(_STRIPPED), file=sys.stderr, flush=True)
 
 
-def attempt(work: Callable[[], T], expected: tuple[type[Exception], ...] | None = None) -> T:
-    """``work()``, or its error line when it raises one of ``expected`` (default: any of
-    :func:`problems`): exit 2, or the error's own ``exit_code`` (a command that could not be
-    started: 127 or 126)."""
+def attempt(work: Callable[[], T], expected: tuple[type[Exception], ...] = (RewindError,)) -> T:
+    """``work()``, or its error line when it raises one of ``expected`` (default: one of ours):
+    exit 2, or the error's own ``exit_code`` (a command that could not be started: 127 or
+    126)."""
     try:
         return work()
-    except Exception as error:
-        if not isinstance(error, expected or problems()):
-            raise
+    except expected as error:
         exit_with(getattr(error, "exit_code", USAGE_ERROR), str(error), fix_for(error))
 
 
 def fix_for(error: Exception) -> str:
-    """The fix the error carries (``SourceError.fix``), or the fix of a failure whose message
-    cannot know it (a port already taken)."""
-    fix = getattr(error, "fix", "")
-    if fix:
-        return str(fix)
+    """The fix the error carries (its ``hint``), or the fix of a failure whose message cannot
+    know it (a port already taken)."""
+    hint = getattr(error, "hint", "")
+    if hint:
+        return str(hint)
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
@@ -100,10 +92,43 @@ def fix_for(error: Exception) -> str:
     return ""
 
 
+def enable_debug(on: bool) -> None:
+    """With ``on`` (a ``--debug`` flag), a bug's traceback is printed on stderr too."""
+    global _debug
+    _debug = _debug or on
+
+
+debug_option = click.option(
+    "--debug", envvar=ENV_DEBUG, is_flag=True, expose_value=False, is_eager=True,
+    callback=lambda context, parameter, value: enable_debug(value),
+    help="Print the traceback of an internal error (a bug) on stderr.")
+
+
+def report_bug(error: Exception) -> NoReturn:
+    """One line saying Rewind has a bug and where its traceback went, exit
+    :data:`INTERNAL_ERROR`; with ``--debug`` the traceback is printed as well."""
+    import tempfile  # here: only a failing command pays for them
+    import traceback
+
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    if _debug:
+        print(text, file=sys.stderr, end="", flush=True)
+    try:
+        fd, path = tempfile.mkstemp(prefix="rewind-error-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        where, fix = f"its traceback is in {path}", "please report it with that file"
+    except OSError as cannot:
+        where, fix = f"its traceback could not be written: {cannot.strerror}", "run with --debug"
+    exit_with(INTERNAL_ERROR, f"internal error (a bug in rewind): {type(error).__name__}: "
+              f"{error}; {where}", fix)
+
+
 class OneLineUsage:
     """Mixed into the CLI's click classes: a usage error click finds (missing argument, bad
     value, unknown option) is an ``error:`` line like ours, naming the help to read, instead of
-    click's usage block ending in ``Error:``."""
+    click's usage block ending in ``Error:``. One of our errors that no command caught is its
+    line; any other exception is a bug (:func:`report_bug`)."""
 
     def main(self, args: Any = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
@@ -111,6 +136,8 @@ class OneLineUsage:
         run = super().main  # type: ignore[misc]
         if not standalone_mode:
             return run(args, prog_name, complete_var, False, **extra)
+        global _debug
+        _debug = False  # until a --debug of this run says otherwise
         try:
             code = run(args, prog_name, complete_var, False, **extra)
         except click.ClickException as error:
@@ -123,6 +150,10 @@ class OneLineUsage:
         except click.exceptions.Abort:
             err().print("aborted", markup=False)
             sys.exit(1)
+        except RewindError as error:
+            exit_with(error.exit_code, str(error), fix_for(error))
+        except Exception as error:
+            report_bug(error)
         sys.exit(code if isinstance(code, int) else 0)
 
 

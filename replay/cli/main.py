@@ -15,9 +15,19 @@ from typing import Any, NoReturn
 import click
 
 from rewind.collector.server_settings import ENV_ALLOW_LIVE, ENV_CLOCK
-from rewind.collector.store import StoreError
+from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import ENV_CAPTURE
-from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
+from rewind.replay.cli.failure import (
+    Command,
+    Group,
+    attempt,
+    debug_option,
+    enable_debug,
+    fail,
+    fix_for,
+    note,
+    warn,
+)
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
     api_option,
@@ -27,7 +37,7 @@ from rewind.replay.cli.options import (
 )
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS, ENV_DEBUG
-from rewind.replay.sources.locate import SourceError, open_source, resolve_trace_id
+from rewind.replay.sources.locate import open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
 _TIME_TRAVEL = "rewind.replay.cli.time_travel"
@@ -58,6 +68,7 @@ class LazyGroup(Group):
 @click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)
 @click.version_option(package_name="rewind-otel", prog_name="rewind")
 @click.option("-v", "--verbose", is_flag=True, help="Log more.")
+@debug_option
 def main(verbose: bool) -> None:
     """Rewind: record LLM-agent runs as OpenTelemetry spans and replay any trace offline."""
     import logging  # here: rewind-replay, which runs without this group, never needs it
@@ -110,14 +121,14 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
 def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | None) -> None:
     """Write a trace to a portable .rw file: every span, compressed, blobs hash-checked.
     A trace that carries a credential is refused."""
-    from rewind.replay.sources.archive import ArchiveError, write_file
+    from rewind.replay.sources.archive import write_file
 
     try:
         source = open_source(api, clickhouse)
         trace_id = resolve_trace_id(source, trace_id)
         data = source.export_archive(trace_id)
         write_file(output, data)
-    except (SourceError, StoreError, ArchiveError, ValueError) as error:
+    except RewindError as error:
         fail(str(error), fix_for(error))
     note(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)")
 
@@ -131,11 +142,11 @@ def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
     exporter writes them, OTLP/JSON, protobuf) with every trace it holds, into the store
     (through the worker when one runs); prints each trace id. Importing the same file again
     adds nothing."""
-    from rewind.replay.sources.archive import ArchiveError, read_file
+    from rewind.replay.sources.archive import read_file
 
     try:
         trace_ids = open_source(api, clickhouse, create=True).import_traces(read_file(file))
-    except (SourceError, StoreError, ArchiveError) as error:
+    except RewindError as error:
         fail(str(error), fix_for(error))
     for trace_id in trace_ids:
         click.echo(trace_id)
@@ -165,7 +176,7 @@ everything after it go live.
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
 @click.option("--debug", envvar=ENV_DEBUG, is_flag=True,
-              help="On a divergence, also print the command's traceback.")
+              help="On a divergence, also print the command's traceback (on a bug, rewind's).")
 @click.option("--allow-live", "allow_live", multiple=True, envvar=ENV_ALLOW_LIVE,
               metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
               "hold go out; repeatable (in the variable: space-separated). Default: none, "
@@ -184,6 +195,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
 
+    enable_debug(debug)
     if (trace_id is None) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
     attempt(lambda: launch.check_command(command))

@@ -15,6 +15,7 @@ from rewind.collector.server_settings import (
     ENV_WORKER_PORT,
 )
 from rewind.collector.store import StoreError, redact_url
+from rewind.exporter.errors import RewindError
 from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option
 
@@ -66,7 +67,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
         )
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
         return
-    except (StoreError, OSError, ValueError) as error:  # ValueError: a setting (ConfigError)
+    except (RewindError, OSError) as error:
         fail(str(error), fix_for(error))
 
 
@@ -92,7 +93,7 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
             announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         return
-    except (StoreError, OSError, ValueError) as error:
+    except (RewindError, OSError) as error:
         fail(str(error), fix_for(error))
 
 

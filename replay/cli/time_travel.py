@@ -17,6 +17,7 @@ from rewind.collector.filters import RunFilters, UsageFilters, parse_when
 from rewind.collector.server_settings import ENV_PRICES
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import ignore_option, prices_option, print_json, sourced
 from rewind.replay.play import launch
@@ -253,6 +254,6 @@ def _run_facts(source: TraceSource, between: tuple[str, str], service: str | Non
     try:
         filters = RunFilters(parse_when(between[0]), parse_when(between[1]), service,
                              limit=limit)
-    except ValueError:
+    except InvalidValue:  # not times: two versions
         filters = RunFilters(service=service, versions=tuple(between), limit=limit)
     return run_facts(source, filters)

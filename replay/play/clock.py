@@ -22,6 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.play.replay_settings import CLOCK_LIVE, CLOCKS
 
 _travel: list[Any] = []  # the travel under way (one per process)
@@ -30,7 +31,7 @@ _travel: list[Any] = []  # the travel under way (one per process)
 def start(mode: str, started_ns: int) -> bool:
     """Start the recorded clock when asked and known; True when the clock was moved."""
     if mode not in CLOCKS:
-        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {mode!r}")
+        raise InvalidValue(f"clock must be one of {', '.join(CLOCKS)}, not {mode!r}")
     if mode == CLOCK_LIVE or not started_ns or _travel:
         return False
     try:

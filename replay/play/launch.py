@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.play import bootstrap
 from rewind.replay.play.replay_settings import installers as installers_in
 
@@ -23,14 +24,12 @@ NOT_EXECUTABLE_EXIT = 126
 Settings = Mapping[str, "str | None"]  # None: the variable is removed from the child's environment
 
 
-class LaunchError(RuntimeError):
+class LaunchError(RewindError):
     """The command could not be started at all; ``exit_code`` is the shell's for the reason
-    (127 not found, 126 not executable) and ``fix`` what to do about it."""
+    (127 not found, 126 not executable) and ``hint`` what to do about it."""
 
     def __init__(self, message: str, exit_code: int, fix: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.fix = fix
+        super().__init__(message, hint=fix, exit_code=exit_code)
 
 
 def environment(settings: Settings, installers: Sequence[str] = (),
@@ -60,7 +59,7 @@ def check_command(command: Sequence[str]) -> None:
     """:class:`LaunchError` now if ``command`` could not be started, so that a command says so
     before it does anything else."""
     if not command:
-        raise ValueError("no command given (put it after --)")
+        raise InvalidValue("no command given (put it after --)")
     program = command[0]
     if shutil.which(program) is None:
         if os.sep in program and os.path.isfile(program):

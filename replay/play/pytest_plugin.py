@@ -68,16 +68,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
+    from rewind.exporter.errors import InvalidValue
+
     settings = dict(marker.kwargs)
     if marker.args:
         settings.setdefault("cassette", marker.args[0])
     unknown = set(settings) - MARKER_ARGS
     if unknown:
-        raise ValueError(f"@pytest.mark.rewind got unknown arguments {sorted(unknown)}; "
-                         f"it takes {sorted(MARKER_ARGS)}")
+        raise InvalidValue(f"@pytest.mark.rewind got unknown arguments {sorted(unknown)}; "
+                           f"it takes {sorted(MARKER_ARGS)}")
     if (settings.get("cassette") is None) == (settings.get("trace_id") is None):
-        raise ValueError("@pytest.mark.rewind needs exactly one of cassette='file.rw' or "
-                         "trace_id='...'")
+        raise InvalidValue("@pytest.mark.rewind needs exactly one of cassette='file.rw' or "
+                           "trace_id='...'")
     return settings
 
 
@@ -109,6 +111,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
     if marker is None:
         pytest.fail(f"the {FIXTURE} fixture needs @pytest.mark.rewind(cassette=... or "
                     "trace_id=...) on the test", pytrace=False)
+    from rewind.exporter.errors import RewindError
     from rewind.replay.play import player
     from rewind.replay.play.session import STRICT, ReplaySession
 
@@ -116,7 +119,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
         settings = _marker_settings(marker)
         cassette = _load(request.config, Path(request.node.path).parent, settings)
         session = ReplaySession(cassette, mode=settings.get("mode") or STRICT)
-    except (ValueError, RuntimeError, OSError) as error:
+    except (RewindError, OSError) as error:
         problem = f"rewind: {error}"
     else:
         problem = ""

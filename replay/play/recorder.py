@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.collector.server_settings import worker_url
+from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import ApiSource, worker_reachable
@@ -144,7 +145,7 @@ def run_recorded(
     """Run ``command`` recorded; ``settings`` and ``installers`` add to what the child gets
     (``rewind fork`` installs itself after recording starts)."""
     if not command:
-        raise ValueError("no command to record (give it after --)")
+        raise InvalidValue("no command to record (give it after --)")
     base = dict(os.environ)
     chosen = endpoint_for(endpoint, base)
     with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:

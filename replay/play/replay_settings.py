@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_REPLAY_SOURCE, host_globs
 
 ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
@@ -68,7 +69,7 @@ def replay_mode(value: str | ReplayMode) -> ReplayMode:
     try:
         return ReplayMode(value)
     except ValueError:
-        raise ValueError(f"replay mode must be {STRICT.value!r} or {LENIENT.value!r}, "
+        raise InvalidValue(f"replay mode must be {STRICT.value!r} or {LENIENT.value!r}, "
                          f"not {value!r}") from None
 
 
@@ -77,7 +78,7 @@ def clock(value: str | Clock) -> Clock:
     try:
         return Clock(value)
     except ValueError:
-        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, not {value!r}") from None
+        raise InvalidValue(f"clock must be one of {', '.join(CLOCKS)}, not {value!r}") from None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import (
@@ -45,7 +46,7 @@ def run_command(
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
     if not command:
-        raise ValueError("no command to run under replay (give it after --)")
+        raise InvalidValue("no command to run under replay (give it after --)")
     with tempfile.TemporaryDirectory(prefix="rewind-replay-") as tmp:
         cassette_path = os.path.join(tmp, "cassette.json")
         report_path = Path(tmp, "report.json")

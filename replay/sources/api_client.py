@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from rewind.exporter.errors import InvalidValue, RewindError
+
 RETRYABLE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-class ApiUnreachable(OSError):
+class ApiUnreachable(RewindError, OSError):
     """No answer from the worker: refused, timed out, or cut off."""
 
 
@@ -44,7 +46,7 @@ class ApiClient:
     def __init__(self, url: str, timeout: float = 30.0) -> None:
         parts = urlsplit(url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not a worker URL: {url!r} (expected http(s)://host:port)")
+            raise InvalidValue(f"not a worker URL: {url!r} (expected http(s)://host:port)")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._https = parts.scheme == "https"

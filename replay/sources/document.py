@@ -18,6 +18,8 @@ from typing import IO, Any
 import ijson
 import zstandard
 
+from rewind.exporter.errors import RewindError
+
 FORMAT = "rewind-trace"
 VERSION = 1
 # Decompressed bytes a file may expand to: a long agent run with every body is tens of MiB.
@@ -28,7 +30,7 @@ MAX_DEPTH = 8  # {spans: [{EventAttributes: [{key: value}]}]} is 4 deep
 _READ_SIZE = 16 << 20
 
 
-class ArchiveError(ValueError):
+class ArchiveError(RewindError, ValueError):
     """A trace file that cannot be written or read; the message says which part and why."""
 
 

@@ -17,6 +17,7 @@ from rewind.collector.server_settings import ENV_API_TOKEN, api_token, worker_ur
 from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
 from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
 from rewind.collector.store import Store, redact_url, resolve_url
+from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
@@ -34,12 +35,11 @@ PREFIX_SCAN = 10_000  # newest traces a worker is asked for to resolve a prefix
 PREFIX_MATCHES = 100
 
 
-class SourceError(RuntimeError):
-    """The trace could not be read; the message says from where and why, ``fix`` what to do."""
+class SourceError(RewindError):
+    """The trace could not be read; the message says from where and why, ``hint`` what to do."""
 
     def __init__(self, message: str, fix: str = "") -> None:
-        super().__init__(message)
-        self.fix = fix
+        super().__init__(message, hint=fix)
 
 
 class TraceSource(Protocol):
@@ -237,11 +237,12 @@ def resolve_trace_id(source: TraceSource, ref: str) -> str:
 def worker_reachable(url: str) -> bool:
     """Whether a worker answers ``/health`` at ``url``; the connection stays open for the
     calls that follow."""
+    from rewind.exporter.errors import InvalidValue
     from rewind.replay.sources.api_client import ApiUnreachable, client_for
 
     try:
         return client_for(url).request("GET", "/health", timeout=1.0).status_code == 200
-    except (ApiUnreachable, ValueError):
+    except (ApiUnreachable, InvalidValue):
         return False
 
 

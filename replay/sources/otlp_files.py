@@ -16,6 +16,8 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from rewind.exporter.errors import RewindError
+
 if TYPE_CHECKING:  # protobuf and the row conversion load when an OTLP file is read, not a .rw
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -24,7 +26,7 @@ if TYPE_CHECKING:  # protobuf and the row conversion load when an OTLP file is r
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a .rw file is one zstd frame
 BACKEND_WRAPPERS = ("trace", "result")  # Tempo's /api/v2/traces, Jaeger's /api/v3/traces
 
-class OtlpFileError(ValueError):
+class OtlpFileError(RewindError, ValueError):
     """Not an OTLP file we can read; the message says where it failed."""
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.divergence import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.diff import (
@@ -363,7 +364,7 @@ def prompt_hash(system_prompt: str) -> str:
 def bisect_runs(runs: Iterable[RunFacts], by: str = "service.version") -> RunsBisection:
     """Groups in order of their first run, and the changes between neighbouring groups."""
     if by not in GROUP_BY:
-        raise ValueError(f"cannot group runs by {by!r}: choose one of {', '.join(GROUP_BY)}")
+        raise InvalidValue(f"cannot group runs by {by!r}: choose one of {', '.join(GROUP_BY)}")
     grouped: dict[str, list[RunFacts]] = {}
     for run in sorted(runs, key=lambda r: r.start):
         grouped.setdefault(run.attributes.get(by) or "(none)", []).append(run)

@@ -27,6 +27,7 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
+from rewind.exporter.errors import RewindError
 from rewind.exporter.json_form import jsonable
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot
@@ -34,7 +35,7 @@ from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot
 _UNSET: Any = object()
 
 
-class ForkError(RuntimeError):
+class ForkError(RewindError):
     """A fork that cannot be made or resumed; the message names the trace and step."""
 
 

@@ -20,6 +20,7 @@ from rewind.collector.prices import Price, PriceError, builtin_prices, parse_pri
 from rewind.collector.reader_usage import Usage
 from rewind.collector.schema import MODEL_VERSION_SUFFIX
 from rewind.collector.server_settings import prices_file
+from rewind.exporter.errors import InvalidValue
 
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 
@@ -112,7 +113,7 @@ GROUPINGS = {"model": ("model",), "service": ("service",), "both": ("service", "
 
 def summarise(usage: Iterable[Usage], prices: PriceTable, by: str = "both") -> Stats:
     if by not in GROUPINGS:
-        raise ValueError(f"stats can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
+        raise InvalidValue(f"stats can be grouped by {', '.join(GROUPINGS)}, not {by!r}")
     fields = GROUPINGS[by]
     lines: dict[tuple[str, ...], StatsLine] = {}
     total = StatsLine(("total",))

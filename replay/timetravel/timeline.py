@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
+from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import has_exchange, is_llm_span
 from rewind.replay.cassette.messages import Message, conversation_of
@@ -42,8 +43,10 @@ if TYPE_CHECKING:
     from rewind.replay.timetravel.fork import Checkpoint
 
 
-class TimelineError(LookupError):
+class TimelineError(RewindError, LookupError):
     """A step or event that the trace does not have; the message says which trace."""
+
+    http_status = 404
 
 
 def _int(value: Any) -> int:
@@ -164,7 +167,7 @@ class Timeline:
     def __init__(self, trace_id: str, spans: Sequence[Mapping[str, Any]],
                  prices: PriceTable | None = None) -> None:
         if not spans:
-            raise TimelineError(f"trace {trace_id} has no spans")
+            raise TimelineError(f"trace {trace_id} has no spans", trace_id=trace_id)
         self.trace_id = trace_id
         self.spans = list(spans)
         self.cassette: Cassette = build_cassette(trace_id, self.spans)
@@ -244,7 +247,8 @@ class Timeline:
             known = sorted(self._by_step)
             span = f"0..{known[-1]}" if known else "none"
             raise TimelineError(f"trace {self.trace_id} has no step {number} "
-                                f"(recorded steps: {span})") from None
+                                f"(recorded steps: {span})", trace_id=self.trace_id,
+                                step=number) from None
 
     def of_type(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.type == kind]

@@ -14,6 +14,7 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
 
@@ -160,8 +161,8 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
     """One span in full: the model's whole context and answer (a tool: its arguments and
     result), the raw exchange pretty-printed, a stream event by event, its numbers."""
     if not 0 <= index < len(timeline.events):
-        raise ValueError(f"trace {timeline.trace_id} has no event {index} "
-                         f"(events 0..{len(timeline.events) - 1})")
+        raise InvalidValue(f"trace {timeline.trace_id} has no event {index} "
+                           f"(events 0..{len(timeline.events) - 1})")
     event = timeline.events[index]
     detail: dict[str, Any] = {
         "index": index, "type": event.type, "name": event.name, "step": event.step,

@@ -18,7 +18,7 @@ from rewind.replay.worker import analysis, archives, pages, replay_sessions, tra
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
-from rewind.replay.worker.routing import route
+from rewind.replay.worker.routing import internal_error, route
 from rewind.replay.worker.tenancy import StoreAccess
 
 
@@ -47,7 +47,9 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         *pages.routes(authenticator),
     ]
     app = Starlette(routes=routes,
-                    middleware=[Middleware(BearerAuth, authenticator=authenticator)])
+                    middleware=[Middleware(BearerAuth, authenticator=authenticator)],
+                    # a bug outside a route (the auth middleware): answered as a route's is
+                    exception_handlers={Exception: lambda request, error: internal_error(error)})
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
     return app

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.sources import archive
 from rewind.replay.sources.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
 from rewind.replay.worker.routing import route
@@ -58,7 +59,7 @@ def routes() -> list[Route]:
                                                         "bytes"))
                 upload.write(chunk)
             if not received:
-                raise ValueError("empty body: send the bytes of a .rw trace file")
+                raise InvalidValue("empty body: send the bytes of a .rw trace file")
             try:  # stamped with the caller's tenant
                 done = await run_in_threadpool(view.import_file, upload)
             except DocumentTooLarge as error:

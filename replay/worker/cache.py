@@ -10,14 +10,9 @@ from typing import Any
 from rewind.collector import reader
 from rewind.collector.store import Store
 from rewind.replay.cassette.build import build_cassette
+from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.timeline import Timeline
-
-
-class TraceNotFound(LookupError):
-    def __init__(self, trace_id: str) -> None:
-        super().__init__(f"trace {trace_id} not found in the store")
-        self.trace_id = trace_id
 
 
 def trace_spans(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:

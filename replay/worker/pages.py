@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from rewind.collector.auth import Authenticator, AuthError
 from rewind.collector.filters import TraceFilters, from_query
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
@@ -121,7 +122,7 @@ def data_routes() -> list[Route]:
         try:
             index = int(raw)
         except ValueError:
-            raise ValueError(f"index must be an event number, got {raw!r}") from None
+            raise InvalidValue(f"index must be an event number, got {raw!r}") from None
         return views.step_detail(timeline, index)
 
     def diff(request: Request, view: TenantView) -> Any:

@@ -30,6 +30,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from rewind.exporter import attributes as A
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.session import (
@@ -184,10 +185,10 @@ def routes(sessions: SessionRegistry) -> list[Route]:
             raw_id = payload["trace_id"]
             speed = float(payload["speed"]) if payload.get("speed") else None
         except (ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"expected JSON {{'trace_id': …}}: {error}") from None
+            raise InvalidValue(f"expected JSON {{'trace_id': …}}: {error}") from None
         if payload.get("mode", STRICT) != STRICT:
-            raise ValueError("replay over HTTP is strict only: the worker has no upstream to "
-                             "go live to")
+            raise InvalidValue("replay over HTTP is strict only: the worker has no upstream to "
+                               "go live to")
         trace_id = parse_trace_id(raw_id)
         sid, _ = await run_in_threadpool(sessions.create, view, trace_id, speed=speed)
         return json_response({"session_id": sid, "trace_id": trace_id,

@@ -4,8 +4,10 @@ A handler gets the request and the store as the caller may see it (a
 :class:`~rewind.replay.worker.tenancy.TenantView`, built here from the tenant the auth
 middleware put in the request scope: no handler can forget the tenant), returns data (or a
 ready :class:`Response`) and raises our errors; :func:`route` checks the trace id in its path
-with the one parser, writes the JSON, and maps each error to its status through
-:data:`ERROR_STATUS`. Every error body is ``{"error": message}``.
+with the one parser, writes the JSON, and answers each of our errors (a
+:class:`~rewind.exporter.errors.RewindError`) with the status it carries. Every error body is
+``{"error": message}`` (and ``"hint"`` when the error names a fix). Anything else is a bug: a
+500 whose body carries an ``error_id``, logged with the traceback under the same id.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,28 +26,16 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from rewind.replay.cassette.ids import TraceIdError, UnknownTraceId, is_trace_id, parse_trace_id
-from rewind.replay.cassette.model import CassetteError
-from rewind.replay.sources.archive import ArchiveError
+from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.replay.cassette.ids import is_trace_id, parse_trace_id
 from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.ui.assets import json_default
-from rewind.replay.worker.cache import TraceNotFound
 from rewind.replay.worker.tenancy import TENANT_KEY, StoreAccess
 
 Handler = Callable[..., Any]  # (request, view), or (request) for a public route
 
 TRACE_ID_PARAM = "trace_id"
-
-# Our errors and their statuses, looked up along the error's class hierarchy so the most
-# specific entry wins. A route that needs another status for one case raises HTTPException.
-ERROR_STATUS: dict[type[Exception], int] = {
-    UnknownTraceId: 404,  # a short id no trace of the caller's starts with
-    TraceIdError: 400,
-    TraceNotFound: 404,
-    CassetteError: 422,  # the stored trace cannot be made into a cassette
-    ArchiveError: 400,  # the uploaded .rw file cannot be read
-    ValueError: 400,  # a malformed parameter or body
-}
+log = logging.getLogger("rewind.worker")
 
 
 def json_response(content: Any, status: int = 200,
@@ -54,25 +46,35 @@ def json_response(content: Any, status: int = 200,
 
 
 def error_response(status: int, message: str,
-                   headers: Mapping[str, str] | None = None) -> Response:
-    return json_response({"error": message}, status, headers)
+                   headers: Mapping[str, str] | None = None, hint: str = "") -> Response:
+    body = {"error": message, "hint": hint} if hint else {"error": message}
+    return json_response(body, status, headers)
 
 
 def error_status(error: Exception) -> int | None:
-    """The status one of our errors answers with; None for anything else (a bug)."""
+    """The status one of our errors answers with (a route that needs another one for a case
+    raises HTTPException); None for anything else (a bug)."""
     if isinstance(error, HTTPException):
         return error.status_code
-    return next((ERROR_STATUS[k] for k in type(error).__mro__ if k in ERROR_STATUS), None)
+    return error.http_status if isinstance(error, RewindError) else None
 
 
 def answer_error(error: Exception) -> Response:
-    """The answer for one of our errors; anything else is re-raised (a 500, and a bug)."""
-    status = error_status(error)
-    if status is None:
-        raise error
+    """The answer for one of our errors; anything else is a bug: :func:`internal_error`."""
     if isinstance(error, HTTPException):
-        return error_response(status, str(error.detail), error.headers)
-    return error_response(status, str(error))
+        return error_response(error.status_code, str(error.detail), error.headers)
+    if isinstance(error, RewindError):
+        return error_response(error.http_status, str(error), hint=error.hint)
+    return internal_error(error)
+
+
+def internal_error(error: BaseException) -> Response:
+    """A 500 for a bug: the body names an id, the log has the traceback under the same id, so
+    whoever reports it can be matched with what happened."""
+    error_id = uuid.uuid4().hex[:16]
+    log.error("internal error %s: %s: %s", error_id, type(error).__name__, error, exc_info=error)
+    return json_response({"error": f"internal error (a bug in rewind), logged as {error_id}",
+                          "error_id": error_id}, 500)
 
 
 def query_trace_id(request: Request, name: str) -> str:
@@ -86,7 +88,7 @@ def query_limit(request: Request, default: int, maximum: int) -> int:
     try:
         limit = int(raw) if raw is not None else default
     except ValueError:
-        raise ValueError(f"limit must be an integer, got {raw!r}") from None
+        raise InvalidValue(f"limit must be an integer, got {raw!r}", field="limit") from None
     return max(1, min(limit, maximum))
 
 

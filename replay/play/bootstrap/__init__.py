@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 from importlib import import_module
 
+from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import RecordSettings
 from rewind.replay.play.replay_settings import ENV_INSTALLERS, installers
 
@@ -28,9 +29,9 @@ _INSTALLER = re.compile(r"rewind\.replay(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
 def check_installer(name: str) -> str:
     """``name`` if it is ``module:function`` of a ``rewind.replay`` module, else ValueError."""
     if not _INSTALLER.fullmatch(name):
-        raise ValueError(f"installer {name!r} in {ENV_INSTALLERS} refused: only functions of "
-                         "rewind.replay modules run at start-up, named module:function (e.g. "
-                         "rewind.replay.play.player:install_from_env)")
+        raise InvalidValue(f"installer {name!r} in {ENV_INSTALLERS} refused: only functions of "
+                           "rewind.replay modules run at start-up, named module:function (e.g. "
+                           "rewind.replay.play.player:install_from_env)")
     return name
 
 
@@ -74,7 +75,7 @@ def run_installers(env: Mapping[str, str] | None = None) -> None:
     for name in filter(None, value.split(_SEPARATOR)):
         try:
             module, function = check_installer(name.strip()).split(":")
-        except ValueError as error:
+        except InvalidValue as error:
             print(f"rewind: {error}", file=sys.stderr, flush=True)
             continue
         getattr(import_module(module), function)()
