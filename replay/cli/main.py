@@ -22,6 +22,7 @@ from rewind.replay.cli.options import (
     clickhouse_option,
     ignore_option,
     print_json,
+    timeout_option,
 )
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import ApiSource, SourceError, open_source, resolve_trace_id
@@ -160,6 +161,7 @@ everything after it go live.
               "hold go out; repeatable (in the variable: space-separated). Default: none, "
               "they are refused in strict mode.")
 @ignore_option
+@timeout_option
 @click.option("--clock", "clock_mode", type=click.Choice(["recorded", "live"]),
               default="recorded", envvar="REWIND_CLOCK", show_default=True,
               help="The command's wall clock: starting at the recorded run's start and moving "
@@ -168,8 +170,9 @@ everything after it go live.
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
-           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
+           clock_mode: str, api: str | None, clickhouse: str | None,
+           command: tuple[str, ...]) -> None:
     from rewind.replay.play.runner import run_command
     from rewind.replay.play.settings import LENIENT, STRICT
 
@@ -196,7 +199,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     mode = STRICT if strict else LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
-                                          clock_mode=clock_mode))
+                                          clock_mode=clock_mode, timeout=timeout))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")

@@ -21,7 +21,7 @@ from rewind.exporter import frameworks, tools, transport
 from rewind.exporter.config import host_globs
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play import clock
+from rewind.replay.play import clock, guard
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.session import Answer, ReplaySession, recorded_answer
 from rewind.replay.play.settings import (
@@ -30,6 +30,7 @@ from rewind.replay.play.settings import (
     ENV_CASSETTE,
     ENV_CLOCK,
     ENV_DEBUG,
+    ENV_GRACE,
     ENV_IGNORE,
     ENV_MODE,
     ENV_REPORT,
@@ -65,6 +66,7 @@ def _checked(session: ReplaySession, found: Interaction | Divergence | None,
     if isinstance(found, Divergence) and session.mode == STRICT:
         if announce:
             print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
+        guard.diverged()
         raise ReplayDivergence(found)
     return found if isinstance(found, Interaction) else None
 
@@ -169,6 +171,9 @@ def install_from_env() -> ReplaySession | None:
     )
     clock.start(os.environ.get(ENV_CLOCK) or CLOCK_RECORDED, cassette.started_ns)
     install(session)
+    guard.Guard(session, lambda found: _checked(session, session._diverged(found))).install()
+    grace = os.environ.get(ENV_GRACE)
+    guard.arm(session.write_report, float(grace) if grace else guard.GRACE_S)
     atexit.register(_report_at_exit, session)
     if not os.environ.get(ENV_DEBUG):
         _quiet_divergences()

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch, settings
+from rewind.replay.play import guard, launch, settings
+from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.report import ReplayReport
 
-DIVERGED_EXIT = 3
+DIVERGED_EXIT = guard.DIVERGED_EXIT
+DEFAULT_TIMEOUT_S = 600.0  # a replay answers from the recording: minutes, never hours
 
 
 @dataclass
@@ -29,10 +31,12 @@ def run_command(
     cassette: Cassette, command: list[str], mode: str = settings.STRICT,
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = settings.CLOCK_RECORDED,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
-    ``clock_mode``: the child's wall clock (``clock.py``)."""
+    ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
+    command is killed (:class:`launch.LaunchTimeout`)."""
     if clock_mode not in settings.CLOCKS:
         raise ValueError(f"clock must be one of {', '.join(settings.CLOCKS)}, "
                          f"not {clock_mode!r}")
@@ -49,12 +53,27 @@ def run_command(
                  settings.ENV_ALLOW_LIVE: ",".join(allow_live) or None,
                  settings.ENV_IGNORE: "\n".join(ignore) or None,
                  settings.ENV_CLOCK: clock_mode}
-        exit_code = launch.run(command, child, [settings.INSTALLER])
+        exit_code = launch.run(command, child, [settings.INSTALLER], timeout)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
         except FileNotFoundError:
             report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
             installed = False
+        _add_connections(report, guard.attempts_in(str(report_path)))
     diverged = report.divergence is not None and mode == settings.STRICT
     return ReplayOutcome(DIVERGED_EXIT if diverged else exit_code, report, installed)
+
+
+def _add_connections(report: ReplayReport, connections: list[dict]) -> None:
+    """What the guard met in every process of the run; a refusal in a process that did not
+    write the report (a child of the program) still fails a strict run."""
+    report.connections = connections
+    report.live = max(report.live, sum(1 for c in connections if not c.get("refused")))
+    refused = [c for c in connections if c.get("refused")]
+    if refused and report.divergence is None and report.mode == settings.STRICT:
+        first = refused[0]
+        report.divergence = Divergence(report.requests, (
+            f"{guard.describe(first)} is not in the recording (a child process of the program "
+            f"made it); a strict replay never makes it: pass --allow-live {first['host']} to "
+            "let it through"))

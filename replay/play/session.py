@@ -194,7 +194,8 @@ class ReplaySession:
         host = (parts.hostname or "").lower()
         if any(fnmatch.fnmatch(host, glob) for glob in self.allow_live):
             return self._went_live()
-        found.reason = (f"{method.upper()} {host}{parts.path} is not in the recording "
+        where = f"{host}:{parts.port}" if parts.port else host
+        found.reason = (f"{method.upper()} {where}{parts.path} is not in the recording "
                         f"({found.reason}); a strict replay never sends it: pass "
                         f"--allow-live {host} to let it through")
         return self._diverged(found)

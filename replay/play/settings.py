@@ -15,6 +15,7 @@ ENV_DEBUG = "REWIND_DEBUG"  # set: a divergence in a replayed child also prints 
 ENV_SOURCE = ENV_REPLAY_SOURCE
 ENV_ALLOW_LIVE = "REWIND_REPLAY_ALLOW_LIVE"  # comma-separated host globs
 ENV_IGNORE = "REWIND_REPLAY_IGNORE"  # newline-separated request path globs
+ENV_GRACE = "REWIND_REPLAY_GRACE"  # seconds a diverged program may take to end by itself
 ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # the child's wall clock: CLOCK_RECORDED or CLOCK_LIVE
 CLOCK_RECORDED = "recorded"
 CLOCK_LIVE = "live"
