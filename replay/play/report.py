@@ -28,11 +28,14 @@ class ReplayReport:
 
     def headline(self) -> str:
         line = (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
-                f"{self.trace_id} ({self.mode}), {self.live} live calls")
-        refused = sum(1 for c in self.connections if c.get("refused"))
-        if refused:
-            line += f", {refused} connections refused before they left"
-        return line
+                f"{self.trace_id} ({self.mode}), ")
+        refused = [f"{c['host']}:{c['port']}" for c in self.connections if c.get("refused")]
+        if not refused:
+            return line + f"{self.live} live calls"
+        shown = ", ".join(dict.fromkeys(refused[:3]))
+        went = f"{self.live} live calls" if self.live else "no live call"
+        return line + (f"{went}; {len(refused)} connections refused before they left "
+                       f"({shown})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace_id, "mode": self.mode, "recorded": self.recorded,
