@@ -291,23 +291,25 @@ def _patch_if_wanted(module: ModuleType) -> None:
 def install() -> None:
     """Patch every supported HTTP library: those already imported now, the others when they
     are imported (:mod:`.imports`), so a process never imports a library it does not use."""
-    from . import aiohttp_hook, httpclient_hook, requests_hook
+    from . import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
     from .imports import when_imported
 
     aiohttp_hook.install()
     requests_hook.install()
     httpclient_hook.install()
+    lm15_hook.install()
     _wanted["on"] = True
     for name in MODULE_NAMES:
         when_imported(name, _patch_if_wanted)
 
 
 def uninstall() -> None:
-    from . import aiohttp_hook, httpclient_hook, requests_hook
+    from . import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
 
     aiohttp_hook.uninstall()
     requests_hook.uninstall()
     httpclient_hook.uninstall()
+    lm15_hook.uninstall()
     _wanted["on"] = False
     for name, (sync_original, async_original) in list(_originals.items()):
         module = importlib.import_module(name)

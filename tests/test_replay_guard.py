@@ -5,10 +5,8 @@ a program that catches everything, and a command that hangs is stopped at ``--ti
 
 from __future__ import annotations
 
-import socket
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
@@ -16,38 +14,9 @@ import pytest
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import launch
 from rewind.replay.play.runner import DIVERGED_EXIT, run_command
+from tests.support.sink import Sink
 
 TRACE = "0d2c8a4e5f6b7c8d9e0f1a2b3c4d5e6f"
-
-
-class Sink:
-    """A loopback TCP server counting the connections that reach it."""
-
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.accepted = 0
-        self.server.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.server.close()
 
 
 @pytest.fixture
