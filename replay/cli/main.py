@@ -239,7 +239,8 @@ def _exit_at_once(code: int) -> NoReturn:
 NO_LLM_CALLS = (
     "no LLM call was recorded in this run ({http} other HTTP calls were). Likely causes: the "
     "program made none before it exited; its LLM client sends through a library Rewind does not "
-    "hook (it hooks httpx, httpx2, requests and aiohttp; not gRPC or a C extension); the "
+    "hook (it hooks httpx, httpx2, requests, aiohttp, http.client with urllib and urllib3, "
+    "and lm15's transports; not gRPC or a C extension); the "
     "endpoint's path is not an LLM API Rewind knows (…/chat/completions, …/responses, "
     "…/v1/messages, …:generateContent, …/embeddings); or the calls ran in a process started "
     "with another Python, where Rewind is not installed.")
