@@ -290,7 +290,8 @@ def _patch_base(module: Any) -> None:
             return send(self, data)
         if hasattr(data, "read"):
             data = data.read()
-            data = data.encode("iso-8859-1") if isinstance(data, str) else data
+        if isinstance(data, str):  # a text file: http.client sends it as ISO-8859-1
+            data = data.encode("iso-8859-1")
         elif not isinstance(data, (bytes, bytearray, memoryview)):
             data = b"".join(bytes(d) for d in data)
         sent = self.__dict__.setdefault("_rewind_sent", bytearray())
