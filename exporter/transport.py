@@ -20,6 +20,7 @@ value to put back on the way out (replay's ``replaying()`` does so on exit from 
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -217,37 +218,55 @@ def _telemetry(request: Any) -> bool:
             and providers.detect(url.host, url.path) is None)
 
 
+_inside: contextvars.ContextVar[bool] = contextvars.ContextVar("rewind_inside", default=False)
+
+
+def inside() -> bool:
+    """True while a hook handles a request: a transport under it (urllib3 under requests,
+    aiohttp under an httpx transport) sees the same request again and lets it pass, so one
+    call is recorded and answered once, by the outermost hook."""
+    return _inside.get()
+
+
 def exchange(flavor: Flavor, request: Any, send: Callable[[], Any]) -> Any:
     """One synchronous request through the slots: observed, answered by the responder or sent
     with ``send()``, its response followed. Every library's sync seam calls this."""
-    if _telemetry(request):
+    if _inside.get() or _telemetry(request):
         return send()
-    seen = _observe(flavor, request)
+    token = _inside.set(True)
     try:
-        responder = hooks.responder
-        response = responder(flavor, request, False) if responder is not None else None
-        if response is None:
-            response = send()
-    except BaseException as error:
-        _failed(seen, error)
-        raise
+        seen = _observe(flavor, request)
+        try:
+            responder = hooks.responder
+            response = responder(flavor, request, False) if responder is not None else None
+            if response is None:
+                response = send()
+        except BaseException as error:
+            _failed(seen, error)
+            raise
+    finally:
+        _inside.reset(token)
     return _finish(flavor, seen, response, False)
 
 
 async def exchange_async(flavor: Flavor, request: Any,
                          send: Callable[[], Awaitable[Any]]) -> Any:
     """The same for an asynchronous client."""
-    if _telemetry(request):
+    if _inside.get() or _telemetry(request):
         return await send()
-    seen = _observe(flavor, request)
+    token = _inside.set(True)
     try:
-        responder = hooks.responder
-        response = responder(flavor, request, True) if responder is not None else None
-        if response is None:
-            response = await send()
-    except BaseException as error:
-        _failed(seen, error)
-        raise
+        seen = _observe(flavor, request)
+        try:
+            responder = hooks.responder
+            response = responder(flavor, request, True) if responder is not None else None
+            if response is None:
+                response = await send()
+        except BaseException as error:
+            _failed(seen, error)
+            raise
+    finally:
+        _inside.reset(token)
     return _finish(flavor, seen, response, True)
 
 
@@ -278,21 +297,25 @@ def _patch_if_wanted(module: ModuleType) -> None:
 def install() -> None:
     """Patch every supported HTTP library: those already imported now, the others when they
     are imported (:mod:`.imports`), so a process never imports a library it does not use."""
-    from . import aiohttp_hook, requests_hook
+    from . import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
     from .imports import when_imported
 
     aiohttp_hook.install()
     requests_hook.install()
+    httpclient_hook.install()
+    lm15_hook.install()
     _wanted["on"] = True
     for name in MODULE_NAMES:
         when_imported(name, _patch_if_wanted)
 
 
 def uninstall() -> None:
-    from . import aiohttp_hook, requests_hook
+    from . import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
 
     aiohttp_hook.uninstall()
     requests_hook.uninstall()
+    httpclient_hook.uninstall()
+    lm15_hook.uninstall()
     _wanted["on"] = False
     for name, (sync_original, async_original) in list(_originals.items()):
         module = importlib.import_module(name)

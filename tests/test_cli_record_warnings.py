@@ -32,7 +32,7 @@ def test_a_run_without_llm_calls_is_recorded_with_a_warning_naming_the_causes(tm
         assert "recorded trace" in done.stderr
         warning = " ".join(done.stderr.split())
         assert "warning: no LLM call was recorded in this run (1 other HTTP calls were)" in warning
-        assert "httpx, httpx2, requests and aiohttp" in warning
+        assert "httpx, httpx2, requests, aiohttp, http.client with urllib and urllib3" in warning
         assert "another Python" in warning
         trace_id = done.stderr.split("recorded trace ")[1].split()[0]
         spans = served.wait_for_spans(trace_id, 2)

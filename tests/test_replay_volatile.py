@@ -5,12 +5,13 @@ answered by the recorded one; anything else is still a divergence, which names `
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from rewind.exporter import canonical
 from rewind.replay.cassette.model import Interaction
-from rewind.replay.cassette.volatile import Tolerance, tolerable
+from rewind.replay.cassette.volatile import Tolerance, path_matches, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.matching import Asked, Matcher
 
@@ -83,3 +84,57 @@ def test_a_divergence_in_one_value_names_the_ignore_flag():
     text = found.describe()
     assert "field body.messages[0].content:" in text
     assert "replay with --ignore 'body.messages[0].content'" in text
+
+
+def _http(step: int, body: dict) -> Interaction:
+    url = "http://tools.local/search"
+    key = canonical.match_key(canonical.canonical_http("POST", url, {}, json.dumps(body)))
+    return Interaction(step, "http", f"h{step}", "POST", key, "POST", url, {},
+                       json.dumps(body), response_body="{}")
+
+
+def _tool(step: int, arguments: dict) -> Interaction:
+    return Interaction(step, "tool", f"t{step}", "execute_tool lookup",
+                       canonical.tool_key("lookup", arguments), "", "", {},
+                       json.dumps(arguments), response_body="{}")
+
+
+STEPS = [  # (what was recorded, the request the new run makes)
+    (lambda: _chat(0, "id A-17", "hello"), lambda: _request("id B-99", "hello"), {}),
+    (lambda: _http(0, {"q": "umbrellas", "page": {"cursor": "c1"}}),
+     lambda: canonical.canonical_http("POST", "http://tools.local/search", {}, json.dumps(
+         {"q": "umbrellas", "page": {"cursor": "c2"}})), {"kind": "http"}),
+    (lambda: _tool(0, {"order": "A-17", "tags": ["x", "y"]}),
+     lambda: {"tool": "lookup", "arguments": {"order": "A-17", "tags": ["x", "z"]}},
+     {"key": canonical.tool_key("lookup", {"order": "A-17", "tags": ["x", "z"]})}),
+]
+
+
+@pytest.mark.parametrize(("recorded", "asked", "how"), STEPS, ids=["llm", "http", "tool"])
+def test_ignore_takes_the_path_a_divergence_prints_literally_and_as_a_glob(recorded, asked,
+                                                                           how):
+    found = Matcher([recorded()], NEAR).match(asked(), **how)
+    assert isinstance(found, Divergence)
+    printed = re.search(r"--ignore '([^']+)'", found.describe()).group(1)
+    assert printed in {"body.messages[0].content", "body.page.cursor", "arguments.tags[1]"}
+    star = re.sub(r"\[\d+\]", "[*]", printed)
+    parent = printed.rsplit(".", 1)[0] + ".*" if "." in printed else printed
+    for ignored in (printed, star, parent):
+        matcher = Matcher([recorded()], Tolerance((ignored,), RECORDED_AT))
+        assert not isinstance(matcher.match(asked(), **how), Divergence), ignored
+    other = re.sub(r"\d+(?=\]$)", "7", printed) if printed.endswith("]") else printed + "x"
+    assert isinstance(Matcher([recorded()], Tolerance((other,), RECORDED_AT)).match(
+        asked(), **how), Divergence)
+
+
+@pytest.mark.parametrize(("path", "glob", "matches"), [
+    ("body.messages[1].content", "body.messages[1].content", True),
+    ("body.messages[1].content", "body.messages[*].content", True),
+    ("body.messages[1].content", "body.messages[2].content", False),
+    ("body.messages[1].content", "body.messages", True),  # a path covers what is inside it
+    ("body.metadata.request_id", "body.metadata.*", True),
+    ("body.metadataX", "body.metadata", False),
+    ("body.metadata.request_id", "body.*.request_id", True),
+])
+def test_ignore_globs_go_over_path_segments(path, glob, matches):
+    assert path_matches(path, glob) is matches

@@ -8,8 +8,10 @@ JSON path, whole or inside a string (a timestamp in the middle of a system promp
   without seconds' fraction and zone (``Z``, ``+01:00``, ``+0100``);
 * epoch seconds (10 digits) or milliseconds (13 digits), as a number or inside text, within
   :data:`EPOCH_WINDOW_S` of the recorded run's start;
-* any field whose path matches a glob given with ``--ignore`` (``body.metadata.request_id``,
-  ``body.messages[*].content``, ``query``).
+* any field whose path matches a glob given with ``--ignore``: a path as divergences print it,
+  taken literally (``body.messages[1].content``), or a glob over its segments, where ``*``
+  stands for one name or index (``body.messages[*].content``, ``body.metadata.*``); a path
+  covers everything inside it (``body.metadata``).
 
 The decision is taken at replay time, on both requests in full, never from the match key
 stored at record time: a recording made before a rule existed benefits from it.
@@ -18,6 +20,7 @@ stored at record time: a recording made before a rule existed benefits from it.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +34,41 @@ TIMESTAMP = re.compile(
 EPOCH = re.compile(r"(?<![\d.])(\d{13}|\d{10})(?:\.\d+)?(?![\d])")
 EPOCH_WINDOW_S = 366 * 24 * 3600  # a value this close to the recording is taken for a clock
 
+_SEGMENT = re.compile(r"\[[^\]]*\]|[^.\[]+")
+
+
+def segments(path: str) -> list[str]:
+    """A printed path's names and indices: ``body.messages[1].content`` is
+    ``["body", "messages", "[1]", "content"]``."""
+    return _SEGMENT.findall(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _segment_patterns(glob: str) -> tuple[re.Pattern[str], ...]:
+    """One pattern per segment; ``*`` and ``?`` are the only wildcards (brackets are indices)."""
+    found = []
+    for part in segments(glob):
+        wild = part[1:-1] if part.startswith("[") and part.endswith("]") else None
+        if wild in ("*", "?"):  # any index, or any segment written as one
+            found.append(re.compile(r"\[[^\]]*\]|[^.\[]+"))
+            continue
+        text = re.escape(part).replace(r"\*", "[^.\\[\\]]*").replace(r"\?", "[^.\\[\\]]")
+        found.append(re.compile(text))
+    return tuple(found)
+
+
+def path_matches(path: str, glob: str) -> bool:
+    """``path`` (as divergences print it) is ``glob`` or lies inside what it names."""
+    if path == glob or path.startswith((glob + ".", glob + "[")):
+        return True
+    patterns, parts = _segment_patterns(glob), segments(path)
+    if not patterns or len(parts) < len(patterns):
+        return False
+    if all(p.fullmatch(part) for p, part in zip(patterns, parts, strict=False)):
+        return True
+    return "[" not in glob and fnmatch.fnmatchcase(path, glob)  # a glob across segments
+
+
 _MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "epoch": "\x00epoch\x00"}
 
 
@@ -43,7 +81,7 @@ class Tolerance:
     around_s: float = 0.0
 
     def path_ignored(self, path: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, glob) for glob in self.ignore)
+        return any(path_matches(path, glob) for glob in self.ignore)
 
     def _epoch_near(self, digits: str) -> bool:
         if not self.around_s:

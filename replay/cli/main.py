@@ -34,6 +34,7 @@ from rewind.replay.cli.options import (
     clickhouse_option,
     ignore_option,
     print_json,
+    timeout_option,
 )
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS, ENV_DEBUG
@@ -182,6 +183,7 @@ everything after it go live.
               "hold go out; repeatable (in the variable: space-separated). Default: none, "
               "they are refused in strict mode.")
 @ignore_option
+@timeout_option
 @click.option("--clock", "clock_mode", type=click.Choice(CLOCKS),
               default=CLOCK_RECORDED.value, envvar=ENV_CLOCK, show_default=True,
               help="The command's wall clock: starting at the recorded run's start and moving "
@@ -190,7 +192,8 @@ everything after it go live.
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
+           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
+           clock_mode: str,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
@@ -219,7 +222,7 @@ def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed:
     mode = STRICT if strict else LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
-                                          clock_mode=clock_mode))
+                                          clock_mode=clock_mode, timeout=timeout))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")
@@ -259,7 +262,8 @@ def _exit_at_once(code: int) -> NoReturn:
 NO_LLM_CALLS = (
     "no LLM call was recorded in this run ({http} other HTTP calls were). Likely causes: the "
     "program made none before it exited; its LLM client sends through a library Rewind does not "
-    "hook (it hooks httpx, httpx2, requests and aiohttp; not gRPC or a C extension); the "
+    "hook (it hooks httpx, httpx2, requests, aiohttp, http.client with urllib and urllib3, "
+    "and lm15's transports; not gRPC or a C extension); the "
     "endpoint's path is not an LLM API Rewind knows (…/chat/completions, …/responses, "
     "…/v1/messages, …:generateContent, …/embeddings); or the calls ran in a process started "
     "with another Python, where Rewind is not installed.")

@@ -54,6 +54,12 @@ ignore_option = click.option(
     "space-separated).")
 
 
+timeout_option = click.option(
+    "--timeout", type=float, default=600.0, show_default=True, metavar="SECONDS",
+    help="Stop the command if it runs longer than this (a replay answers from the recording: "
+    "it takes seconds where the live run took minutes).")
+
+
 def sourced(command: click.Command) -> click.Command:
     """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""
     return api_option(clickhouse_option(command))

@@ -19,7 +19,13 @@ from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
-from rewind.replay.cli.options import ignore_option, prices_option, print_json, sourced
+from rewind.replay.cli.options import (
+    ignore_option,
+    prices_option,
+    print_json,
+    sourced,
+    timeout_option,
+)
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import TraceSource, open_source
 from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
@@ -159,13 +165,14 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @click.option("--endpoint", default=None, help="OTLP endpoint for the new run's spans "
               "(default: OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve).")
 @ignore_option
+@timeout_option
 @click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
          model: str | None, params: tuple[str, ...], endpoint: str | None,
-         ignore: tuple[str, ...], as_json: bool, api: str | None, clickhouse: str | None,
-         command: tuple[str, ...]) -> None:
+         ignore: tuple[str, ...], timeout: float, as_json: bool, api: str | None,
+         clickhouse: str | None, command: tuple[str, ...]) -> None:
     """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
     at --step, and everything from there live; the new run is recorded with its lineage.
 
@@ -189,7 +196,7 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
     run = attempt(lambda: load_all([trace], api, clickhouse)[0])
     checkpoint = attempt(lambda: run.fork(step, **edits))
     outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint,
-                                                       ignore=ignore))
+                                                       ignore=ignore, timeout=timeout))
     if as_json:
         print_json(outcome.to_dict())
     summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "

@@ -21,6 +21,7 @@ from rewind.replay.play.replay_settings import installers as installers_in
 
 NOT_FOUND_EXIT = 127  # the shell's codes for a command that cannot be run
 NOT_EXECUTABLE_EXIT = 126
+TIMEOUT_EXIT = 124  # coreutils' timeout's code for a command stopped at its deadline
 Settings = Mapping[str, "str | None"]  # None: the variable is removed from the child's environment
 
 
@@ -30,6 +31,10 @@ class LaunchError(RewindError):
 
     def __init__(self, message: str, exit_code: int, fix: str) -> None:
         super().__init__(message, hint=fix, exit_code=exit_code)
+
+
+class LaunchTimeout(LaunchError):
+    """The command ran past its deadline and was killed."""
 
 
 def environment(settings: Settings, installers: Sequence[str] = (),
@@ -67,11 +72,17 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
-def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
-    """Run ``command`` to its end with that environment; its exit code."""
+def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
+        timeout: float | None = None) -> int:
+    """Run ``command`` to its end with that environment; its exit code. Past ``timeout``
+    seconds it is killed: :class:`LaunchTimeout`."""
     env = environment(settings, installers)
     try:
-        return subprocess.run(list(command), env=env, check=False).returncode
+        return subprocess.run(list(command), env=env, check=False, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        raise LaunchTimeout(f"{command[0]} ran past --timeout {timeout:g} s and was stopped",
+                            TIMEOUT_EXIT, "give it more time with --timeout, or look for what "
+                            "it waits on") from None
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:

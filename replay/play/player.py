@@ -20,7 +20,7 @@ from typing import Any
 from rewind.exporter import frameworks, tools, transport
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play import clock
+from rewind.replay.play import clock, guard
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import (
     ENV_ALLOW_LIVE,
@@ -71,6 +71,7 @@ def _checked(session: ReplaySession, decision: Decision, announce: bool = True
     if isinstance(decision, Diverged) and session.mode == STRICT:
         if announce:
             print(f"rewind: {decision.divergence.describe()}", file=sys.stderr, flush=True)
+        guard.diverged()
         raise ReplayDivergence(decision.divergence)
     return decision.interaction if isinstance(decision, Replayed) else None
 
@@ -202,6 +203,8 @@ def install_from_env() -> ReplaySession | None:
         ignore=settings.ignore,
     )
     replaying(session, settings.clock).start()  # till the end
+    guard.Guard(session, lambda found: _checked(session, session._diverged(found))).install()
+    guard.arm(session.write_report, settings.grace if settings.grace is not None else guard.GRACE_S)
     atexit.register(_report_at_exit, session)
     if not settings.debug:
         _quiet_divergences()

@@ -140,10 +140,10 @@ def read_report(path: str) -> list[dict[str, Any]]:
 def run_recorded(
     command: list[str], endpoint: str | None = None, name: str | None = None,
     capture: str | None = None, settings: Mapping[str, str | None] | None = None,
-    installers: Sequence[str] = (),
+    installers: Sequence[str] = (), timeout: float | None = None,
 ) -> RecordOutcome:
     """Run ``command`` recorded; ``settings`` and ``installers`` add to what the child gets
-    (``rewind fork`` installs itself after recording starts)."""
+    (``rewind fork`` installs itself after recording starts); killed after ``timeout`` s."""
     if not command:
         raise InvalidValue("no command to record (give it after --)")
     base = dict(os.environ)
@@ -151,7 +151,7 @@ def run_recorded(
     with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:
         report_path = os.path.join(tmp, "report.jsonl")
         recording = record_settings(base, report_path, chosen, name or run_name(command), capture)
-        exit_code = launch.run(command, {**recording, **(settings or {})}, installers)
+        exit_code = launch.run(command, {**recording, **(settings or {})}, installers, timeout)
         outcome = RecordOutcome(exit_code, chosen, read_report(report_path))
     wait_until_readable(outcome)
     return outcome

@@ -28,12 +28,13 @@ ENV_SOURCE = ENV_REPLAY_SOURCE
 ENV_ALLOW_LIVE = "REWIND_REPLAY_ALLOW_LIVE"  # comma-separated host globs
 ENV_IGNORE = "REWIND_REPLAY_IGNORE"  # newline-separated request path globs
 ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # the child's wall clock: a Clock value
+ENV_GRACE = "REWIND_REPLAY_GRACE"  # seconds a diverged program may take to end by itself
 ENV_INSTALLERS = "REWIND_INSTALLERS"  # what the child's sitecustomize runs (``bootstrap``)
 ENV_FORK = "REWIND_FORK"  # a forked child: the file holding its checkpoint (``resume.py``)
 INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
 # Set by the parent for its child, never by hand (``REWIND_DEBUG`` is also ``rewind --debug``).
 INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE, ENV_ALLOW_LIVE,
-                      ENV_IGNORE, ENV_CLOCK, ENV_INSTALLERS, ENV_FORK})
+                      ENV_IGNORE, ENV_CLOCK, ENV_GRACE, ENV_INSTALLERS, ENV_FORK})
 
 
 class _Choice(str, enum.Enum):
@@ -94,6 +95,7 @@ class ReplaySettings:
     allow_live: tuple[str, ...] = ()  # host globs whose unrecorded calls may go out
     ignore: tuple[str, ...] = ()  # request path globs whose values may differ
     clock: Clock = Clock.RECORDED
+    grace: float | None = None  # seconds a diverged program may take to end (None: guard's)
 
     def to_env(self) -> dict[str, str | None]:
         """The child's variables (None: removed from its environment)."""
@@ -103,7 +105,8 @@ class ReplaySettings:
                 ENV_DEBUG: "1" if self.debug else None,
                 ENV_ALLOW_LIVE: ",".join(self.allow_live) or None,
                 ENV_IGNORE: "\n".join(self.ignore) or None,
-                ENV_CLOCK: self.clock.value}
+                ENV_CLOCK: self.clock.value,
+                ENV_GRACE: str(self.grace) if self.grace is not None else None}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ReplaySettings | None:
@@ -112,12 +115,13 @@ class ReplaySettings:
         path = env.get(ENV_CASSETTE)
         if not path:
             return None
-        speed = env.get(ENV_SPEED)
+        speed, grace = env.get(ENV_SPEED), env.get(ENV_GRACE)
         return cls(path, env.get(ENV_REPORT), replay_mode(env.get(ENV_MODE) or STRICT),
                    env.get(ENV_SOURCE) or None, float(speed) if speed else None,
                    bool(env.get(ENV_DEBUG)), host_globs(env.get(ENV_ALLOW_LIVE, "")),
                    tuple(p for p in env.get(ENV_IGNORE, "").split("\n") if p),
-                   clock(env.get(ENV_CLOCK) or CLOCK_RECORDED))
+                   clock(env.get(ENV_CLOCK) or CLOCK_RECORDED),
+                   float(grace) if grace else None)
 
 
 def installers(environ: Mapping[str, str] | None = None) -> str:

@@ -23,16 +23,25 @@ class ReplayReport:
     # Where the replayed run's own calls were recorded, when the program records them (it
     # instruments itself): the new trace, to diff against the one replayed.
     trace_ids: list[str] = field(default_factory=list)
+    # Connections no hook answered, met by the guard (guard.py): refused, or let out (lenient).
+    connections: list[dict[str, Any]] = field(default_factory=list)
 
     def headline(self) -> str:
-        return (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
-                f"{self.trace_id} ({self.mode}), {self.live} live calls")
+        line = (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
+                f"{self.trace_id} ({self.mode}), ")
+        refused = [f"{c['host']}:{c['port']}" for c in self.connections if c.get("refused")]
+        if not refused:
+            return line + f"{self.live} live calls"
+        shown = ", ".join(dict.fromkeys(refused[:3]))
+        went = f"{self.live} live calls" if self.live else "no live call"
+        return line + (f"{went}; {len(refused)} connections refused before they left "
+                       f"({shown})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"trace_id": self.trace_id, "mode": self.mode, "recorded": self.recorded,
                 "requests": self.requests, "replayed": self.replayed, "live": self.live,
                 "divergence": self.divergence.to_dict() if self.divergence else None,
-                "trace_ids": list(self.trace_ids)}
+                "trace_ids": list(self.trace_ids), "connections": list(self.connections)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayReport:
@@ -47,7 +56,8 @@ class ReplayReport:
         return cls(str(data["trace_id"]), str(data["mode"]), int(data["recorded"]),
                    int(data.get("requests", 0)), int(data.get("replayed", 0)),
                    int(data.get("live", 0)), divergence,
-                   [str(t) for t in data.get("trace_ids") or []])
+                   [str(t) for t in data.get("trace_ids") or []],
+                   list(data.get("connections") or []))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

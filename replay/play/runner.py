@@ -13,7 +13,8 @@ from pathlib import Path
 
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch
+from rewind.replay.play import guard, launch
+from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import (
     CLOCK_RECORDED,
     INSTALLER,
@@ -24,7 +25,8 @@ from rewind.replay.play.replay_settings import (
 )
 from rewind.replay.play.report import ReplayReport
 
-DIVERGED_EXIT = 3
+DIVERGED_EXIT = guard.DIVERGED_EXIT
+DEFAULT_TIMEOUT_S = 600.0  # a replay answers from the recording: minutes, never hours
 
 
 @dataclass
@@ -38,10 +40,12 @@ def run_command(
     cassette: Cassette, command: list[str], mode: str = STRICT,
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
-    ``clock_mode``: the child's wall clock (``clock.py``)."""
+    ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
+    command is killed (:class:`launch.LaunchTimeout`)."""
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
@@ -52,12 +56,27 @@ def run_command(
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
-        exit_code = launch.run(command, child.to_env(), [INSTALLER])
+        exit_code = launch.run(command, child.to_env(), [INSTALLER], timeout)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
         except FileNotFoundError:
             report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
             installed = False
+        _add_connections(report, guard.attempts_in(str(report_path)))
     diverged = report.divergence is not None and mode == STRICT
     return ReplayOutcome(DIVERGED_EXIT if diverged else exit_code, report, installed)
+
+
+def _add_connections(report: ReplayReport, connections: list[dict]) -> None:
+    """What the guard met in every process of the run; a refusal in a process that did not
+    write the report (a child of the program) still fails a strict run."""
+    report.connections = connections
+    report.live = max(report.live, sum(1 for c in connections if not c.get("refused")))
+    refused = [c for c in connections if c.get("refused")]
+    if refused and report.divergence is None and report.mode == STRICT:
+        first = refused[0]
+        report.divergence = Divergence(report.requests, (
+            f"{guard.describe(first)} is not in the recording (a child process of the program "
+            f"made it); a strict replay never makes it: pass --allow-live {first['host']} to "
+            "let it through"))

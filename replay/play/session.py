@@ -221,8 +221,9 @@ class ReplaySession:
         host = (parts.hostname or "").lower()
         if any(fnmatch.fnmatch(host, glob) for glob in self.allow_live):
             return self._went_live()
+        where = f"{host}:{parts.port}" if parts.port else host
         return self._diverged(dataclasses.replace(
-            found, reason=f"{method.upper()} {host}{parts.path} is not in the recording "
+            found, reason=f"{method.upper()} {where}{parts.path} is not in the recording "
                           f"({found.reason}); a strict replay never sends it: pass "
                           f"--allow-live {host} to let it through"))
 

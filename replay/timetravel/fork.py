@@ -102,7 +102,8 @@ class Checkpoint:
 
     def continue_from(self, target: Callable[[], Any] | Sequence[str] | str, *,
                       tracer_provider: Any = None, endpoint: str | None = None,
-                      name: str | None = None, ignore: Sequence[str] = ()) -> ForkRun:
+                      name: str | None = None, ignore: Sequence[str] = (),
+                      timeout: float | None = None) -> ForkRun:
         """Run ``target`` from the start with this fork installed.
 
         A callable runs in this process, recorded through the exporter (instrumented here with
@@ -111,14 +112,15 @@ class Checkpoint:
         string split on spaces) runs as a child recorded like ``rewind record``, its spans
         sent to ``endpoint`` (default: ``OTEL_EXPORTER_OTLP_ENDPOINT``, else the local
         ``rewind serve``). ``ignore``: request paths (globs) whose values may differ from the
-        recording in the steps before the fork point, as ``rewind replay --ignore``.
+        recording in the steps before the fork point, as ``rewind replay --ignore``;
+        ``timeout``: seconds before a command is killed.
         """
         from rewind.replay.timetravel import resume
 
         if callable(target):
             return resume.run_here(self, target, tracer_provider, ignore)
         command = target.split() if isinstance(target, str) else list(target)
-        return resume.run_command(self, command, endpoint, name, ignore)
+        return resume.run_command(self, command, endpoint, name, ignore, timeout)
 
 
 def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = None,

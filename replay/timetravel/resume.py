@@ -232,7 +232,8 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
 
 
 def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None,
-                 name: str | None, ignore: Sequence[str] = ()) -> ForkRun:
+                 name: str | None, ignore: Sequence[str] = (),
+                 timeout: float | None = None) -> ForkRun:
     if not command:
         raise ForkError("no command to resume the fork with")
     with tempfile.TemporaryDirectory(prefix="rewind-fork-") as tmp:
@@ -241,7 +242,7 @@ def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None
         spec.write_text(json.dumps({"checkpoint": checkpoint.to_dict(), "report": str(report),
                                     "ignore": list(ignore)}), "utf-8")
         recorded = run_recorded(command, endpoint, name, settings={ENV_FORK: str(spec)},
-                                installers=[INSTALLER])
+                                installers=[INSTALLER], timeout=timeout)
         try:
             summary = ForkRun.from_dict(json.loads(report.read_text("utf-8")))
         except (FileNotFoundError, ValueError):
