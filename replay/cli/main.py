@@ -18,9 +18,12 @@ from rewind.collector.store import StoreError
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
+    allow_live_option,
     api_option,
     clickhouse_option,
+    clock_option,
     ignore_option,
+    mode_option,
     print_json,
 )
 from rewind.replay.play import launch
@@ -34,7 +37,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "inspect": f"{_TIME_TRAVEL}:inspect", "diff": f"{_TIME_TRAVEL}:diff_command",
         "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
         "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
-        "share": "rewind.replay.cli.share:share"}
+        "share": "rewind.replay.cli.share:share",
+        "replay-request": "rewind.replay.cli.requests:replay_request"}
 
 
 class LazyGroup(Group):
@@ -148,22 +152,15 @@ everything after it go live.
               "prefix).")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
               help="A .rw file (from rewind export) to replay instead of a stored trace.")
-@click.option("--strict/--lenient", default=True, help="Stop at the first divergence (default)"
-              " or go live from there.")
+@mode_option
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
 @click.option("--debug", envvar="REWIND_DEBUG", is_flag=True,
               help="On a divergence, also print the command's traceback.")
-@click.option("--allow-live", "allow_live", multiple=True, envvar="REWIND_ALLOW_LIVE",
-              metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
-              "hold go out; repeatable (in the variable: space-separated). Default: none, "
-              "they are refused in strict mode.")
+@allow_live_option
 @ignore_option
-@click.option("--clock", "clock_mode", type=click.Choice(["recorded", "live"]),
-              default="recorded", envvar="REWIND_CLOCK", show_default=True,
-              help="The command's wall clock: starting at the recorded run's start and moving "
-              "on normally, or the real one.")
+@clock_option
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)

@@ -48,6 +48,19 @@ ignore_option = click.option(
     "divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
     "space-separated).")
 
+# What every replay takes (rewind-replay, replay-request), declared once.
+mode_option = click.option(
+    "--strict/--lenient", default=True, help="Stop at the first divergence (default) or go "
+    "live from there.")
+allow_live_option = click.option(
+    "--allow-live", "allow_live", multiple=True, envvar="REWIND_ALLOW_LIVE", metavar="HOST",
+    help="Let HTTP calls to HOST (a glob) that the recording does not hold go out; repeatable "
+    "(in the variable: space-separated). Default: none, they are refused in strict mode.")
+clock_option = click.option(
+    "--clock", "clock_mode", type=click.Choice(["recorded", "live"]), default="recorded",
+    envvar="REWIND_CLOCK", show_default=True, help="The command's wall clock: starting at the "
+    "recorded run's start and moving on normally, or the real one.")
+
 
 def sourced(command: click.Command) -> click.Command:
     """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""

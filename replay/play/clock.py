@@ -48,6 +48,12 @@ def start(mode: str, started_ns: int) -> bool:
     return True
 
 
+def stop() -> None:
+    """Back to the real clock (a replay run inside a longer process: a test, a command)."""
+    while _travel:
+        _travel.pop().stop()
+
+
 def _import_time_machine() -> Any:
     """time-machine imports pytest (for its plugin) and dateutil's parser (for dates given as
     text) whenever it can: ~80 ms and ~6 ms a replay would pay at start-up for what it never
