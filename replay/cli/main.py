@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from rewind.collector.store import StoreError
+from rewind.exporter.attributes import INBOUND_KIND_REQUEST
 from rewind.replay.cli.failure import Command, Group, attempt, fail, fix_for, note, warn
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
@@ -148,10 +149,14 @@ everything after it go live.
 
 @click.command(cls=Command, help=REPLAY_HELP,
                context_settings={"ignore_unknown_options": True, **HELP_OPTIONS})
-@click.option("--trace-id", default=None, help="The stored trace to replay (its id or a unique "
-              "prefix).")
+@click.option("--trace-id", "trace_ids", multiple=True, help="The stored trace to replay (its "
+              "id or a unique prefix); repeatable for a service: each inbound request is "
+              "answered from the recorded request it matches.")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
               help="A .rw file (from rewind export) to replay instead of a stored trace.")
+@click.option("--since", default=None, help="With --until: every recorded request that started "
+              "in this window (ISO date-times), replayed by one service.")
+@click.option("--until", default=None, help="The end of the --since window.")
 @mode_option
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
@@ -164,33 +169,46 @@ everything after it go live.
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
+def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
+           until: str | None, strict: bool, speed: float | None, debug: bool,
+           allow_live: tuple[str, ...], ignore: tuple[str, ...], clock_mode: str,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.runner import run_command
     from rewind.replay.play.settings import LENIENT, STRICT
 
-    if (trace_id is None) == (cassette_file is None):
-        fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
+    if (not trace_ids and not since) == (cassette_file is None):
+        fail("give exactly one of --trace-id (a stored trace), --since/--until (a window) or "
+             "--cassette (a .rw file)")
     attempt(lambda: launch.check_command(command))
     stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
 
-    def load() -> Any:
+    def load() -> list[Any]:
         if cassette_file:
             from rewind.replay.sources.archive import read_cassette
 
-            return read_cassette(cassette_file)
+            return [read_cassette(cassette_file)]
         source = open_source(api, clickhouse)
         if not isinstance(source, ApiSource):
             stores.append(source)
-        return source.cassette(resolve_trace_id(source, str(trace_id)))
+        ids = [resolve_trace_id(source, str(t)) for t in trace_ids]
+        if since:
+            from rewind.replay.cli.requests import window_traces
 
-    cassette = attempt(load)
+            ids += window_traces(source, since, until)
+        return [source.cassette(t) for t in dict.fromkeys(ids)]
+
+    cassettes = attempt(load)
+    mode = STRICT if strict else LENIENT
+    if len(cassettes) != 1 or getattr(cassettes[0].inbound, "kind", "") == INBOUND_KIND_REQUEST:
+        from rewind.replay.cli.requests import replay_service
+
+        replay_service(cassettes, command, mode=mode, speed=speed, debug=debug,
+                       allow_live=allow_live, ignore=ignore, clock_mode=clock_mode)
+    cassette = cassettes[0]
     for skipped in cassette.skipped:
         warn(f"span {skipped.span_id} ({skipped.name}) is not replayable: {skipped.reason}")
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
-    mode = STRICT if strict else LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
                                           clock_mode=clock_mode))

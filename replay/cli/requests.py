@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from rewind.exporter.attributes import INBOUND_KIND_REQUEST
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
@@ -120,3 +121,64 @@ def _show(outcome: Any) -> None:
     if report.trace_ids:
         summary += f"; the replayed run is trace {', '.join(report.trace_ids)}"
     note(summary)
+
+
+def window_traces(source: Any, since: str, until: str | None) -> list[str]:
+    """The traces of recorded requests that started in the window, oldest first."""
+    from datetime import datetime, timezone
+
+    def moment(text: str) -> datetime:
+        try:
+            found = datetime.fromisoformat(text)
+        except ValueError:
+            fail(f"{text!r} is no ISO date-time (e.g. 2026-11-25T10:00)")
+        return found if found.tzinfo else found.replace(tzinfo=timezone.utc)
+
+    start = moment(since)
+    end = moment(until) if until else datetime.now(timezone.utc)
+    rows = source.list_traces(since=start, until=end, limit=10_000)
+    found = []
+    for row in rows:
+        began = row.get("Start")
+        began = datetime.fromisoformat(str(began)) if not isinstance(began, datetime) else began
+        began = began if began.tzinfo else began.replace(tzinfo=timezone.utc)
+        if start <= began <= end:
+            found.append((began, str(row["TraceId"])))
+    ids = [trace_id for _, trace_id in sorted(found)]
+    if not ids:
+        fail(f"no trace started between {start.isoformat()} and {end.isoformat()}")
+    return ids
+
+
+def replay_service(cassettes: list[Any], command: tuple[str, ...], **options: Any) -> None:
+    """``rewind-replay`` of one or several request traces: the command serves them, each
+    inbound request from its own; one summary line per trace. Exits."""
+    from rewind.replay.play import launch
+    from rewind.replay.play.services.runner import run_service
+
+    requests_only = [c for c in cassettes if c.inbound is not None
+                     and c.inbound.kind == INBOUND_KIND_REQUEST]
+    if len(requests_only) < len(cassettes):
+        others = ", ".join(c.trace_id for c in cassettes if c not in requests_only)
+        if len(cassettes) > 1 and len(requests_only) == 0:
+            fail("none of these traces is a recorded request of a service: replay a script's "
+                 "trace alone")
+        warn(f"left out, not recorded requests of a service: {others}")
+    outcome = attempt(lambda: run_service(requests_only, list(command), **options))
+    if not outcome.installed:
+        warn(f"the replay was not installed in the command ({launch.why_not_installed(command)})")
+    for report in outcome.reports:
+        summary = f"rewind: {report.headline()}"
+        if report.divergence:
+            summary += f"; first divergence at step {report.divergence.step}: " \
+                       f"{report.divergence.reason}"
+        if not report.requests and not report.replayed:
+            summary += "; its request never came"
+        note(summary)
+    for refused in outcome.outside:
+        note(f"rewind: refused {refused}")
+    if outcome.unrecorded:
+        note(f"rewind: {outcome.unrecorded} inbound request(s) matched no recorded request "
+             "(health checks ...): answered by the app, no session used")
+    sys.stdout.flush()
+    sys.exit(outcome.exit_code)

@@ -67,15 +67,27 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
-def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
-    """Run ``command`` to its end with that environment; its exit code."""
+def start(command: Sequence[str], settings: Settings,
+          installers: Sequence[str] = ()) -> subprocess.Popen:
+    """Start ``command`` with that environment and return at once."""
     env = environment(settings, installers)
     try:
-        return subprocess.run(list(command), env=env, check=False).returncode
+        return subprocess.Popen(list(command), env=env)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
         raise _not_executable(command[0]) from None
+
+
+def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
+    """Run ``command`` to its end with that environment; its exit code. SIGINT and SIGTERM
+    sent to this process reach the child (``signals.py``), which ends its own way, so the
+    caller still reads its report and prints the summary."""
+    from rewind.replay.play.signals import forwarded_to
+
+    child = start(command, settings, installers)
+    with forwarded_to(child):
+        return child.wait()
 
 
 def why_not_installed(command: Sequence[str]) -> str:

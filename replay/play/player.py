@@ -152,21 +152,22 @@ def uninstall() -> None:
     plug(None, None)
 
 
+def session_options_from_env() -> dict[str, Any]:
+    """What a replayed child's sessions are told through its environment (runner.py)."""
+    speed = os.environ.get(ENV_SPEED)
+    return {"mode": os.environ.get(ENV_MODE, STRICT), "speed": float(speed) if speed else None,
+            "allow_live": host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
+            "ignore": tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p)}
+
+
 def install_from_env() -> ReplaySession | None:
     """Child-process entry: read the cassette and settings ``rewind-replay`` left in the env."""
     path = os.environ.get(ENV_CASSETTE)
     if not path:
         return None
     cassette = Cassette.from_dict(json.loads(Path(path).read_text("utf-8")))
-    speed = os.environ.get(ENV_SPEED)
-    session = ReplaySession(
-        cassette,
-        mode=os.environ.get(ENV_MODE, STRICT),
-        speed=float(speed) if speed else None,
-        report_path=os.environ.get(ENV_REPORT),
-        allow_live=host_globs(os.environ.get(ENV_ALLOW_LIVE, "")),
-        ignore=tuple(p for p in os.environ.get(ENV_IGNORE, "").split("\n") if p),
-    )
+    session = ReplaySession(cassette, report_path=os.environ.get(ENV_REPORT),
+                            **session_options_from_env())
     clock.start(os.environ.get(ENV_CLOCK) or CLOCK_RECORDED, cassette.started_ns)
     install(session)
     atexit.register(_report_at_exit, session)

@@ -25,6 +25,19 @@ class ReplayOutcome:
     installed: bool = True  # False: the child wrote no report (not Python, or no rewind there)
 
 
+def child_settings(cassette_path: str, report_path: str, mode: str, source: str | None,
+                   speed: float | None, debug: bool, allow_live: Sequence[str],
+                   ignore: Sequence[str], clock_mode: str) -> dict[str, str | None]:
+    """The variables a replayed child reads (``settings.py``)."""
+    return {settings.ENV_CASSETTE: cassette_path, settings.ENV_REPORT: report_path,
+            settings.ENV_MODE: mode, settings.ENV_SOURCE: source,
+            settings.ENV_SPEED: str(speed) if speed else None,
+            settings.ENV_DEBUG: "1" if debug else None,
+            settings.ENV_ALLOW_LIVE: ",".join(allow_live) or None,
+            settings.ENV_IGNORE: "\n".join(ignore) or None,
+            settings.ENV_CLOCK: clock_mode}
+
+
 def run_command(
     cassette: Cassette, command: list[str], mode: str = settings.STRICT,
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
@@ -42,13 +55,8 @@ def run_command(
         cassette_path = os.path.join(tmp, "cassette.json")
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
-        child = {settings.ENV_CASSETTE: cassette_path, settings.ENV_REPORT: str(report_path),
-                 settings.ENV_MODE: mode, settings.ENV_SOURCE: cassette.trace_id,
-                 settings.ENV_SPEED: str(speed) if speed else None,
-                 settings.ENV_DEBUG: "1" if debug else None,
-                 settings.ENV_ALLOW_LIVE: ",".join(allow_live) or None,
-                 settings.ENV_IGNORE: "\n".join(ignore) or None,
-                 settings.ENV_CLOCK: clock_mode}
+        child = child_settings(cassette_path, str(report_path), mode, cassette.trace_id, speed,
+                               debug, allow_live, ignore, clock_mode)
         exit_code = launch.run(command, child, [settings.INSTALLER])
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))

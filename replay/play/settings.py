@@ -20,5 +20,8 @@ CLOCK_RECORDED = "recorded"
 CLOCK_LIVE = "live"
 CLOCKS = (CLOCK_RECORDED, CLOCK_LIVE)
 INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
+# A service replayed from several traces, each inbound request answered from its own: the
+# cassette file then holds a list of cassettes.
+SCOPED_INSTALLER = "rewind.replay.play.services.scoped:install_from_env"
 STRICT = "strict"
 LENIENT = "lenient"
