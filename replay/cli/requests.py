@@ -107,19 +107,9 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
 
 
 def _show(outcome: Any) -> None:
-    from rewind.replay.play.divergence import shorten
-
-    report = outcome.report
-    if report.divergence is not None:
-        note(f"rewind: {report.divergence.describe()}")
-    for diff in outcome.diffs[:20]:
-        note(f"  field {diff.path}:\n    recorded: {shorten(diff.expected)}\n"
-             f"    now:      {shorten(diff.actual)}")
-    if len(outcome.diffs) > 20:
-        note(f"  … and {len(outcome.diffs) - 20} more differing fields")
-    summary = f"rewind: {outcome.headline()}; {report.headline()}"
-    if report.trace_ids:
-        summary += f"; the replayed run is trace {', '.join(report.trace_ids)}"
+    summary = f"rewind: {outcome.describe()}"
+    if outcome.report.trace_ids:
+        summary += f"; the replayed run is trace {', '.join(outcome.report.trace_ids)}"
     note(summary)
 
 

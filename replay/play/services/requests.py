@@ -63,6 +63,23 @@ class RequestOutcome:
             return DIVERGED_EXIT
         return ANSWER_DIFFERS_EXIT if self.diffs else SAME_EXIT
 
+    @property
+    def same(self) -> bool:
+        return self.exit_code == SAME_EXIT
+
+    def describe(self) -> str:
+        """What a person reads: the divergence, or the fields that differ, and the verdict."""
+        from rewind.replay.play.divergence import shorten
+
+        lines = [self.report.divergence.describe()] if self.report.divergence else []
+        for diff in self.diffs[:20]:
+            lines += [f"  field {diff.path}:", f"    recorded: {shorten(diff.expected)}",
+                      f"    now:      {shorten(diff.actual)}"]
+        if len(self.diffs) > 20:
+            lines.append(f"  … and {len(self.diffs) - 20} more differing fields")
+        lines.append(f"{self.headline()}; {self.report.headline()}")
+        return "\n".join(lines)
+
     def headline(self) -> str:
         if self.diverged:
             return f"{self.target}: a call diverged from the recording"
@@ -73,7 +90,7 @@ class RequestOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {"trace_id": self.report.trace_id, "kind": self.kind, "target": self.target,
-                "exit_code": self.exit_code, "same": self.exit_code == SAME_EXIT,
+                "exit_code": self.exit_code, "same": self.same,
                 "expected": self.expected, "actual": self.actual,
                 "diffs": [{"path": d.path, "expected": d.expected, "actual": d.actual}
                           for d in self.diffs],
@@ -254,3 +271,26 @@ def replay_job(cassette: Cassette, function: Callable[..., Any], mode: str = STR
 
 async def _awaited(value: Any) -> Any:
     return await value
+
+
+@dataclass
+class RecordedRequest:
+    """A recorded request or job, ready to be sent again (the pytest fixture's object)."""
+
+    cassette: Cassette
+    mode: str = STRICT
+    allow_live: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    clock_mode: str = CLOCK_RECORDED
+
+    def _options(self) -> dict[str, Any]:
+        return {"mode": self.mode, "allow_live": self.allow_live, "ignore": self.ignore,
+                "clock_mode": self.clock_mode}
+
+    def send(self, app: Any) -> RequestOutcome:
+        """The request sent to ``app`` (ASGI or WSGI) under replay, its answer compared."""
+        return replay_request(self.cassette, app, **self._options())
+
+    def call(self, function: Callable[..., Any]) -> RequestOutcome:
+        """The job's function called with its recorded arguments under replay."""
+        return replay_job(self.cassette, function, **self._options())
