@@ -26,6 +26,7 @@ from fastapi import FastAPI
 LLM_URL = "ORDERS_LLM_URL"
 API_URL = "ORDERS_API_URL"
 FIXED = "ORDERS_FIXED"
+MODEL_ENV = "ORDERS_MODEL"  # another model: a changed service whose first call diverges
 APP = "tests.support.orders_service:app"
 JOB = "tests.support.orders_service:summarise_order"
 MODEL = "gpt-4o-mini"
@@ -69,7 +70,8 @@ async def chat(body: dict[str, Any]) -> dict[str, Any]:
     llm = AsyncOpenAI(base_url=os.environ[LLM_URL], api_key="test-key", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "system", "content": _system_prompt()},
                                       {"role": "user", "content": body["question"]}]
-    first = await llm.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+    model = os.environ.get(MODEL_ENV, MODEL)
+    first = await llm.chat.completions.create(model=model, messages=messages, tools=TOOLS)
     message = first.choices[0].message
     if message.tool_calls:
         call = message.tool_calls[0]
@@ -81,7 +83,7 @@ async def chat(body: dict[str, Any]) -> dict[str, Any]:
             raise
         messages += [message.model_dump(exclude_none=True),
                      {"role": "tool", "tool_call_id": call.id, "content": json.dumps(order)}]
-        final = await llm.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+        final = await llm.chat.completions.create(model=model, messages=messages, tools=TOOLS)
         message = final.choices[0].message
     return {"answer": message.content, "user": body["user"], "request_id": str(uuid.uuid4())}
 
