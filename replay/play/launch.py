@@ -80,14 +80,16 @@ def start(command: Sequence[str], settings: Settings,
 
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
-    """Run ``command`` to its end with that environment; its exit code. SIGINT and SIGTERM
+    """Run ``command`` to its end with that environment; its exit code (128 + N when signal
+    N ended it, as a shell says). SIGINT and SIGTERM
     sent to this process reach the child (``signals.py``), which ends its own way, so the
     caller still reads its report and prints the summary."""
     from rewind.replay.play.signals import forwarded_to
 
     child = start(command, settings, installers)
     with forwarded_to(child):
-        return child.wait()
+        code = child.wait()
+    return 128 - code if code < 0 else code  # ended by a signal: the shell's 128 + N
 
 
 def why_not_installed(command: Sequence[str]) -> str:
