@@ -20,7 +20,7 @@ stored at record time: a recording made before a rule existed benefits from it.
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,6 +51,22 @@ _MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "date": "\x00date\x00",
          "clock": "\x00clock\x00", "epoch": "\x00epoch\x00"}
 
 
+@functools.lru_cache(maxsize=256)
+def _glob(glob: str) -> re.Pattern[str]:
+    """A path glob as divergences print paths: ``*`` any text, ``?`` one character, ``[*]``
+    any index, and brackets otherwise literal (``messages[1]`` is that index, not a character
+    class as fnmatch would read it)."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("[*]", i):
+            out.append(r"\[\d+\]")
+            i += 3
+            continue
+        out.append(".*" if glob[i] == "*" else "." if glob[i] == "?" else re.escape(glob[i]))
+        i += 1
+    return re.compile("".join(out) + r"\Z", re.S)
+
+
 @dataclass(frozen=True)
 class Tolerance:
     """What may differ: ``ignore`` path globs and the recording's start (epoch seconds; 0:
@@ -60,7 +76,7 @@ class Tolerance:
     around_s: float = 0.0
 
     def path_ignored(self, path: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, glob) for glob in self.ignore)
+        return any(_glob(glob).match(path) for glob in self.ignore)
 
     def _epoch_near(self, digits: str) -> bool:
         if not self.around_s:
