@@ -67,7 +67,12 @@ def health() -> dict[str, bool]:
 async def chat(body: dict[str, Any]) -> dict[str, Any]:
     from openai import AsyncOpenAI
 
-    llm = AsyncOpenAI(base_url=os.environ[LLM_URL], api_key="test-key", max_retries=0)
+    async with AsyncOpenAI(base_url=os.environ[LLM_URL], api_key="test-key",
+                           max_retries=0) as llm:
+        return await _answer(llm, body)
+
+
+async def _answer(llm: Any, body: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": _system_prompt()},
                                       {"role": "user", "content": body["question"]}]
     model = os.environ.get(MODEL_ENV, MODEL)
@@ -97,10 +102,10 @@ def summarise_order(order_id: str) -> dict[str, Any]:
         order = _order(order_id)
     except httpx.HTTPStatusError as error:
         raise ValueError(f"no order {order_id}") from error
-    llm = OpenAI(base_url=os.environ[LLM_URL], api_key="test-key", max_retries=0)
-    answer = llm.chat.completions.create(model=MODEL, messages=[
-        {"role": "system", "content": _system_prompt()},
-        {"role": "user", "content": f"summarise {json.dumps(order)}"}])
+    with OpenAI(base_url=os.environ[LLM_URL], api_key="test-key", max_retries=0) as llm:
+        answer = llm.chat.completions.create(model=MODEL, messages=[
+            {"role": "system", "content": _system_prompt()},
+            {"role": "user", "content": f"summarise {json.dumps(order)}"}])
     return {"order": order_id, "summary": answer.choices[0].message.content}
 
 
