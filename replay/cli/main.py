@@ -177,8 +177,8 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
     from rewind.replay.play.settings import LENIENT, STRICT
 
     if (not trace_ids and not since) == (cassette_file is None):
-        fail("give exactly one of --trace-id (a stored trace), --since/--until (a window) or "
-             "--cassette (a .rw file)")
+        fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file) "
+             "(--trace-id repeated, or --since/--until, for a service's requests)")
     attempt(lambda: launch.check_command(command))
     stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
 

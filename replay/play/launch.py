@@ -81,9 +81,9 @@ def start(command: Sequence[str], settings: Settings,
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = ()) -> int:
     """Run ``command`` to its end with that environment; its exit code (128 + N when signal
-    N ended it, as a shell says). SIGINT and SIGTERM
-    sent to this process reach the child (``signals.py``), which ends its own way, so the
-    caller still reads its report and prints the summary."""
+    N ended it, as a shell says). SIGINT and SIGTERM sent to this process reach the child
+    (``signals.py``), which ends its own way, so the caller still reads its report and prints
+    the summary."""
     from rewind.replay.play.signals import forwarded_to
 
     child = start(command, settings, installers)

@@ -7,6 +7,7 @@ tested against that contract here; nothing in the product imports this module.
 from __future__ import annotations
 
 import functools
+import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -80,6 +81,39 @@ class InboundSpans:
                     A.INBOUND_STATUS: answer["status"],
                     A.INBOUND_RESPONSE_HEADERS: json.dumps(answer["headers"]),
                     A.INBOUND_RESPONSE_BODY: b"".join(answer["body"]).decode()})
+
+
+class InboundWSGISpans:
+    """The same for a WSGI app (``app.wsgi_app = InboundWSGISpans(app.wsgi_app, ...)``)."""
+
+    def __init__(self, app: Any, provider: TracerProvider, name: str = "") -> None:
+        self.app = app
+        self.tracer = provider.get_tracer("tests.inbound")
+        self.name = name
+        self.traces: list[tuple[bytes, str]] = []
+
+    def __call__(self, environ: dict, start_response: Callable) -> list[bytes]:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        status: list[int] = []
+
+        def capturing_start(line: str, headers: list, exc_info: Any = None) -> Any:
+            status.append(int(line.split()[0]))
+            return start_response(line, headers, exc_info)
+
+        method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        with self.tracer.start_as_current_span(f"{method} {path}", context=otel_context.Context(),
+                                               kind=SpanKind.SERVER) as span:
+            self.traces.append((body, format(span.get_span_context().trace_id, "032x")))
+            span.set_attributes({
+                A.INBOUND_KIND: A.INBOUND_KIND_REQUEST, A.INBOUND_METHOD: method,
+                A.INBOUND_PATH: path, A.INBOUND_QUERY: environ.get("QUERY_STRING", ""),
+                A.INBOUND_REQUEST_BODY: body.decode(), A.INBOUND_APP: self.name})
+            chunks = list(self.app(environ, capturing_start))
+            span.set_attributes({A.INBOUND_STATUS: status[0] if status else 500,
+                                 A.INBOUND_RESPONSE_BODY: b"".join(chunks).decode()})
+        return chunks
 
 
 def recorded_job(provider: TracerProvider, name: str,

@@ -28,7 +28,7 @@ from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support import orders_service as orders
-from tests.support.inbound_spans import InboundSpans, recorded_job
+from tests.support.inbound_spans import InboundSpans, InboundWSGISpans, recorded_job
 from tests.support.ports import free_port, wait_for_port
 
 
@@ -86,6 +86,21 @@ class ServiceRecording:
             thread.join(10)
         for body, result in zip(bodies, results, strict=True):
             self.answers[json.dumps(body)] = result
+        for raw, trace_id in served.traces:
+            self.traces[raw.decode()] = trace_id
+
+    def record_wsgi(self, app: Any, name: str, bodies: Sequence[dict[str, Any]]) -> None:
+        """The same for a Flask app, driven by its test client (a WSGI server's calls)."""
+        served = InboundWSGISpans(app.wsgi_app, self.provider, name)
+        original, app.wsgi_app = app.wsgi_app, served
+        try:
+            client = app.test_client()
+            for body in bodies:
+                answer = client.post("/chat", data=json.dumps(body),
+                                     content_type="application/json")
+                self.answers[json.dumps(body)] = (answer.status_code, answer.get_json())
+        finally:
+            app.wsgi_app = original
         for raw, trace_id in served.traces:
             self.traces[raw.decode()] = trace_id
 
