@@ -109,6 +109,8 @@ class InboundWSGISpans:
             span.set_attributes({
                 A.INBOUND_KIND: A.INBOUND_KIND_REQUEST, A.INBOUND_METHOD: method,
                 A.INBOUND_PATH: path, A.INBOUND_QUERY: environ.get("QUERY_STRING", ""),
+                A.INBOUND_REQUEST_HEADERS: json.dumps({"content-type": environ.get(
+                    "CONTENT_TYPE", "")}),
                 A.INBOUND_REQUEST_BODY: body.decode(), A.INBOUND_APP: self.name})
             chunks = list(self.app(environ, capturing_start))
             span.set_attributes({A.INBOUND_STATUS: status[0] if status else 500,
