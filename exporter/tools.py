@@ -27,7 +27,7 @@ one slot filled and emptied with :func:`set_responder`)::
 Called before a decorated function runs, with the tool name and its arguments (exactly the
 object recorded in ``rewind.tool.arguments``). Returning ``ToolAnswer(result=...)`` makes the
 call return that result without running the function; ``ToolAnswer(error={"type": ...,
-"message": ...})`` makes it raise :class:`RecordedToolError` carrying that error; ``None`` runs
+"message": ...})`` makes it raise that error (of its own type when found); ``None`` runs
 the function live. Exceptions the responder raises (e.g. a strict-mode divergence) propagate to
 the caller. The call is recorded either way, ``rewind.tool.replayed=true`` when answered (no
 generator functions).
@@ -54,6 +54,7 @@ from . import canonical, errors, tool_call_ids
 from .json_form import dumps, jsonable
 from .process_settings import CaptureSettings
 from .redaction import Redactor
+from .tool_errors import described, revived
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none
     from opentelemetry.trace import Span, Tracer
@@ -184,7 +185,7 @@ class ToolSpec:
             kind = str(answer.error.get("type", "Exception"))
             message = str(answer.error.get("message", ""))
             error = (rebuild(kind, message) if rebuild else None) or \
-                RecordedToolError(kind, message)
+                revived(kind, message, str(answer.error.get("module", "")))
             self.finish(span, None, error, answer.error, replayed=True)
             raise error
         self.finish(span, answer.result, replayed=True)
@@ -215,11 +216,10 @@ class ToolSpec:
             if replayed:
                 attrs[A.TOOL_REPLAYED] = True
             if error is not None:
-                kind = (recorded_error or {}).get("type") or type(error).__qualname__
-                message = (recorded_error or {}).get("message", str(error))
-                text = rec.redactor(message) if rec else message
-                attrs[A.TOOL_ERROR] = json.dumps({"type": kind, "message": text},
-                                                 ensure_ascii=False)
+                found = described(error, recorded_error)
+                kind, text = found["type"], found["message"]
+                text = rec.redactor(text) if rec else text
+                attrs[A.TOOL_ERROR] = json.dumps({**found, "message": text}, ensure_ascii=False)
                 attrs[A.ERROR_TYPE] = kind
                 span.set_status(Status(StatusCode.ERROR, f"{kind}: {text}"))
             else:

@@ -228,6 +228,20 @@ def inside() -> bool:
     return _inside.get()
 
 
+IN_PROCESS_TRANSPORTS = frozenset({"ASGITransport", "WSGITransport", "_TestClientTransport"})
+
+
+def _in_process(client: Any, request: Any) -> bool:
+    """A client talking to an app in this process (httpx's ASGI and WSGI transports,
+    Starlette's ``TestClient``): that request is the app's inbound side, never an outbound call
+    of the run, so it is neither recorded nor answered nor refused."""
+    try:
+        transport = client._transport_for_url(request.url)
+    except Exception:
+        return False
+    return type(transport).__name__ in IN_PROCESS_TRANSPORTS
+
+
 def exchange(flavor: Flavor, request: Any, send: Callable[[], Any]) -> Any:
     """One synchronous request through the slots: observed, answered by the responder or sent
     with ``send()``, its response followed. Every library's sync seam calls this."""
@@ -276,9 +290,13 @@ def _patch(module: ModuleType) -> None:
     async_original = module.AsyncClient._send_single_request
 
     def send_single_request(self: Any, request: Any) -> Any:
+        if _in_process(self, request):
+            return sync_original(self, request)
         return exchange(flavor, request, lambda: sync_original(self, request))
 
     async def async_send_single_request(self: Any, request: Any) -> Any:
+        if _in_process(self, request):
+            return await async_original(self, request)
         return await exchange_async(flavor, request, lambda: async_original(self, request))
 
     module.Client._send_single_request = send_single_request

@@ -193,7 +193,8 @@ def test_a_recorded_tool_exception_is_handled_by_langchain_as_it_was_live(spans)
     live = refund.invoke(call)
     [span] = spans.named("execute_tool refund")
     recorded = json.loads(span.attributes["rewind.tool.error"])
-    assert recorded == {"type": "ToolException", "message": "order A1 was never paid"}
+    assert recorded == {"type": "ToolException", "module": "langchain_core.tools.base",
+                        "message": "order A1 was never paid"}
 
     previous = tools.set_responder(lambda name, arguments: ToolAnswer(error=recorded))
     try:

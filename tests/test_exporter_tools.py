@@ -74,7 +74,7 @@ def test_async_tool_error_is_recorded_and_raised(spans):
     failed, ok = spans.named("execute_tool")
     assert json.loads(attrs(failed)["rewind.tool.arguments"]) == {"n": 3}
     assert json.loads(attrs(failed)["rewind.tool.error"]) == {
-        "type": "TimeoutError", "message": "gave up after 3 tries"}
+        "type": "TimeoutError", "module": "builtins", "message": "gave up after 3 tries"}
     assert failed.status.status_code.name == "ERROR"
     assert attrs(failed)["error.type"] == "TimeoutError"
     assert json.loads(attrs(ok)["rewind.tool.result"]) == "<Opaque thing>"
@@ -106,8 +106,9 @@ def test_replay_hook_answers_without_running_the_function(spans, responder):
     responder(answer)
     assert lookup("A1") == {"recorded": True}
     assert asyncio.run(alookup(order="A1")) == {"recorded": True}
-    with pytest.raises(RecordedToolError, match="KeyError: no such order") as raised:
+    with pytest.raises(KeyError, match="no such order") as raised:  # the recorded type
         lookup("B2")
+    assert isinstance(raised.value, RecordedToolError)
     assert raised.value.error_type == "KeyError"
     assert lookup("C3") == {"live": "C3"}
     assert runs == ["C3"]

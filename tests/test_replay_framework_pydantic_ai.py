@@ -54,7 +54,8 @@ def test_each_tool_call_is_one_execute_tool_span(run):
     check_tool_spans(run, ['{"queue":"billing"}', '{"queue":"support"}'])
     [closing] = [s for s in run.tool_spans() if s["SpanName"] == "execute_tool close_ticket"]
     assert json.loads(closing["SpanAttributes"]["rewind.tool.error"]) == {
-        "type": "ModelRetry", "message": "ticket x-1 is not open"}
+        "type": "ModelRetry", "module": "pydantic_ai.exceptions",
+        "message": "ticket x-1 is not open"}
     assert '{"error":"ticket x-1 is not open"}' in run.recording.output  # what the model saw
     assert "tool calls: 2" in run.recording.output  # pydantic-ai counts the two that returned
 

@@ -15,6 +15,7 @@ from typing import Any
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical
 from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
+from rewind.replay.cassette.inbound import inbound_of
 from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped
 
 
@@ -157,7 +158,8 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
         (interactions if isinstance(made, Interaction) else skipped).append(made)
     interactions.sort(key=lambda i: (i.step, i.span_id))
     return Cassette(trace_id, interactions, skipped, shadows=shadows,
-                    started_ns=min((n for n in map(_start_ns, spans) if n > 0), default=0))
+                    started_ns=min((n for n in map(_start_ns, spans) if n > 0), default=0),
+                    inbound=inbound_of(spans))
 
 
 def _start_ns(span: Mapping[str, Any]) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import RewindError
+from rewind.replay.cassette.inbound import Inbound
 
 # The exporter's body decoding and canonical forms are loaded by the methods that use them:
 # the CLI only passes a cassette on to the replayed process.
@@ -112,6 +113,8 @@ class Cassette:
     shadows: dict[str, str] = field(default_factory=dict)
     # When the recorded run started (epoch ns; 0: unknown): the replayed clock starts here.
     started_ns: int = 0
+    # The request (or job) the trace is the unit of work of, from its root span; None: a script.
+    inbound: Inbound | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +141,8 @@ class Cassette:
             skipped = [Skipped(**item) for item in data.get("skipped", [])]
             return cls(str(data["trace_id"]), interactions, skipped,
                        shadows=dict(data.get("shadows") or {}),
-                       started_ns=int(data.get("started_ns") or 0))
+                       started_ns=int(data.get("started_ns") or 0),
+                       inbound=Inbound.from_dict(data["inbound"]) if data.get("inbound")
+                       else None)
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error

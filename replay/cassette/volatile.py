@@ -6,6 +6,9 @@ JSON path, whole or inside a string (a timestamp in the middle of a system promp
 * an RFC 4122 UUID (``8-4-4-4-12`` hex digits, any version);
 * an RFC 3339 / ISO 8601 date-time: ``2026-11-25T10:53:01``, with ``T`` or a space, with or
   without seconds' fraction and zone (``Z``, ``+01:00``, ``+0100``);
+* a date alone (``2026-11-25``, ``2026/11/25``, ``25/11/2026``, ``11/25/2026``, ``25.11.2026``,
+  ``25 November 2026``, ``Nov 25, 2026``), with or without its weekday (``Wednesday,``);
+* a time of day alone (``10:53``, ``10:53:01.5``, ``10:53 PM``, ``10:53 UTC``);
 * epoch seconds (10 digits) or milliseconds (13 digits), as a number or inside text, within
   :data:`EPOCH_WINDOW_S` of the recorded run's start;
 * any field whose path matches a glob given with ``--ignore``: a path as divergences print it,
@@ -31,6 +34,19 @@ TIMESTAMP = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
     r"(?:Z|[+-]\d{2}:?\d{2})?(?![\d])"
 )
+_WEEKDAY = r"(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|Mon|Tue|Wed|Thu|Fri|Sat|Sun)\.?,?\s+"
+_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+          r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+DATE = re.compile(
+    rf"(?:\b{_WEEKDAY})?(?:"
+    r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b"  # 2026-11-25, 2026/11/25
+    r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{4}\b"  # 25/11/2026, 11/25/2026, 25.11.2026
+    rf"|\b{_DAY}\s+(?:of\s+)?{_MONTH}\s+\d{{4}}\b"  # 25 November 2026, 25th of Nov 2026
+    rf"|\b{_MONTH}\s+{_DAY},?\s+\d{{4}}\b"  # November 25, 2026
+    r")", re.I)
+CLOCK = re.compile(r"(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
+                   r"(?:\s?[AaPp]\.?[Mm]\.?)?(?:\s?(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?(?![\d:])")
 EPOCH = re.compile(r"(?<![\d.])(\d{13}|\d{10})(?:\.\d+)?(?![\d])")
 EPOCH_WINDOW_S = 366 * 24 * 3600  # a value this close to the recording is taken for a clock
 
@@ -69,7 +85,8 @@ def path_matches(path: str, glob: str) -> bool:
     return "[" not in glob and fnmatch.fnmatchcase(path, glob)  # a glob across segments
 
 
-_MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "epoch": "\x00epoch\x00"}
+_MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "date": "\x00date\x00",
+         "clock": "\x00clock\x00", "epoch": "\x00epoch\x00"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,8 @@ class Tolerance:
         """``text`` with every volatile value replaced by a marker of its kind."""
         text = UUID.sub(_MARK["uuid"], text)
         text = TIMESTAMP.sub(_MARK["time"], text)
+        text = DATE.sub(_MARK["date"], text)
+        text = CLOCK.sub(_MARK["clock"], text)
         return EPOCH.sub(lambda m: _MARK["epoch"] if self._epoch_near(m.group(1))
                          else m.group(0), text)
 

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
-from rewind.collector.server_settings import ENV_ALLOW_LIVE, ENV_CLOCK
+from rewind.exporter.attributes import INBOUND_KIND_REQUEST
 from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import ENV_CAPTURE
 from rewind.replay.cli.failure import (
@@ -30,14 +30,17 @@ from rewind.replay.cli.failure import (
 )
 from rewind.replay.cli.options import (
     HELP_OPTIONS,
+    allow_live_option,
     api_option,
     clickhouse_option,
+    clock_option,
     ignore_option,
+    mode_option,
     print_json,
     timeout_option,
 )
 from rewind.replay.play import launch
-from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS, ENV_DEBUG
+from rewind.replay.play.replay_settings import ENV_DEBUG
 from rewind.replay.sources.locate import open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
@@ -48,7 +51,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "inspect": f"{_TIME_TRAVEL}:inspect", "diff": f"{_TIME_TRAVEL}:diff_command",
         "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
         "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
-        "share": "rewind.replay.cli.share:share"}
+        "share": "rewind.replay.cli.share:share",
+        "replay-request": "rewind.replay.cli.requests:replay_request"}
 
 
 class LazyGroup(Group):
@@ -167,59 +171,69 @@ everything after it go live.
 
 @click.command(cls=Command, help=REPLAY_HELP,
                context_settings={"ignore_unknown_options": True, **HELP_OPTIONS})
-@click.option("--trace-id", default=None, help="The stored trace to replay (its id or a unique "
-              "prefix).")
+@click.option("--trace-id", "trace_ids", multiple=True, help="The stored trace to replay (its "
+              "id or a unique prefix); repeatable for a service: each inbound request is "
+              "answered from the recorded request it matches.")
 @click.option("--cassette", "cassette_file", default=None, type=click.Path(dir_okay=False),
               help="A .rw file (from rewind export) to replay instead of a stored trace.")
-@click.option("--strict/--lenient", default=True, help="Stop at the first divergence (default)"
-              " or go live from there.")
+@click.option("--since", default=None, help="With --until: every recorded request that started "
+              "in this window (ISO date-times), replayed by one service.")
+@click.option("--until", default=None, help="The end of the --since window.")
+@mode_option
 @click.option("--speed", type=float, default=None,
               help="Re-emit streamed events with recorded timing divided by this factor "
                    "(default: no delays).")
 @click.option("--debug", envvar=ENV_DEBUG, is_flag=True,
               help="On a divergence, also print the command's traceback (on a bug, rewind's).")
-@click.option("--allow-live", "allow_live", multiple=True, envvar=ENV_ALLOW_LIVE,
-              metavar="HOST", help="Let HTTP calls to HOST (a glob) that the recording does not "
-              "hold go out; repeatable (in the variable: space-separated). Default: none, "
-              "they are refused in strict mode.")
+@allow_live_option
 @ignore_option
 @timeout_option
-@click.option("--clock", "clock_mode", type=click.Choice(CLOCKS),
-              default=CLOCK_RECORDED.value, envvar=ENV_CLOCK, show_default=True,
-              help="The command's wall clock: starting at the recorded run's start and moving "
-              "on normally, or the real one.")
+@clock_option
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def replay(trace_id: str | None, cassette_file: str | None, strict: bool, speed: float | None,
-           debug: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
+def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
+           until: str | None, strict: bool, speed: float | None, debug: bool,
+           allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
            clock_mode: str,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
 
     enable_debug(debug)
-    if (trace_id is None) == (cassette_file is None):
-        fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file)")
+    if (not trace_ids and not since) == (cassette_file is None):
+        fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file) "
+             "(--trace-id repeated, or --since/--until, for a service's requests)")
     attempt(lambda: launch.check_command(command))
     stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
 
-    def load() -> Any:
+    def load() -> list[Any]:
         if cassette_file:
             from rewind.replay.sources.archive import read_cassette
 
-            return read_cassette(cassette_file)
+            return [read_cassette(cassette_file)]
         source = open_source(api, clickhouse)
         if source.opens_store:
             stores.append(source)
-        return source.cassette(resolve_trace_id(source, str(trace_id)))
+        ids = [resolve_trace_id(source, str(t)) for t in trace_ids]
+        if since:
+            from rewind.replay.cli.requests import window_traces
 
-    cassette = attempt(load)
+            ids += window_traces(source, since, until)
+        return [source.cassette(t) for t in dict.fromkeys(ids)]
+
+    cassettes = attempt(load)
+    mode = STRICT if strict else LENIENT
+    if len(cassettes) != 1 or getattr(cassettes[0].inbound, "kind", "") == INBOUND_KIND_REQUEST:
+        from rewind.replay.cli.requests import replay_service
+
+        replay_service(cassettes, command, mode=mode, speed=speed, debug=debug,
+                       allow_live=allow_live, ignore=ignore, clock_mode=clock_mode)
+    cassette = cassettes[0]
     for skipped in cassette.skipped:
         warn(f"span {skipped.span_id} ({skipped.name}) is not replayable: {skipped.reason}")
     if not cassette.interactions:
         fail(f"trace {cassette.trace_id} has no replayable interactions")
-    mode = STRICT if strict else LENIENT
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
                                           clock_mode=clock_mode, timeout=timeout))

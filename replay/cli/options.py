@@ -11,12 +11,15 @@ from typing import Any
 import click
 
 from rewind.collector.server_settings import (
+    ENV_ALLOW_LIVE,
     ENV_API_TOKEN,
     ENV_CLICKHOUSE_URL,
+    ENV_CLOCK,
     ENV_IGNORE,
     ENV_PRICES,
 )
 from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
+from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
@@ -52,6 +55,19 @@ ignore_option = click.option(
     help="A request field whose value may differ from the recording (a glob over the paths "
     "divergences print, e.g. 'body.metadata.*'); repeatable (in the variable: "
     "space-separated).")
+
+# What every replay takes (rewind-replay, replay-request), declared once.
+mode_option = click.option(
+    "--strict/--lenient", default=True, help="Stop at the first divergence (default) or go "
+    "live from there.")
+allow_live_option = click.option(
+    "--allow-live", "allow_live", multiple=True, envvar=ENV_ALLOW_LIVE, metavar="HOST",
+    help="Let HTTP calls to HOST (a glob) that the recording does not hold go out; repeatable "
+    "(in the variable: space-separated). Default: none, they are refused in strict mode.")
+clock_option = click.option(
+    "--clock", "clock_mode", type=click.Choice(CLOCKS), default=CLOCK_RECORDED.value,
+    envvar=ENV_CLOCK, show_default=True, help="The command's wall clock: starting at the "
+    "recorded run's start and moving on normally, or the real one.")
 
 
 timeout_option = click.option(

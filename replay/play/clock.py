@@ -50,7 +50,7 @@ def start(mode: str, started_ns: int) -> bool:
 
 
 def stop() -> None:
-    """The real clock again (after :func:`start` moved it)."""
+    """Back to the real clock (a replay run inside a longer process: a test, a command)."""
     while _travel:
         _travel.pop().stop()
 

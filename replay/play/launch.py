@@ -4,16 +4,29 @@ The child gets ``bootstrap/`` on its ``PYTHONPATH``, so its ``sitecustomize`` ru
 user's code; the settings (``REWIND_*`` variables) and the installers to run go through its
 environment. Each caller says what to set and which installers to name; this module is the one
 place that builds the environment and runs the command.
+
+SIGINT and SIGTERM sent to a command that runs a child (``rewind replay``, ``record``,
+``fork``, ``replay-request --url``) go to the child, and the command waits for it: the child
+stops its own way (a server shuts down, its root span is exported, the replay writes its
+report) and the command still prints its summary and trace ids.
+
+Ctrl-C in a terminal already signals the whole foreground process group, child included: a
+SIGINT that arrives while this process is in the terminal's foreground group is not sent
+again (a second SIGINT makes uvicorn and others quit at once, skipping their shutdown).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.play import bootstrap
@@ -72,21 +85,35 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
-def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
-        timeout: float | None = None) -> int:
-    """Run ``command`` to its end with that environment; its exit code. Past ``timeout``
-    seconds it is killed: :class:`LaunchTimeout`."""
+def start(command: Sequence[str], settings: Settings,
+          installers: Sequence[str] = ()) -> subprocess.Popen:
+    """Start ``command`` with that environment and return at once."""
     env = environment(settings, installers)
     try:
-        return subprocess.run(list(command), env=env, check=False, timeout=timeout).returncode
-    except subprocess.TimeoutExpired:
-        raise LaunchTimeout(f"{command[0]} ran past --timeout {timeout:g} s and was stopped",
-                            TIMEOUT_EXIT, "give it more time with --timeout, or look for what "
-                            "it waits on") from None
+        return subprocess.Popen(list(command), env=env)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
         raise _not_executable(command[0]) from None
+
+
+def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
+        timeout: float | None = None) -> int:
+    """Run ``command`` to its end with that environment; its exit code (128 + N when signal
+    N ended it, as a shell says). SIGINT and SIGTERM sent to this process reach the child
+    (:func:`forwarded_to`), which ends its own way, so the caller still reads its report and prints
+    the summary. Past ``timeout`` seconds it is killed: :class:`LaunchTimeout`."""
+    child = start(command, settings, installers)
+    with forwarded_to(child):
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise LaunchTimeout(f"{command[0]} ran past --timeout {timeout:g} s and was "
+                                "stopped", TIMEOUT_EXIT, "give it more time with --timeout, "
+                                "or look for what it waits on") from None
+    return 128 - code if code < 0 else code  # ended by a signal: the shell's 128 + N
 
 
 def why_not_installed(command: Sequence[str]) -> str:
@@ -108,3 +135,51 @@ def _not_found(program: str) -> LaunchError:
 def _not_executable(program: str) -> LaunchError:
     return LaunchError(f"cannot execute {program}: permission denied", NOT_EXECUTABLE_EXIT,
                        f"chmod +x {program}, or run it through its interpreter")
+
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _from_terminal() -> bool:
+    """This process is in its terminal's foreground process group (so is the child)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def forwarded_to(child: subprocess.Popen) -> Iterator[None]:
+    """For the duration, SIGINT and SIGTERM are passed on to ``child`` instead of stopping
+    this process (only the main thread can catch signals; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and _from_terminal():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stop(child: subprocess.Popen, timeout: float = 15) -> int:
+    """Stop ``child`` as a user would: SIGINT, then SIGTERM, then SIGKILL, each given
+    ``timeout`` seconds; its exit code."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if child.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout)
+    if child.poll() is None:
+        child.kill()
+    return child.wait()

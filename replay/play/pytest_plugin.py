@@ -11,14 +11,24 @@
 
 Inside a marked test every LLM call is answered from the recording; in strict mode (default) the
 first request that departs from it fails the test with the divergence report (step, field,
-recorded and current values). pytest loads this module in every run of an environment where
-Rewind is installed, so importing it only defines hooks: the replay machinery is imported for
-marked tests alone.
+recorded and current values). The marker also takes ``allow_live`` (hosts), ``ignore`` (request
+paths) and ``clock`` (``"recorded"``, the default: the test runs on the recorded run's clock,
+or ``"live"``), as ``rewind-replay`` does. A test client talking to the app in process
+(Starlette's ``TestClient``, httpx's ``ASGITransport``) is the inbound side: never answered.
+
+A recorded request of a service replayed against the app, compared with the recorded answer::
+
+    def test_incident_stays_fixed(rewind_request):
+        outcome = rewind_request("4bf92f35").send(app)   # or "incidents/checkout.rw"
+        assert outcome.actual["status"] == 200, outcome.describe()
+
+pytest loads this module in every run of an environment where Rewind is installed, so importing
+it only defines hooks: the replay machinery is imported for marked tests alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +40,8 @@ if TYPE_CHECKING:
 
 MARKER = "rewind"
 FIXTURE = "rewind_replay"
-MARKER_ARGS = frozenset({"cassette", "trace_id", "mode"})
+REQUEST_FIXTURE = "rewind_request"
+MARKER_ARGS = frozenset({"cassette", "trace_id", "mode", "allow_live", "ignore", "clock"})
 _SOURCE = pytest.StashKey[Any]()
 _CASSETTES = pytest.StashKey[dict]()
 
@@ -48,8 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "rewind(cassette=None, trace_id=None, mode='strict'): answer every LLM call of the "
-        "test from a recording, a .rw file (relative to the test file) or a stored trace id",
+        "rewind(cassette=None, trace_id=None, mode='strict', allow_live=(), ignore=(), "
+        "clock='recorded'): answer every LLM call of the test from a recording, a .rw file "
+        "(relative to the test file) or a stored trace id",
     )
 
 
@@ -118,15 +130,45 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
     try:
         settings = _marker_settings(marker)
         cassette = _load(request.config, Path(request.node.path).parent, settings)
-        session = ReplaySession(cassette, mode=settings.get("mode") or STRICT)
+        session = ReplaySession(cassette, mode=settings.get("mode") or STRICT,
+                                allow_live=_globs(settings.get("allow_live")),
+                                ignore=_globs(settings.get("ignore")))
     except (RewindError, OSError) as error:
         problem = f"rewind: {error}"
     else:
         problem = ""
     if problem:  # failed outside the handler, so the report is the message, not a chain
         pytest.fail(problem, pytrace=False)
-    with player.replaying(session, announce=False):  # the failure report says it, once
+    clock = settings.get("clock") or "recorded"  # the recorded run's clock, as rewind-replay
+    with player.replaying(session, clock_mode=clock, announce=False):  # reported once, on failure
         yield session
+
+
+def _globs(value: Any) -> tuple[str, ...]:
+    """A marker's ``allow_live`` / ``ignore``: one string or several."""
+    if not value:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@pytest.fixture
+def rewind_request(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``rewind_request(ID or "file.rw", mode=, allow_live=, ignore=, clock=)``: a recorded
+    request (or job) with ``.send(app)`` (``.call(function)`` for a job), which replays it
+    with its outbound calls answered from its trace and compares the answer."""
+    from rewind.exporter.errors import RewindError
+    from rewind.replay.play.services.requests import RecordedRequest
+
+    def recorded(ref: str, mode: str = "strict", allow_live: Any = (), ignore: Any = (),
+                 clock: str = "recorded") -> RecordedRequest:
+        where = {"cassette": ref} if str(ref).endswith(".rw") else {"trace_id": ref}
+        try:
+            cassette = _load(request.config, Path(request.node.path).parent, where)
+        except (RewindError, OSError) as error:
+            pytest.fail(f"rewind: {error}", pytrace=False)
+        return RecordedRequest(cassette, mode, _globs(allow_live), _globs(ignore), clock)
+
+    return recorded
 
 
 def _report(session: ReplaySession) -> str:

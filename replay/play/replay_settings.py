@@ -32,6 +32,9 @@ ENV_GRACE = "REWIND_REPLAY_GRACE"  # seconds a diverged program may take to end 
 ENV_INSTALLERS = "REWIND_INSTALLERS"  # what the child's sitecustomize runs (``bootstrap``)
 ENV_FORK = "REWIND_FORK"  # a forked child: the file holding its checkpoint (``resume.py``)
 INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
+# A service replayed from several traces, each inbound request answered from its own: the
+# cassette file then holds a list of cassettes.
+SCOPED_INSTALLER = "rewind.replay.play.services.scoped:install_from_env"
 # Set by the parent for its child, never by hand (``REWIND_DEBUG`` is also ``rewind --debug``).
 INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE, ENV_ALLOW_LIVE,
                       ENV_IGNORE, ENV_CLOCK, ENV_GRACE, ENV_INSTALLERS, ENV_FORK})

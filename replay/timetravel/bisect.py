@@ -33,6 +33,7 @@ from rewind.replay.timetravel.diff import (
     INSERTED,
     REMOVED,
     SAME,
+    VOLATILE,
     StepView,
     align_interactions,
     pair_status,
@@ -153,7 +154,7 @@ def _classify(result: Bisection, g: StepView | None, b: StepView | None, status:
             result.cause, result.detail = code, detail
             break
     if g is not None and b is not None:
-        if g.key != b.key:
+        if not g.same_request(b):
             result.request = diff_fields(g.canonical, b.canonical)
         if not g.same_answer(b):
             result.response = diff_fields(g.answer, b.answer)
@@ -230,7 +231,7 @@ def _tools(g: StepView, b: StepView) -> str | None:
 @_paired(llm_only=True)
 def _system(g: StepView, b: StepView) -> str | None:
     before, after = g.request["system"], b.request["system"]
-    if before == after:
+    if before == after or VOLATILE.masked(str(before)) == VOLATILE.masked(str(after)):
         return None
     return f"system prompt {shorten(before, 60)} -> {shorten(after, 60)}"
 
@@ -242,7 +243,7 @@ def _without_tool_output(messages: list[dict[str, Any]]) -> list[Any]:
 
 @_paired(llm_only=False)
 def _input(g: StepView, b: StepView) -> str | None:
-    if g.key == b.key:
+    if g.same_request(b):
         return None
     if g.kind == "tool":
         return f"tool {g.interaction.tool_name} called with other arguments"

@@ -21,6 +21,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.cassette.volatile import Tolerance, tolerable
 from rewind.replay.play.divergence import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.align import Pair, Script, align, align_indexes
 
@@ -29,6 +30,8 @@ CHANGED = "changed"  # the request differs
 ANSWER = "answer"  # same request, different answer
 REMOVED = "removed"  # only in the left (good) run
 INSERTED = "inserted"  # only in the right (bad) run
+
+VOLATILE = Tolerance()  # uuids, dates and times (no recording start: epochs are not told)
 
 SAMPLING = {
     A.TEMPERATURE, A.TOP_P, A.TOP_K, A.MAX_TOKENS, A.SEED, A.FREQUENCY_PENALTY,
@@ -117,6 +120,13 @@ class StepView:
         if self._answer is None:
             self._answer = _answer_view(self.interaction)
         return self._answer
+
+    def same_request(self, other: StepView) -> bool:
+        """The same request, or one that differs only in values that change every run (a
+        uuid, a date, a time: the replay's rules, ``volatile.py``), which a replay would
+        answer alike: such a difference is no cause."""
+        return self.key == other.key or tolerable(diff_fields(self.canonical, other.canonical),
+                                                  VOLATILE)
 
     def same_answer(self, other: StepView) -> bool:
         a, b = self.interaction, other.interaction
@@ -247,7 +257,7 @@ def pair_status(left: StepView | None, right: StepView | None) -> str:
         return REMOVED
     if left is None:
         return INSERTED
-    if left.key != right.key:
+    if not left.same_request(right):
         return CHANGED
     return SAME if left.same_answer(right) else ANSWER
 
