@@ -9,6 +9,9 @@
     with agent("support-bot", conversation_id="ticket-42"):
         client.chat.completions.create(...)
 
+    @job                             # one trace per call, its arguments and result recorded
+    def handle(ticket: dict) -> str: ...
+
 Or with no code change: ``opentelemetry-instrument python app.py`` (the
 ``RewindInstrumentor`` entry point), or ``rewind record -- python app.py``.
 """
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from .agents import agent
     from .config import CaptureMode, CaptureSettings
     from .instrumentor import RewindInstrumentor
+    from .jobs import job
     from .pipeline import export_stats
     from .tools import RecordedToolError, ToolAnswer, tool
 
@@ -37,6 +41,7 @@ __all__ = [
     "export_stats",
     "instrument",
     "is_instrumented",
+    "job",
     "tool",
     "uninstrument",
 ]
@@ -91,6 +96,10 @@ def instrument(
     from . import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
+    from . import servers, stopping
+
+    servers.install()  # each inbound request its own trace, unless REWIND_SERVERS turns it off
+    stopping.install(provider)
     scope.set_tracer_provider(provider)
     return provider
 
@@ -118,8 +127,8 @@ _LAZY = {
     "CaptureMode": ".config", "CaptureSettings": ".config", "ENV_REPLAY_SOURCE": ".attributes",
     "settings": ".config", "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
-    "Recorder": ".recording", "ensure_provider": ".pipeline", "export_stats": ".pipeline",
-    "exports_through_us": ".pipeline",
+    "job": ".jobs", "Recorder": ".recording", "ensure_provider": ".pipeline",
+    "export_stats": ".pipeline", "exports_through_us": ".pipeline",
 }
 
 

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import attributes as A
-from . import scope
+from . import scope, stopping
 
 ENV_RECORD = "REWIND_RECORD"
 ENV_REPORT = "REWIND_RECORD_REPORT"
@@ -93,7 +93,10 @@ def open_process_root(provider: Any, after: Callable[[Span], None] | None = None
     scope.set_process_root(ctx)
     _root_for_new_threads(ctx)
     _watch_uncaught(root)
-    atexit.register(_finish, root, provider, after)
+    finish = _Finish(root, provider, after)
+    atexit.register(finish)
+    stopping.at_stop(finish)  # a SIGTERM runs it too (no atexit then)
+    stopping.install(provider)
     return root
 
 
@@ -131,6 +134,19 @@ def _watch_uncaught(root: Span) -> None:
             previous(kind, error, tb)
 
     sys.excepthook = hook
+
+
+class _Finish:
+    """:func:`_finish`, once: at exit or on SIGTERM, whichever comes first."""
+
+    def __init__(self, root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
+        self.args = (root, provider, after)
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            _finish(*self.args)
 
 
 def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:

@@ -60,6 +60,8 @@ ENV_HTTP_HOSTS = "REWIND_HTTP_HOSTS"
 ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
 # off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
 ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
+# off: inbound requests of web frameworks (ASGI, WSGI) are not hooked (servers/)
+ENV_SERVERS = "REWIND_SERVERS"
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
@@ -72,6 +74,11 @@ def is_off(value: str | None) -> bool:
 def framework_tools_enabled() -> bool:
     """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
     return not is_off(os.environ.get(ENV_FRAMEWORK_TOOLS))
+
+
+def servers_enabled() -> bool:
+    """Whether web frameworks' requests are hooked (``REWIND_SERVERS``, on unless turned off)."""
+    return not is_off(os.environ.get(ENV_SERVERS))
 
 class CaptureMode(str, enum.Enum):
     FULL = "full"

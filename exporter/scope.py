@@ -39,6 +39,11 @@ def has_process_root() -> bool:
     return _root is not None
 
 
+def process_root() -> Context | None:
+    """The context holding the process root span, when one is open."""
+    return _root
+
+
 def parent_context() -> Context | None:
     """The context a new span should start in (None: the current one)."""
     if _root is None:
