@@ -59,6 +59,10 @@ def _name() -> str:
     if given:
         return given
     argv = [a for a in sys.argv if a] or ["python"]
+    if argv[0] == "-m":  # ``python -m MODULE`` still starting: the module is in orig_argv
+        given = list(getattr(sys, "orig_argv", []))
+        if "-m" in given[:-1]:
+            return given[given.index("-m") + 1]
     return os.path.basename(argv[0]) if argv[0] != "-c" else "python -c"
 
 

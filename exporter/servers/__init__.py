@@ -2,10 +2,11 @@
 
 :func:`install` (called by ``instrument()``, hence by ``opentelemetry-instrument`` and
 ``rewind record``) hooks the entry point of each web framework when the framework is imported,
-never importing one itself: ``Starlette.__call__`` (so FastAPI), ``Flask.__call__``, and
-Django's WSGI and ASGI handlers. The entry is the outermost call a framework makes: its own
-OpenTelemetry instrumentation (which FastAPI's and Flask's install inside it) then puts its
-server span inside the request's trace, one trace per request. The route template is taken
+never importing one itself: ``Starlette.__call__``, ``FastAPI.__call__``, ``Flask.__call__``
+and Django's WSGI and ASGI handlers. The entry is the outermost call a framework makes: its own
+OpenTelemetry instrumentation (which FastAPI's and Flask's install inside it, and FastAPI's
+native telemetry) then puts its server span inside the request's trace, one trace per request
+(``propagation.py``). The route template is taken
 where each framework resolves it. ``REWIND_SERVERS=off`` leaves them alone.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..config import servers_enabled
 from ..imports import when_imported
-from . import asgi, wsgi
+from . import asgi, propagation, wsgi
 from .capture import note_route
 
 _installed = False
@@ -77,6 +78,10 @@ def _starlette(module: ModuleType) -> None:
     asgi.patch_class(module.Starlette)
 
 
+def _fastapi(module: ModuleType) -> None:
+    asgi.patch_class(module.FastAPI)  # its native telemetry runs before Starlette's entry
+
+
 def _flask(module: ModuleType) -> None:
     wsgi.patch_class(module.Flask)
     _after(module.Flask, "full_dispatch_request", _flask_rule)
@@ -95,7 +100,8 @@ def _django_base(module: ModuleType) -> None:
     _after(module.BaseHandler, "get_response_async", _django_route)
 
 
-HOOKS = {"starlette.applications": _starlette, "flask.app": _flask,
+HOOKS = {"starlette.applications": _starlette, "fastapi.applications": _fastapi,
+         "flask.app": _flask,
          "django.core.handlers.wsgi": _django_wsgi, "django.core.handlers.asgi": _django_asgi,
          "django.core.handlers.base": _django_base}
 
@@ -109,4 +115,5 @@ def install() -> bool:
         _installed = True
         for name, patch in HOOKS.items():
             when_imported(name, patch)
+        propagation.install()
     return True
