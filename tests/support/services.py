@@ -65,6 +65,14 @@ def start(command: list[str], cwd: Path, env: dict[str, str], port: int) -> Serv
     return Service(process, port, pid_file)
 
 
+def start_and_wait(command: list[str], cwd: Path, env: dict[str, str],
+                   timeout: float = 180) -> tuple[int, str]:
+    """``command`` run to its end (a job worker): its exit code and what it printed."""
+    done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return done.returncode, done.stdout
+
+
 def send_all(url: str, requests: list[tuple[str, str, dict[str, Any]]],
              at_once: int = 6) -> list[httpx.Response]:
     """``(method, path, httpx keyword arguments)`` sent ``at_once`` at a time, in order."""
