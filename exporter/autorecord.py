@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import attributes as A
-from . import scope, stopping
+from . import scope, stopping, units
 
 ENV_RECORD = "REWIND_RECORD"
 ENV_REPORT = "REWIND_RECORD_REPORT"
@@ -97,7 +97,10 @@ def open_process_root(provider: Any, after: Callable[[Span], None] | None = None
     scope.set_process_root(ctx)
     _root_for_new_threads(ctx)
     _watch_uncaught(root)
-    finish = _Finish(root, provider, after)
+    joined = _Joined(root)
+    if isinstance(provider, TracerProvider):
+        provider.add_span_processor(joined)
+    finish = _Finish(root, provider, after, joined)
     atexit.register(finish)
     stopping.at_stop(finish)  # a SIGTERM runs it too (no atexit then)
     stopping.install(provider)
@@ -140,11 +143,29 @@ def _watch_uncaught(root: Span) -> None:
     sys.excepthook = hook
 
 
+class _Joined(SpanProcessor):
+    """Counts the spans that join the process root's trace (the root aside)."""
+
+    observes_only = True
+
+    def __init__(self, root: Span) -> None:
+        self.trace_id = root.get_span_context().trace_id
+        self.count = 0
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        if span.get_span_context().trace_id == self.trace_id:
+            self.count += 1
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
 class _Finish:
     """:func:`_finish`, once: at exit or on SIGTERM, whichever comes first."""
 
-    def __init__(self, root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
-        self.args = (root, provider, after)
+    def __init__(self, root: Span, provider: Any, after: Callable[[Span], None] | None,
+                 joined: _Joined) -> None:
+        self.args = (root, provider, after, joined)
         self.done = False
 
     def __call__(self) -> None:
@@ -153,8 +174,12 @@ class _Finish:
             _finish(*self.args)
 
 
-def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
-    root.end()
+def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None,
+            joined: _Joined | None = None) -> None:
+    # A service, or a worker whose every job is its own trace: the root parented nothing and
+    # is left unended, so it is never exported (a trace of the process alone would be noise).
+    if joined is None or not units.started() or joined.count:
+        root.end()
     scope.set_process_root(None)
     from .pipeline import mark_closing
 
@@ -171,10 +196,12 @@ def _report(root: Span, seen: TraceIds) -> None:
     from .pipeline import export_stats
     from .recording import counts
 
+    root_id = format(root.get_span_context().trace_id, "032x")
+    exported = getattr(root, "end_time", None) is not None  # see _finish
     line = {
         "pid": os.getpid(),
-        "root_trace_id": format(root.get_span_context().trace_id, "032x"),
-        "trace_ids": list(seen.ids),
+        "root_trace_id": root_id if exported else None,
+        "trace_ids": [t for t in seen.ids if exported or t != root_id],
         "spans": seen.spans,
         "export": export_stats(),
         "calls": dict(counts),

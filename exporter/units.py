@@ -8,8 +8,10 @@ root (``rewind.link = "process"``) and to the caller's trace when the request ca
 ``traceparent`` (``"caller"``); ``agent()`` does the same when it is the outermost unit (inside
 a request, a job or another agent it is a step of that unit and stays in its trace).
 
-Open units are kept (weakly) so that a process stopped by SIGTERM can still end and export
-them (:mod:`.stopping`).
+A process root that parented nothing while units ran (a service, a worker whose every job is
+its own trace) is not exported at all (``autorecord._finish``): the process root exists for
+programs that are not services. Open units are kept (weakly) so that a process stopped by
+SIGTERM can still end and export them (:mod:`.stopping`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _current: contextvars.ContextVar[Unit | None] = contextvars.ContextVar(
     "rewind_unit", default=None)
 _open: weakref.WeakSet[Unit] = weakref.WeakSet()
 _lock = threading.Lock()
+_started = 0  # units started in this process (requests, jobs, outermost agents)
 
 
 def _root_span() -> Span | None:
@@ -53,6 +56,7 @@ def _in_root_trace(current: Span, root: Span | None) -> bool:
 def start_context(outermost_only: bool) -> tuple[Context | None, list[Link]]:
     """The context a unit's span starts in and its links. ``outermost_only`` (``agent()``):
     a span of another trace is current, so the unit joins it (returns ``(None, [])``)."""
+    global _started
     root = _root_span()
     current = trace.get_current_span()
     if outermost_only and not _in_root_trace(current, root):
@@ -60,6 +64,7 @@ def start_context(outermost_only: bool) -> tuple[Context | None, list[Link]]:
     if root is not None and isinstance(getattr(root, "attributes", None), Mapping) and (
             _FORKED in root.attributes):  # type: ignore[union-attr]
         return scope.process_root(), []
+    _started += 1
     links = []
     if root is not None and root.get_span_context().is_valid:
         links.append(Link(root.get_span_context(), {A.LINK_KIND: "process"}))
@@ -121,6 +126,11 @@ def start(name: str, kind: str, span_kind: SpanKind, attributes: Mapping[str, An
     with _lock:
         _open.add(unit)
     return unit
+
+
+def started() -> int:
+    """How many units of work this process started (new traces of requests, jobs, agents)."""
+    return _started
 
 
 def current() -> Unit | None:

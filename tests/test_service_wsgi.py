@@ -3,7 +3,8 @@
 record``: each request and each job is its own trace, holding its exchange (request and
 response; arguments and result or exception), its LLM calls (the ``openai`` SDK against the
 fake LLM) and its tool's HTTP call. SIGTERM to the server (no handler of its own) ends and
-exports the request in flight, and the server still dies of the signal."""
+exports the request in flight, and the server still dies of the signal; a script stopped the
+same way still exports its run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import signal
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 
@@ -67,6 +67,7 @@ APP = textwrap.dedent(
 
     @app.get("/slow")
     def slow():
+        open(os.environ["PID_FILE"] + ".slow", "w").close()  # in flight now
         time.sleep(30)
         return {"late": True}
 
@@ -112,6 +113,20 @@ WORKER = textwrap.dedent(
                                         messages=[{"role": "user", "content": f"triage {n}"}])
     '''
 )
+BUSY = textwrap.dedent(
+    """
+    import os, time
+
+    import openai
+
+    llm = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-test-busy-key",
+                        max_retries=0)
+    llm.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "go"}])
+    with open(os.environ["PID_FILE"], "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(60)
+    """
+)
 ASKS = [("POST", f"/orders/o{i}/ask", {"json": {"question": f"where is order {i}"}})
         for i in range(6)]
 
@@ -123,6 +138,7 @@ def recorded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wsgi")
     (tmp / "app.py").write_text(APP)
     (tmp / "worker.py").write_text(WORKER)
+    (tmp / "busy.py").write_text(BUSY)
     served = start_serve(tmp / "store")
     try:
         with FakeLLMServer() as llm, ToolService() as api:
@@ -137,14 +153,17 @@ def recorded(tmp_path_factory):
             cut: list = []
             slow = threading.Thread(target=lambda: cut.append(_attempt(service.url + "/slow")))
             slow.start()
-            time.sleep(1)
+            service.wait_for_file(".slow")
             stopped = service.terminate()
             slow.join(30)
+            busy = services.start([str(BIN / "opentelemetry-instrument"), sys.executable,
+                                   "busy.py"], tmp, {**env, "OTEL_SERVICE_NAME": "busy-script"})
+            busy_stopped = busy.terminate()
             worker = services.start_and_wait(
                 [str(BIN / "rewind"), "record", "--", sys.executable, "worker.py"], tmp,
                 {**env, "OTEL_SERVICE_NAME": "job-worker"})
         yield {"served": served, "answers": answers, "stopped": stopped, "cut": cut,
-               "worker": worker}
+               "worker": worker, "busy": busy_stopped}
     finally:
         served.stop()
 
@@ -159,10 +178,10 @@ def _attempt(url: str) -> str:
 
 
 def test_every_request_is_its_own_trace_with_its_exchange_and_calls(recorded):
-    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 10)
+    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 9)
     by_path = requests_by_path(traces)
-    # 6 asks, the 500, the stream, the request cut by SIGTERM; and the process root
-    assert sum(len(v) for v in by_path.values()) == 9 and len(traces) == 10
+    # 6 asks, the 500, the stream, the request cut by SIGTERM (no trace of the process itself)
+    assert sum(len(v) for v in by_path.values()) == 9 and len(traces) == 9
     for (_, path, options), answer in zip(ASKS, recorded["answers"], strict=False):
         assert answer.status_code == 200
         [spans] = by_path[path]
@@ -176,7 +195,7 @@ def test_every_request_is_its_own_trace_with_its_exchange_and_calls(recorded):
 
 
 def test_a_500_and_a_stream_are_recorded(recorded):
-    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 10)
+    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 9)
     by_path = requests_by_path(traces)
     [failed] = by_path["/orders/o9/ask"]
     assert root(failed)["SpanAttributes"][A.INBOUND_STATUS] == "500"
@@ -193,20 +212,19 @@ def test_sigterm_ends_and_exports_the_request_in_flight(recorded):
     code, _ = recorded["stopped"]
     assert code == -signal.SIGTERM
     assert recorded["cut"] != ["200"]
-    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 10)
+    traces = services.stored_traces(recorded["served"], "wsgi-zero-code", 9)
     [cut] = requests_by_path(traces)["/slow"]
     assert "SIGTERM" in root(cut)["SpanAttributes"][A.CAPTURE_ERROR]
-    [process] = [s for s in traces.values()
-                 if A.INBOUND_KIND not in root(s)["SpanAttributes"]]
-    assert root(process)["SpanName"] == "invoke_agent app.py"
+    assert root(cut)["StatusCode"] == "STATUS_CODE_ERROR"
 
 
 def test_a_job_worker_records_one_trace_per_job_with_arguments_and_result(recorded):
     code, output = recorded["worker"]
     assert code == 0, output
     printed = re.findall(r"recorded trace ([0-9a-f]{32})", output)
-    traces = services.stored_traces(recorded["served"], "job-worker", 8)
-    assert sorted(printed) == sorted(traces)  # 5 jobs, 2 agent runs, the process root
+    traces = services.stored_traces(recorded["served"], "job-worker", 7)
+    assert sorted(printed) == sorted(traces)  # 5 jobs, 2 agent runs
+    assert len(traces) == 7  # the process root parented none of them: not exported
     jobs = {json.loads(root(s)["SpanAttributes"][A.INBOUND_ARGUMENTS])["args"][0]: s
             for s in traces.values()
             if root(s)["SpanAttributes"].get(A.INBOUND_KIND) == A.INBOUND_KIND_JOB}
@@ -230,7 +248,15 @@ def test_a_job_worker_records_one_trace_per_job_with_arguments_and_result(record
             assert len(of_kind(spans, A.KIND_LLM)) == 1
     agents = [s for s in traces.values() if root(s)["SpanName"] == "invoke_agent triage"]
     assert len(agents) == 2 and all(len(of_kind(s, A.KIND_LLM)) == 1 for s in agents)
-    [process] = [s for s in traces.values() if root(s)["SpanName"] == "invoke_agent worker"]
-    assert len(process) == 1  # it parents no job and no agent: each is linked to it
-    for spans in [*jobs.values(), *agents]:
-        assert root(process)["SpanId"] in root(spans)["LinkSpanIds"]
+    # each is linked to the process root, never under it
+    assert len({root(s)["LinkSpanIds"][0] for s in traces.values()}) == 1
+
+
+def test_sigterm_to_a_script_exports_its_run(recorded):
+    """A program that is not a service keeps its process root: its run is one trace, and a
+    SIGTERM still exports it."""
+    code, output = recorded["busy"]
+    assert code == -signal.SIGTERM, output
+    [spans] = services.stored_traces(recorded["served"], "busy-script", 1).values()
+    assert root(spans)["SpanName"] == "invoke_agent busy.py"
+    assert len(of_kind(spans, A.KIND_LLM)) == 1

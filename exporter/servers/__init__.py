@@ -22,7 +22,9 @@ from typing import Any
 from ..config import servers_enabled
 from ..imports import when_imported
 from . import asgi, propagation, wsgi
-from .capture import note_route
+from .capture import note_route, unrecorded
+
+__all__ = ["install", "unrecorded"]
 
 _installed = False
 

@@ -32,7 +32,7 @@ def _headers(scope: Scope) -> list[tuple[str, str]]:
 
 
 def _start(app: Any, scope: Scope) -> InboundExchange | None:
-    current = recorder()
+    current = recorder(app)
     if scope.get("type") != "http" or current is None or units.current() is not None:
         return None
     try:

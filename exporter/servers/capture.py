@@ -41,11 +41,23 @@ _active: contextvars.ContextVar[InboundExchange | None] = contextvars.ContextVar
     "rewind_inbound", default=None)
 
 
-def recorder() -> Any:
-    """The recorder ``instrument()`` installed (None: not recording, requests pass through)."""
+_UNRECORDED = "__rewind_unrecorded__"
+
+
+def unrecorded(app: Any) -> Any:
+    """Marks an app whose requests are never units of work: Rewind's own servers (collector,
+    worker, fake LLM), which a recorded process may host; recording the collector's intake
+    would record the recording."""
+    setattr(app, _UNRECORDED, True)
+    return app
+
+
+def recorder(app: Any) -> Any:
+    """The recorder ``instrument()`` installed, when ``app``'s requests are to be recorded
+    (None: they pass through)."""
     from ..transport import hooks
 
-    return hooks.recorder()
+    return None if getattr(app, _UNRECORDED, False) else hooks.recorder()
 
 
 def _caller_links(headers: Iterable[tuple[str, str]]) -> list[Link]:

@@ -120,7 +120,7 @@ class _Response:
 
 
 def _start(app: Any, environ: dict[str, Any]) -> InboundExchange | None:
-    current = recorder()
+    current = recorder(app)
     if current is None or units.current() is not None:
         return None
     try:

@@ -36,14 +36,20 @@ class Service:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def wait_for_file(self, suffix: str = "", timeout: float = 180) -> Path:
+        """The file the service writes at ``pid_file`` + ``suffix``, once it has content or
+        exists (the app's own signal that a request reached it)."""
+        path = Path(f"{self.pid_file}{suffix}")
+        deadline = time.monotonic() + timeout
+        while not path.exists() or (not suffix and not path.read_text().strip()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the service never wrote {path.name}")
+            time.sleep(0.05)
+        return path
+
     def pid(self) -> int:
         """The service's own process (under ``rewind record``, the wrapper's child)."""
-        deadline = time.monotonic() + 30
-        while not self.pid_file.exists() or not self.pid_file.read_text().strip():
-            if time.monotonic() > deadline:
-                raise AssertionError("the service never wrote its pid")
-            time.sleep(0.05)
-        return int(self.pid_file.read_text())
+        return int(self.wait_for_file().read_text())
 
     def terminate(self, timeout: float = 60) -> tuple[int, str]:
         """SIGTERM to the service itself; the exit code and what the command printed."""
@@ -52,13 +58,17 @@ class Service:
         return self.process.returncode, output
 
 
-def start(command: list[str], cwd: Path, env: dict[str, str], port: int) -> Service:
-    """``command`` started in ``cwd``; returns once the service accepts connections."""
-    pid_file = cwd / f"service-{port}.pid"
+def start(command: list[str], cwd: Path, env: dict[str, str], port: int = 0) -> Service:
+    """``command`` started in ``cwd``; returns once the service accepts connections on
+    ``port`` (0: once the program wrote its pid, for one that serves nothing)."""
+    pid_file = cwd / f"service-{port or time.monotonic_ns()}.pid"
     process = subprocess.Popen(command, cwd=cwd, env={**env, "PID_FILE": str(pid_file)},
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for_port(port, timeout=60)
+        if port:
+            wait_for_port(port, timeout=180)  # every instrumentation loads: slow on a busy machine
+        else:
+            Service(process, port, pid_file).wait_for_file(timeout=180)
     except BaseException:
         process.kill()
         raise AssertionError("the service did not start:\n" + process.communicate()[0]) from None
