@@ -2,9 +2,12 @@
 ``sitecustomize``) and ``opentelemetry-instrument`` (from ``RewindInstrumentor``).
 
 With ``REWIND_RECORD=1`` in its environment a Python process instruments itself at start-up and
-opens one root span (``invoke_agent {name}``) that every LLM and tool call joins — in any thread
-— so the run is one trace. At exit the root span ends, spans are flushed, and one JSON line per
-process (trace ids and export figures) is appended to ``REWIND_RECORD_REPORT`` for the parent.
+opens one root span (``invoke_agent {name}``) that every LLM and tool call outside a unit of work
+joins — in any thread — so a script's run is one trace; a request, a job or an outermost
+``agent()`` is a trace of its own, linked to it (``units.py``). At exit (or on SIGTERM) the root
+span ends, unless it parented nothing while units ran (a service: then it is not exported),
+spans are flushed, and one JSON line per process (trace ids and export figures) is appended to
+``REWIND_RECORD_REPORT`` for the parent.
 """
 
 from __future__ import annotations
