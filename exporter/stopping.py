@@ -12,9 +12,11 @@ then runs once the in-flight requests have finished.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -25,7 +27,7 @@ log = logging.getLogger("rewind.exporter")
 
 FLUSH_TIMEOUT_MS = 10_000
 _at_stop: list[Callable[[], None]] = []
-_providers: list[Any] = []
+_providers: weakref.WeakSet[Any] = weakref.WeakSet()  # not kept alive by this alone
 _lock = threading.Lock()
 
 
@@ -39,8 +41,10 @@ def install(provider: Any) -> bool:
     """Flush ``provider`` on SIGTERM; False when the handler could not be put in place (not
     the main thread, or the application handles SIGTERM itself)."""
     with _lock:
-        if provider is not None and all(p is not provider for p in _providers):
-            _providers.append(provider)
+        if provider is not None:
+            # a provider that cannot be weakly referenced is not flushed here
+            with contextlib.suppress(TypeError):
+                _providers.add(provider)
     if threading.current_thread() is not threading.main_thread():
         return False
     try:
