@@ -28,6 +28,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from rewind.exporter.servers import unrecorded
+
 from .auth import Authenticator, AuthError
 from .intake import JSON, Refused, TooLarge, UnsupportedMedia, decompress, payload_format
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -170,12 +172,12 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
             return unauthenticated(error)
         return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
-    return Starlette(routes=[
+    return unrecorded(Starlette(routes=[
         Route("/v1/traces", export, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
-    ])
+    ]))
 
 
 def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:

@@ -9,6 +9,9 @@
     with agent("support-bot", conversation_id="ticket-42"):
         client.chat.completions.create(...)
 
+    @job                             # one trace per call, its arguments and result recorded
+    def handle(ticket: dict) -> str: ...
+
 Or with no code change: ``opentelemetry-instrument python app.py`` (the
 ``RewindInstrumentor`` entry point), or ``rewind record -- python app.py``.
 """
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .agents import agent
     from .instrumentor import RewindInstrumentor
+    from .jobs import job
     from .otel_pipeline import export_stats
     from .process_settings import CaptureMode, CaptureSettings
     from .tools import RecordedToolError, ToolAnswer, tool
@@ -37,6 +41,7 @@ __all__ = [
     "export_stats",
     "instrument",
     "is_instrumented",
+    "job",
     "tool",
     "uninstrument",
 ]
@@ -90,6 +95,10 @@ def instrument(
     from . import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
+    from . import servers, stopping
+
+    servers.install()  # each inbound request its own trace, unless REWIND_SERVERS turns it off
+    stopping.install(provider)
     scope.set_tracer_provider(provider)
     return provider
 
@@ -117,8 +126,8 @@ _LAZY = {
     "ENV_REPLAY_SOURCE": ".process_settings", "settings": ".process_settings",
     "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
-    "Recorder": ".recording", "ensure_provider": ".otel_pipeline", "export_stats": ".otel_pipeline",
-    "exports_through_us": ".otel_pipeline",
+    "job": ".jobs", "Recorder": ".recording", "ensure_provider": ".otel_pipeline",
+    "export_stats": ".otel_pipeline", "exports_through_us": ".otel_pipeline",
 }
 
 

@@ -6,7 +6,8 @@
     async def plan(goal: str) -> str: ...
 
 Works as a context manager (sync and async) and as a decorator of sync and async functions.
-``conversation_id`` is also put on every LLM and tool span recorded inside.
+``conversation_id`` is also put on every LLM and tool span recorded inside. Outside any unit of
+work (a request, a job, another agent) it starts a new trace, linked to the process root.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from . import attributes as A
-from . import scope
+from . import scope, units
 
 log = logging.getLogger("rewind.exporter")
 
@@ -47,10 +48,13 @@ class AgentScope:
 
     # -- context manager ----------------------------------------------------------------------
     def __enter__(self) -> Span:
+        # Outermost, a new trace linked to the process root (units.py); else a step of the
+        # unit it runs in.
+        parent, links = units.start_context(outermost_only=True)
         try:
             span = scope.tracer().start_span(
-                f"invoke_agent {self.name}", context=scope.parent_context(),
-                kind=SpanKind.INTERNAL, attributes=self.attributes)
+                f"invoke_agent {self.name}", context=parent or scope.parent_context(),
+                kind=SpanKind.INTERNAL, attributes=self.attributes, links=links)
         except Exception:  # the application's span processors failed: run unrecorded
             log.exception("rewind: could not start an agent span")
             span = trace.INVALID_SPAN

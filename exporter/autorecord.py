@@ -2,9 +2,12 @@
 ``sitecustomize``) and ``opentelemetry-instrument`` (from ``RewindInstrumentor``).
 
 With ``REWIND_RECORD=1`` in its environment a Python process instruments itself at start-up and
-opens one root span (``invoke_agent {name}``) that every LLM and tool call joins — in any thread
-— so the run is one trace. At exit the root span ends, spans are flushed, and one JSON line per
-process (trace ids and export figures) is appended to ``REWIND_RECORD_REPORT`` for the parent.
+opens one root span (``invoke_agent {name}``) that every LLM and tool call outside a unit of work
+joins — in any thread — so a script's run is one trace; a request, a job or an outermost
+``agent()`` is a trace of its own, linked to it (``units.py``). At exit (or on SIGTERM) the root
+span ends, unless it parented nothing while units ran (a service: then it is not exported),
+spans are flushed, and one JSON line per process (trace ids and export figures) is appended to
+``REWIND_RECORD_REPORT`` for the parent.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import attributes as A
-from . import scope
+from . import scope, stopping, units
 from .process_settings import RecordSettings
 
 FLUSH_TIMEOUT_MS = 30_000
@@ -56,6 +59,10 @@ def _name() -> str:
     if given:
         return given
     argv = [a for a in sys.argv if a] or ["python"]
+    if argv[0] == "-m":  # ``python -m MODULE`` still starting: the module is in orig_argv
+        given = list(getattr(sys, "orig_argv", []))
+        if "-m" in given[:-1]:
+            return given[given.index("-m") + 1]
     return os.path.basename(argv[0]) if argv[0] != "-c" else "python -c"
 
 
@@ -90,7 +97,13 @@ def open_process_root(provider: Any, after: Callable[[Span], None] | None = None
     scope.set_process_root(ctx)
     _root_for_new_threads(ctx)
     _watch_uncaught(root)
-    atexit.register(_finish, root, provider, after)
+    joined = _Joined(root)
+    if isinstance(provider, TracerProvider):
+        provider.add_span_processor(joined)
+    finish = _Finish(root, provider, after, joined)
+    atexit.register(finish)
+    stopping.at_stop(finish)  # a SIGTERM runs it too (no atexit then)
+    stopping.install(provider)
     return root
 
 
@@ -130,8 +143,43 @@ def _watch_uncaught(root: Span) -> None:
     sys.excepthook = hook
 
 
-def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None) -> None:
-    root.end()
+class _Joined(SpanProcessor):
+    """Counts the spans that join the process root's trace (the root aside)."""
+
+    observes_only = True
+
+    def __init__(self, root: Span) -> None:
+        self.trace_id = root.get_span_context().trace_id
+        self.count = 0
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        if span.get_span_context().trace_id == self.trace_id:
+            self.count += 1
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+class _Finish:
+    """:func:`_finish`, once: at exit or on SIGTERM, whichever comes first."""
+
+    def __init__(self, root: Span, provider: Any, after: Callable[[Span], None] | None,
+                 joined: _Joined) -> None:
+        self.args = (root, provider, after, joined)
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            _finish(*self.args)
+
+
+def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None,
+            joined: _Joined | None = None) -> None:
+    # A service, or a worker whose every job is its own trace: the root parented nothing and
+    # is left unended, so it is never exported (a trace of the process alone would be noise).
+    if joined is None or not units.started() or joined.count:
+        root.end()
     scope.set_process_root(None)
     from .otel_pipeline import mark_closing
 
@@ -148,10 +196,12 @@ def _report(root: Span, seen: TraceIds) -> None:
     from .otel_pipeline import export_stats
     from .recording import counts
 
+    root_id = format(root.get_span_context().trace_id, "032x")
+    exported = getattr(root, "end_time", None) is not None  # see _finish
     line = {
         "pid": os.getpid(),
-        "root_trace_id": format(root.get_span_context().trace_id, "032x"),
-        "trace_ids": list(seen.ids),
+        "root_trace_id": root_id if exported else None,
+        "trace_ids": [t for t in seen.ids if exported or t != root_id],
         "spans": seen.spans,
         "export": export_stats(),
         "calls": dict(counts),

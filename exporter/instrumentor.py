@@ -6,9 +6,9 @@ python app.py`` records LLM calls with no code change; in code,
 :func:`rewind.exporter.instrument`.
 
 Instrumenting where no span is current (as ``opentelemetry-instrument`` does, at start-up) also
-opens the process root span ``rewind record`` opens, so the run is one trace and not one trace
-per LLM call; ``process_root=False`` or ``REWIND_PROCESS_ROOT=off`` (a service whose requests
-are their own traces) leaves it out.
+opens the process root span ``rewind record`` opens, so a script's run is one trace and not one
+trace per LLM call; ``process_root=False`` or ``REWIND_PROCESS_ROOT=off`` leaves it out. A
+service's requests are their own traces either way (``units.py``).
 """
 
 from __future__ import annotations

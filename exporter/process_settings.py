@@ -77,6 +77,8 @@ ENV_RECORD_NAME = "REWIND_RECORD_NAME"  # the root span's agent name
 ENV_PROCESS_ROOT = "REWIND_PROCESS_ROOT"  # off: RewindInstrumentor opens no root span
 ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"  # a replayed run: the trace it replays
 ENV_WORKER_URL = "REWIND_URL"  # the worker the CLI reads through; never recorded here
+# off: inbound requests of web frameworks (ASGI, WSGI) are not hooked (servers/)
+ENV_SERVERS = "REWIND_SERVERS"
 # What a parent (``rewind record``, ``rewind replay``) sets for its child, never set by hand:
 # not in README's configuration table.
 INTERNAL = frozenset({ENV_RECORD, ENV_RECORD_REPORT, ENV_RECORD_NAME, ENV_REPLAY_SOURCE})
@@ -92,6 +94,11 @@ def is_off(value: str | None) -> bool:
 def framework_tools_enabled() -> bool:
     """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
     return not is_off(os.environ.get(ENV_FRAMEWORK_TOOLS))
+
+
+def servers_enabled() -> bool:
+    """Whether web frameworks' requests are hooked (``REWIND_SERVERS``, on unless turned off)."""
+    return not is_off(os.environ.get(ENV_SERVERS))
 
 
 def process_root_enabled() -> bool:

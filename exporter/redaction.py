@@ -38,6 +38,14 @@ RESPONSE_HEADERS_KEPT = frozenset(
         "x-should-retry",
     }
 )
+# A service's own requests and answers (the inbound side, DESIGN "The unit of work").
+INBOUND_REQUEST_HEADERS_KEPT = frozenset(
+    {"content-type", "accept", "accept-language", "user-agent", "x-request-id",
+     "x-correlation-id", "idempotency-key"}
+)
+INBOUND_RESPONSE_HEADERS_KEPT = frozenset(
+    {"content-type", "location", "retry-after", "cache-control", "x-request-id"}
+)
 # Query parameters that carry credentials (Gemini's ?key=, Azure SAS tokens, ...).
 SECRET_QUERY_PARAMS = frozenset(
     {"key", "api-key", "api_key", "apikey", "access_token", "token", "sig", "signature", "code"}
@@ -62,11 +70,15 @@ def clean_url(url: str) -> str:
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    query = urlencode(
-        [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    return urlunsplit((parts.scheme, host, parts.path, clean_query(parts.query), ""))
+
+
+def clean_query(query: str) -> str:
+    """A query string without its credential parameters."""
+    return urlencode(
+        [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
          if k.lower() not in SECRET_QUERY_PARAMS]
     )
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 # Header names that carry credentials whatever else they are called.

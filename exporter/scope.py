@@ -2,7 +2,8 @@
 
 A span joins the current OpenTelemetry context. When there is none (a thread the application
 started without copying its context, for instance) it joins the *process root* if one is set:
-``rewind record`` opens one so that a whole run is one trace. ``agent(conversation_id=...)``
+``rewind record`` opens one so that a script's run is one trace (a request or a job starts a
+trace of its own: ``units.py``). ``agent(conversation_id=...)``
 puts the conversation id in the context so every LLM and tool span under it carries it.
 """
 
@@ -37,6 +38,11 @@ def set_process_root(root: Context | None) -> None:
 
 def has_process_root() -> bool:
     return _root is not None
+
+
+def process_root() -> Context | None:
+    """The context holding the process root span, when one is open."""
+    return _root
 
 
 def parent_context() -> Context | None:

@@ -51,7 +51,8 @@ class RecordOutcome:
         """Every trace recorded, each process's root trace first."""
         ordered: dict[str, None] = {}
         for process in self.processes:
-            ordered.setdefault(process["root_trace_id"], None)
+            if process.get("root_trace_id"):  # None: the root parented nothing, not exported
+                ordered.setdefault(process["root_trace_id"], None)
             for trace_id in process.get("trace_ids", []):
                 ordered.setdefault(trace_id, None)
         return list(ordered)

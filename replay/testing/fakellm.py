@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from rewind.exporter.servers import unrecorded
 from rewind.replay.cassette import wire, wire_anthropic
 from rewind.replay.testing.fake_gemini import gemini_routes  # Gemini's generateContent protocol
 from rewind.replay.testing.fakemodel import (
@@ -167,7 +168,7 @@ def create_app(script: FakeScript | None = None) -> Starlette:
     routes += gemini_routes(state)
     app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
     app.state.fakellm = state
-    return app
+    return unrecorded(app)
 
 
 # --- the server --------------------------------------------------------------------------------

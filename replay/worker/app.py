@@ -14,6 +14,7 @@ from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
 from rewind.collector.store import Store
+from rewind.exporter.servers import unrecorded
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
@@ -52,4 +53,4 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
                     exception_handlers={Exception: lambda request, error: internal_error(error)})
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
-    return app
+    return unrecorded(app)
