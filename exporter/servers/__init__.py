@@ -19,8 +19,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..process_settings import servers_enabled
 from ..imports import when_imported
+from ..process_settings import servers_enabled
 from . import asgi, propagation, wsgi
 from .capture import note_route, unrecorded
 
