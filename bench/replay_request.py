@@ -39,7 +39,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play.services.requests import replay_request, send
+from rewind.replay.play.services.recorded_request import replay_request, send
 from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
 
@@ -66,7 +66,7 @@ APP = textwrap.dedent('''
 ''')
 LIVE = textwrap.dedent('''
     from bench_app import app
-    from rewind.replay.play.services.requests import send
+    from rewind.replay.play.services.recorded_request import send
     status, body = send(app, "POST", "/ask", "", {"content-type": "application/json"},
                         b'{"question": "question"}')
     assert status == 200, body

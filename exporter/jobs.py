@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind
 
 from . import attributes as A
 from . import units
-from .process_settings import CaptureSettings
+from .process_settings import ENV_MAX_BODY, CaptureSettings
 from .redaction import Redactor
 from .servers.naming import module_name
 
@@ -58,7 +58,7 @@ def _payload(name: str, value: Any, settings: CaptureSettings,
         return {A.CAPTURE_ERROR: f"{name} not captured: {type(error).__name__}: {error}"}
     if len(text.encode("utf-8")) > settings.max_body_bytes:
         return {A.CAPTURE_ERROR: f"{name} exceeds {settings.max_body_bytes} bytes "
-                                 "(REWIND_MAX_BODY_BYTES); not captured"}
+                                 f"({ENV_MAX_BODY}); not captured"}
     return {name: text}
 
 

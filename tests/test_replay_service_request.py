@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import time_machine
 
-from rewind.replay.play.services.requests import replay_request
+from rewind.replay.play.services.recorded_request import replay_request
 from tests.support import orders_service as orders
 from tests.support.cli import BIN, rewind, user_env
 from tests.support.service_recording import ServiceRecording

@@ -26,6 +26,7 @@ from .. import attributes as A
 from .. import units
 from ..decoding import decoder_for
 from ..exchange import body_attribute
+from ..process_settings import ENV_MAX_BODY
 from ..redaction import (
     INBOUND_REQUEST_HEADERS_KEPT,
     INBOUND_RESPONSE_HEADERS_KEPT,
@@ -85,7 +86,7 @@ class _Body:
             return
         if len(self.data) + len(data) > self.limit:
             self.broken = (f"{self.what} body exceeds {self.limit} bytes "
-                           "(REWIND_MAX_BODY_BYTES); not captured")
+                           f"({ENV_MAX_BODY}); not captured")
             self.data = bytearray()
             return
         self.data += data

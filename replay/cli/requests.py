@@ -73,7 +73,7 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
                    clock_mode: str, as_json: bool, api: str | None, clickhouse: str | None,
                    command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
-    from rewind.replay.play.services import requests
+    from rewind.replay.play.services import recorded_request as requests
 
     if sum(x is not None for x in (app_spec, url, call_spec)) != 1:
         fail("give exactly one of --app MODULE:ATTR, --url URL -- COMMAND or --call MODULE:FUNC")
@@ -88,7 +88,7 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
                 "ignore": ignore, "clock_mode": clock_mode}
     if url is not None:
         from rewind.replay.play.launch import check_command
-        from rewind.replay.play.services.runner import replay_over_http
+        from rewind.replay.play.services.service_runs import replay_over_http
 
         attempt(lambda: check_command(command))
         outcome = attempt(lambda: replay_over_http(cassette, url, list(command), **settings))
@@ -144,7 +144,7 @@ def replay_service(cassettes: list[Any], command: tuple[str, ...], **options: An
     """``rewind-replay`` of one or several request traces: the command serves them, each
     inbound request from its own; one summary line per trace. Exits."""
     from rewind.replay.play import launch
-    from rewind.replay.play.services.runner import run_service
+    from rewind.replay.play.services.service_runs import run_service
 
     requests_only = [c for c in cassettes if c.inbound is not None
                      and c.inbound.kind == INBOUND_KIND_REQUEST]

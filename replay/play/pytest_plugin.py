@@ -157,7 +157,7 @@ def rewind_request(request: pytest.FixtureRequest) -> Callable[..., Any]:
     request (or job) with ``.send(app)`` (``.call(function)`` for a job), which replays it
     with its outbound calls answered from its trace and compares the answer."""
     from rewind.exporter.errors import RewindError
-    from rewind.replay.play.services.requests import RecordedRequest
+    from rewind.replay.play.services.recorded_request import RecordedRequest
 
     def recorded(ref: str, mode: str = "strict", allow_live: Any = (), ignore: Any = (),
                  clock: str = "recorded") -> RecordedRequest:

@@ -27,7 +27,7 @@ from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import clock, player
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT, ReplaySettings
-from rewind.replay.play.services.compare import same_request
+from rewind.replay.play.services.answers import same_request
 from rewind.replay.play.session import ReplaySession
 
 

@@ -32,7 +32,7 @@ from rewind.replay.play.replay_settings import (
 )
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import DIVERGED_EXIT
-from rewind.replay.play.services.requests import (
+from rewind.replay.play.services.recorded_request import (
     RequestOutcome,
     inbound_of,
     outcome_of,

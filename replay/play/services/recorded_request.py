@@ -4,7 +4,7 @@ that request answered from its trace: does the service still answer the same?
 The app (ASGI or WSGI) gets the recorded method, path, query, headers and body through httpx's
 in-process transports, which the transport hook never intercepts (they are the inbound side);
 a job's function gets its recorded arguments. The answer is compared with the recorded one
-(``compare.py``). The CLI (``rewind replay-request``) and the pytest fixture use this.
+(``answers.py``). The CLI (``rewind replay-request``) and the pytest fixture use this.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rewind.replay.play import clock, player
 from rewind.replay.play.divergence import FieldDiff
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT
 from rewind.replay.play.report import ReplayReport
-from rewind.replay.play.services.compare import differences, tolerance_for
+from rewind.replay.play.services.answers import differences, tolerance_for
 from rewind.replay.play.session import ReplaySession
 
 SAME_EXIT = 0
