@@ -286,7 +286,7 @@ def _patch_base(module: Any) -> None:
 
     def send_(self: Any, data: Any) -> None:
         hooks = transport.hooks
-        if (hooks.observer is None and hooks.responder is None) or transport.inside():
+        if hooks.idle or transport.inside():
             return send(self, data)
         if hasattr(data, "read"):
             data = data.read()

@@ -39,7 +39,7 @@ log = logging.getLogger("rewind.exporter")
 def _settings() -> tuple[CaptureSettings, Redactor, dict[str, Any]]:
     from .transport import hooks
 
-    recorder = hooks.recorder()
+    recorder = hooks.recorder
     if recorder is None:
         return CaptureSettings(), Redactor(), {}
     return recorder.settings, recorder.redactor, dict(recorder.extra)

@@ -114,16 +114,13 @@ def test_an_app_called_in_process_is_the_inbound_side_under_a_strict_replay():
             return answer.status_code, error
         return answer.status_code, None
 
-    player.install(session, announce=False)
-    try:
+    with player.replaying(session, announce=False):
         status, refused = asyncio.run(both())
         with httpx.Client(transport=httpx.WSGITransport(app=wsgi_hello),
                           base_url="http://app.test") as client:
             assert client.get("/").text == "hi"
-    finally:
-        player.uninstall()
     assert status == 200
-    assert refused is not None and "127.0.0.1/ is not in the recording" in str(refused)
+    assert refused is not None and "127.0.0.1:9/ is not in the recording" in str(refused)
 
 
 def wsgi_hello(environ, start_response):

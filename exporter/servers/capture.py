@@ -58,7 +58,7 @@ def recorder(app: Any) -> Any:
     (None: they pass through)."""
     from ..transport import hooks
 
-    return None if getattr(app, _UNRECORDED, False) else hooks.recorder()
+    return None if getattr(app, _UNRECORDED, False) else hooks.recorder
 
 
 def _caller_links(headers: Iterable[tuple[str, str]]) -> list[Link]:
