@@ -10,7 +10,6 @@ import subprocess
 
 import pytest
 
-from tests.support import orders_flask
 from tests.support.cli import BIN, rewind, user_env
 from tests.support.ports import free_port, wait_for_port
 from tests.support.service_recording import ServiceRecording, post
@@ -24,7 +23,7 @@ SECOND = {"user": "w2", "question": "status of", "order": "42"}
 def recorded(tmp_path_factory):
     recording = ServiceRecording(tmp_path_factory.mktemp("flask"))
     try:
-        recording.record_wsgi(orders_flask.app, APP, [FIRST, SECOND])
+        recording.record_wsgi([FIRST, SECOND])
     finally:
         recording.finish()
     return recording

@@ -31,8 +31,7 @@ def recorded(tmp_path_factory):
     recording = ServiceRecording(tmp_path_factory.mktemp("service"))
     try:
         recording.record([WRONG, BROKEN, HELLO, *OTHERS])
-        recording.job("42")
-        recording.job("404")
+        recording.jobs("42", "404")
     finally:
         recording.finish()
     return recording
