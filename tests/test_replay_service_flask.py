@@ -1,6 +1,8 @@
-"""The WSGI side: a Flask app's recorded request replayed in process (``replay-request
---app``, httpx's WSGI transport) and by a replayed server (the standard library's WSGI server
-under ``rewind-replay``, the session chosen where Flask receives the request)."""
+"""The WSGI side: a Flask app recorded under ``opentelemetry-instrument`` (the standard library's
+WSGI server, no Rewind code in the app), its recorded request replayed in process
+(``replay-request --app``, httpx's WSGI transport) and by a replayed server (the standard
+library's WSGI server under ``rewind-replay``, the session chosen where Flask receives the
+request)."""
 
 from __future__ import annotations
 
