@@ -25,9 +25,9 @@ from tests.support import orders_service as orders
 from tests.support import services
 from tests.support.harness import start_serve
 from tests.support.ports import free_port
+from tests.support.services import BIN
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # where ``tests.support`` is importable
-BIN = Path(sys.executable).parent
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 30) -> tuple[int, dict | str]:
