@@ -50,6 +50,12 @@ class Interaction:
     provider: str = ""
     # Tool calls: the recorded error, as JSON {"type", "message"}.
     tool_error: str | None = None
+    # When the call was in flight, in ns from the run's start (both 0: unknown), and the
+    # interaction it was made inside ("": none), so that calls in flight together are answered
+    # in the order they completed (``ordering.py``).
+    start_offset_ns: int = 0
+    end_offset_ns: int = 0
+    within: str = ""
 
     @property
     def streamed(self) -> bool:
