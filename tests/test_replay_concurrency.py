@@ -70,7 +70,7 @@ class SlowAndFast:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if not instant:
-                    time.sleep(0.3 if self.path == "/slow" else 0.02)
+                    time.sleep(0.3 if self.path.startswith("/slow") else 0.02)
                 body = b'{"ok": true}'
                 self.send_response(200)
                 self.send_header("content-type", "application/json")

@@ -7,11 +7,21 @@ something else next. Pure: the waiting itself is the session's.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from rewind.replay.cassette.model import Interaction
 
 
-def waits_for(interactions: Iterable[Interaction]) -> dict[str, frozenset[str]]:
+@dataclass(frozen=True)
+class Wait:
+    """What one answer waits for: the answers released before it, and how long after the last
+    of them it completed when recorded (ns)."""
+
+    first: frozenset[str]
+    gap_ns: int
+
+
+def waits_for(interactions: Iterable[Interaction]) -> dict[str, Wait]:
     """For each interaction (by span id) that must wait, the interactions whose answers are
     released first: those that were in flight with it and completed before it.
 
@@ -20,16 +30,16 @@ def waits_for(interactions: Iterable[Interaction]) -> dict[str, frozenset[str]]:
     waits for it. Calls of unknown timing wait for nothing and are waited for by nothing.
     """
     timed = sorted((i for i in interactions
-                    if not i.within and i.end_offset_ns > i.start_offset_ns >= 0
-                    and i.end_offset_ns),
+                    if not i.within and i.end_offset_ns > i.start_offset_ns >= 0),
                    key=lambda i: i.start_offset_ns)
-    waits: dict[str, frozenset[str]] = {}
+    waits: dict[str, Wait] = {}
     for index, answer in enumerate(timed):
-        first = frozenset(
-            other.span_id for other in _in_flight_with(timed, index)
-            if other.end_offset_ns < answer.end_offset_ns)
+        first = [other for other in _in_flight_with(timed, index)
+                 if other.end_offset_ns < answer.end_offset_ns]
         if first:
-            waits[answer.span_id] = first
+            last = max(other.end_offset_ns for other in first)
+            waits[answer.span_id] = Wait(frozenset(other.span_id for other in first),
+                                         answer.end_offset_ns - last)
     return waits
 
 

@@ -144,19 +144,28 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
 
 
 ORDER_TIMEOUT_S = 2.0  # the longest an answer waits for those recorded as finishing before it
+# The longest an answer then keeps the recorded gap after them: what the program does with an
+# answer once it has it (parse, hand on to a queue) takes time, and the next answer must not
+# overtake it there.
+ORDER_GAP_S = 0.1
 
 
 class _Order:
     """The answers released so far, against what each must wait for (``ordering.py``)."""
 
-    def __init__(self, waits: dict[str, frozenset[str]]) -> None:
-        self.waits = waits
+    def __init__(self, waits: dict[str, Any]) -> None:
+        self.waits = waits  # span id -> ordering.Wait
         self.released: set[str] = set()
         self.opened = False  # a divergence: nothing waits any more
         self.changed = threading.Condition()
 
     def blocked(self, span_id: str) -> bool:
-        return not self.opened and not self.waits.get(span_id, frozenset()) <= self.released
+        wait = self.waits.get(span_id)
+        return not self.opened and wait is not None and not wait.first <= self.released
+
+    def gap_s(self, span_id: str) -> float:
+        wait = self.waits.get(span_id)
+        return 0.0 if self.opened or wait is None else min(wait.gap_ns / 1e9, ORDER_GAP_S)
 
     def release(self, span_id: str) -> None:
         with self.changed:
@@ -173,8 +182,9 @@ class _Order:
 class Hold:
     """One answer held back: for its recorded latency (``--speed``), then until the answers of
     the calls in flight with it that finished first are out, at most :data:`ORDER_TIMEOUT_S`
-    more (a call the program no longer makes holds nothing up for long). For threads and
-    asyncio alike; the answer is released when the wait ends, however it ends."""
+    more (a call the program no longer makes holds nothing up for long), and the recorded gap
+    after them (at most :data:`ORDER_GAP_S`). For threads and asyncio alike; the answer is
+    released when the wait ends, however it ends."""
 
     order: _Order
     span_id: str
@@ -188,6 +198,7 @@ class Hold:
             with self.order.changed:
                 self.order.changed.wait_for(lambda: not self.order.blocked(self.span_id),
                                             timeout=max(deadline - time.monotonic(), 0.0))
+            time.sleep(self.order.gap_s(self.span_id))
         finally:
             self.order.release(self.span_id)
 
@@ -199,6 +210,7 @@ class Hold:
             deadline = time.monotonic() + ORDER_TIMEOUT_S
             while self.order.blocked(self.span_id) and time.monotonic() < deadline:
                 await asyncio.sleep(0.002)
+            await asyncio.sleep(self.order.gap_s(self.span_id))
         finally:
             self.order.release(self.span_id)
 
