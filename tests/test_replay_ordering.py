@@ -1,4 +1,4 @@
-"""Which recorded answers wait for which (``cassette/ordering.py``), and the wait itself under
+"""Which recorded answers wait for which (``cassette/model.py``), and the wait itself under
 ``replaying()``: ``@tool`` calls made in parallel (threads, asyncio) get their answers in the
 recorded completion order, a call the program no longer makes holds the others up for a
 bounded time only, and ``--speed 1`` gives every answer its recorded latency."""
@@ -12,8 +12,7 @@ import time
 
 from rewind.exporter import canonical, tool
 from rewind.replay.cassette.build import build_cassette
-from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.cassette.ordering import waits_for
+from rewind.replay.cassette.model import Cassette, Interaction, waits_for
 from rewind.replay.play.player import ReplaySession, replaying
 from rewind.replay.play.session import ORDER_TIMEOUT_S
 

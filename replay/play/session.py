@@ -21,7 +21,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
-from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Asked, Matcher
@@ -151,10 +151,10 @@ ORDER_GAP_S = 0.1
 
 
 class _Order:
-    """The answers released so far, against what each must wait for (``ordering.py``)."""
+    """The answers released so far, against what each must wait for (``waits_for``)."""
 
-    def __init__(self, waits: dict[str, Any]) -> None:
-        self.waits = waits  # span id -> ordering.Wait
+    def __init__(self, waits: dict[str, Wait]) -> None:
+        self.waits = waits  # by span id
         self.released: set[str] = set()
         self.opened = False  # a divergence: nothing waits any more
         self.changed = threading.Condition()
@@ -317,11 +317,9 @@ class ReplaySession:
 
     # -- timing -----------------------------------------------------------------------------
     def _ordering(self) -> _Order:
-        """Worked out at the first answer: a replay that answers nothing loads none of it."""
+        """Worked out at the first answer, once."""
         with self._lock:
             if self._order is None:
-                from rewind.replay.cassette.ordering import waits_for
-
                 self._order = _Order(waits_for(self.cassette.interactions))
             return self._order
 
