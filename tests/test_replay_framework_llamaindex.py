@@ -14,7 +14,7 @@ from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.runner import DIVERGED_EXIT, run_command
 from tests.support.harness import record_command
 from tests.support.sink import Sink
-from tests.test_replay_concurrency import SlowAndFast
+from tests.support.slow_api import SlowAndFast
 
 pytest.importorskip("llama_index.core")
 
