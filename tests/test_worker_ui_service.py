@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from rewind.replay.cassette.inbound import Inbound
+from rewind.replay.ui.service_view import replay_command, single_line
 from tests.support import orders_service as orders
 from tests.support.browser import artifacts, browser
 from tests.support.cli import rewind
@@ -132,3 +134,31 @@ def test_a_job_shows_its_arguments_and_error_and_offers_replay_request_call(worl
     assert page.locator("#inbound-error").inner_text().startswith("ValueError")
     assert shlex.split(page.locator("#replay-command").inner_text()) == [
         "rewind", "replay-request", trace_id, "--call", orders.JOB]
+
+
+def test_a_shared_page_of_the_500_shows_it_and_offers_the_same_line(world, tmp_path):
+    trace_id = world.recording.trace_of(BROKEN)
+    output = tmp_path / "incident.html"
+    done = rewind("share", trace_id[:12], "-o", str(output), REWIND_URL=world.served.api_url)
+    assert done.returncode == 0, done.stderr
+    page = world.chromium.new_context().new_page()
+    page.goto(output.as_uri())
+    page.wait_for_selector("#inbound")
+    assert page.locator("#inbound-status").inner_text() == "500"
+    assert json.loads(page.locator("#inbound-request").inner_text()) == BROKEN
+    assert shlex.split(page.locator("#replay-command").inner_text()) == [
+        "rewind", "replay-request", trace_id, "--app", orders.APP]
+
+
+def test_recorded_words_are_offered_quoted_on_one_line():
+    planted = "python agent.py; echo INJECTED\ntouch pwned #"
+    line = single_line(planted)
+    assert "\n" not in line
+    assert shlex.split(line) == ["python", "agent.py;", "echo", "INJECTED", "touch", "pwned", "#"]
+    offered = replay_command("ab" * 16, line)
+    assert "\n" not in offered and shlex.split(offered)[-3:] == ["touch", "pwned", "#"]
+    job = Inbound(kind="job", app="jobs:run\n; touch pwned")
+    offered = replay_command("ab" * 16, "", job)
+    assert "\n" not in offered
+    assert shlex.split(offered) == ["rewind", "replay-request", "ab" * 16, "--call",
+                                    "jobs:run ; touch pwned"]

@@ -16,7 +16,7 @@ from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
-from rewind.replay.ui.inbound import (
+from rewind.replay.ui.service_view import (
     DEFAULT_COMMAND,
     inbound,
     inbound_view,
