@@ -48,7 +48,7 @@ def world(tmp_path_factory) -> Iterator[World]:
     recording = ServiceRecording(tmp_path_factory.mktemp("service"))
     try:
         recording.record([WRONG, BROKEN])
-        recording.job("404")
+        recording.jobs("404")
     finally:
         recording.finish()
     listed = rewind("traces", "--json", store=recording.store_dir)
