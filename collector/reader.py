@@ -11,7 +11,7 @@ trace reads as unknown; None reads every tenant (an operator, or a store without
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -53,6 +53,8 @@ class StoreRow:
         """From a query's row or the worker's JSON (where times are ISO text)."""
         values = {}
         for item in fields(cls):
+            if column_name(item.name) not in row and item.default is not MISSING:
+                continue  # a field an older worker does not send
             value = row[column_name(item.name)]
             if item.type == "datetime" and isinstance(value, str):
                 value = datetime.fromisoformat(value)
@@ -76,6 +78,9 @@ class TraceRow(StoreRow):
     replay_source: str = ""
     fork_source: str = ""
     fork_step: str = ""
+    inbound: str = ""  # "request" or "job" when the trace is a unit of work of a service
+    route: str = ""  # a request's method and route (or path); a job's function
+    status: str = ""  # a request's HTTP status; a job's outcome ("ok" or its exception type)
 
 SPAN_SELECT = f"""
 SELECT
@@ -168,7 +173,8 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
     sort key). A model or text filter looks into the spans: :func:`_searched`."""
     filters = filters or TraceFilters()
     if filters.model or filters.text:
-        return [TraceRow.from_columns(row) for row in _searched(store, filters, tenant)]
+        return [TraceRow.from_columns(row)
+                for row in _with_inbound(store, _searched(store, filters, tenant))]
     params: dict[str, Any] = {"limit": int(filters.limit)}
     where = _trace_list_filters(tenant, filters.service, params)
     having = ["1"]
@@ -198,7 +204,7 @@ ORDER BY Start DESC, TraceId
 """,
         params,
     )
-    return [TraceRow.from_columns(row) for row in _with_lineage(store, rows)]
+    return [TraceRow.from_columns(row) for row in _with_inbound(store, _with_lineage(store, rows))]
 
 
 def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[dict[str, Any]]:
@@ -250,6 +256,13 @@ LIMIT {{limit:UInt32}}
 """, params)
 
 
+def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The listed traces' ids and the time range their spans lie in."""
+    return {"ids": [r["TraceId"] for r in rows], "lo": min(r["Start"] for r in rows),
+            "hi": max(r["Start"] + timedelta(microseconds=int(r["DurationNs"]) // 1000 + 1)
+                      for r in rows)}
+
+
 _LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
             "ForkStep": A.FORK_STEP}
 
@@ -266,12 +279,47 @@ def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
         f"SELECT TraceId, {picks} FROM {TRACES} PREWHERE {MADE_FROM_RUN} "
         "AND TraceId IN {ids:Array(String)} "
         "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
-        "GROUP BY TraceId",
-        {"ids": [r["TraceId"] for r in rows], "lo": min(r["Start"] for r in rows),
-         "hi": max(r["Start"] + timedelta(microseconds=int(r["DurationNs"]) // 1000 + 1)
-                   for r in rows)})
+        "GROUP BY TraceId", _time_range(rows))
     by_id = {r["TraceId"]: r for r in found}
     for row in rows:
         made = by_id.get(row["TraceId"], {})
         row.update({alias: str(made.get(alias) or "") for alias in _LINEAGE})
+    return rows
+
+
+_ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
+# One root span per listed unit of work: its kind, route and outcome (see TraceRow).
+_INBOUND_PICKS = {
+    "Inbound": span_attribute(A.INBOUND_KIND),
+    "Route": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+             f"if({span_attribute(A.INBOUND_APP)} != '', {span_attribute(A.INBOUND_APP)}, "
+             f"toString(SpanName)), trim(concat({span_attribute(A.INBOUND_METHOD)}, ' ', "
+             f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+             f"{span_attribute(A.INBOUND_PATH)}))))",
+    "Status": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+              f"if({_ERROR_TYPE} != '', {_ERROR_TYPE}, "
+              f"if(mapContains(SpanAttributes, {sql_string(A.INBOUND_ERROR)}), 'error', 'ok')), "
+              f"{span_attribute(A.INBOUND_STATUS)})",
+}
+
+
+def _with_inbound(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request (route, status) or job (function, outcome) of each listed unit of work
+    ('' for other runs), from the span nearest the root that carries it (as ``inbound_of``),
+    read from the listed traces' spans only, in their time range."""
+    if not rows:
+        return rows
+    nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
+    picks = ", ".join(f"argMin({expr}, {nearest_root}) AS {alias}"
+                      for alias, expr in _INBOUND_PICKS.items())
+    found = store.query(  # the key index picks the few spans that carry an exchange
+        f"SELECT TraceId, {picks} FROM {TRACES} "
+        f"PREWHERE mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) "
+        "AND TraceId IN {ids:Array(String)} "
+        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
+        "GROUP BY TraceId", _time_range(rows))
+    by_id = {r["TraceId"]: r for r in found}
+    for row in rows:
+        made = by_id.get(row["TraceId"], {})
+        row.update({alias: str(made.get(alias) or "") for alias in _INBOUND_PICKS})
     return rows

@@ -52,8 +52,9 @@ def test_traces_json_lists_whole_ids_with_their_facts(traces_dir):
     assert {len(r["trace_id"]) for r in rows} == {32}
     assert rows[0]["root_span"] == "invoke_agent weather" and rows[0]["llm_calls"] >= 1
     assert set(rows[0]) == {"trace_id", "start", "service", "root_span", "spans", "llm_calls",
-                            "duration_ms", "errors", "lineage"}
+                            "duration_ms", "errors", "lineage", "inbound", "route", "status"}
     assert rows[0]["lineage"] is None  # recorded, not made from another run
+    assert (rows[0]["inbound"], rows[0]["route"], rows[0]["status"]) == (None, "", "")  # a script
 
 
 def test_a_unique_prefix_is_taken_for_the_whole_id(traces_dir, tmp_path):

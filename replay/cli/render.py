@@ -61,7 +61,8 @@ def trace_rows(rows: list[TraceRow]) -> list[dict[str, Any]]:
     return [{"trace_id": r.trace_id, "start": r.start.isoformat(sep=" ", timespec="seconds"),
              "service": r.service, "root_span": r.root_span, "spans": r.spans,
              "llm_calls": r.llm_calls, "duration_ms": round(r.duration_ns / 1e6, 3),
-             "errors": r.errors, "lineage": listed_lineage(r)} for r in rows]
+             "errors": r.errors, "lineage": listed_lineage(r), "inbound": r.inbound or None,
+             "route": r.route, "status": r.status} for r in rows]
 
 
 def listed_lineage(listed: TraceRow) -> dict[str, Any] | None:
@@ -88,11 +89,16 @@ def traces_table(rows: list[dict[str, Any]]) -> Table | Group:
     table.add_column("start", no_wrap=True)
     for column in ("service", "root span"):
         table.add_column(column, overflow="fold")
+    served = any(trace.get("inbound") for trace in rows)
+    if served:  # a service's units of work: what was asked and how it ended
+        table.add_column("request", overflow="fold")
+        table.add_column("status", no_wrap=True)
     for column in ("spans", "LLM", "duration", "errors"):
         table.add_column(column, justify="right", no_wrap=True)
     for trace in rows:
+        asked = (trace.get("route", ""), trace.get("status", "")) if served else ()
         row(table, trace["trace_id"], trace["start"][:16], trace["service"],
-            trace["root_span"], trace["spans"], trace["llm_calls"],
+            trace["root_span"], *asked, trace["spans"], trace["llm_calls"],
             f"{trace['duration_ms']:,.0f} ms", trace["errors"],
             style="dim" if trace.get("lineage") else None)
     made = [trace for trace in rows if trace.get("lineage")]

@@ -8,7 +8,6 @@ are read only when it is selected, so a run of thousands of steps opens fast.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,25 +16,20 @@ from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
+from rewind.replay.ui.service_view import (
+    DEFAULT_COMMAND,
+    inbound,
+    inbound_view,
+    pretty,
+    recorded_command,
+    replay_command,
+)
 
 MAIN_LANE = "run"  # spans outside any agent
 # Attributes that carry what was said: left out of a share made with --no-content.
 CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPONSE_HEADERS,
                                                       A.FORK_EDITS}
 CONTENT_PREFIXES = (A.PROMPT_PREFIX, A.COMPLETION_PREFIX)
-DEFAULT_COMMAND = "python agent.py"  # when the run did not record its command line
-
-
-def recorded_command(timeline: Timeline) -> str:
-    """The command that ran the service, when its resource says (``process.command_line``)."""
-    return next((str(line) for e in timeline.events
-                 if (line := (e.span.get("ResourceAttributes") or {}).get(
-                     A.PROCESS_COMMAND_LINE))), DEFAULT_COMMAND)
-
-
-def replay_command(trace_id: str, command: str = DEFAULT_COMMAND) -> str:
-    """The line that replays the run offline (``rewind-replay``)."""
-    return f"rewind-replay --trace-id {trace_id} -- {command}"
 
 
 def _ms(ns: int) -> float:
@@ -85,7 +79,10 @@ def outline(timeline: Timeline, content: bool = True) -> list[dict[str, Any]]:
 
 def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
              content: bool = True) -> dict[str, Any]:
-    """The trace page: totals, lineage, the outline, the runs made from this one."""
+    """The trace page: totals, lineage, the request it served, the outline, the runs made
+    from this one, the line that replays it."""
+    found = inbound(timeline)
+    command = recorded_command(timeline)
     first = timeline.events[0].span
     made = timeline.lineage
     lineage = made if made and made["kind"] == "fork" else None
@@ -99,25 +96,15 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "replayed_from": replayed_from,
         "events": outline(timeline, content),
         "derived": list(derived),
-        "command": recorded_command(timeline),
-        "replay_command": replay_command(timeline.trace_id, recorded_command(timeline)),
+        "inbound": inbound_view(found, content),
+        "command": command or DEFAULT_COMMAND,
+        "replay_command": replay_command(timeline.trace_id, command, found),
         "content": content,
     }
 
 
-def _pretty(raw: bytes | str | None) -> str:
-    """A body as indented JSON when it is JSON, else as it was recorded."""
-    if raw is None:
-        return ""
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text
-
-
 def _stream(events: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    return [{"offset_ms": offset, "data": _pretty(data.removeprefix("data: "))
+    return [{"offset_ms": offset, "data": pretty(data.removeprefix("data: "))
              if data.startswith("data: ") else data} for offset, data in events]
 
 
@@ -127,8 +114,8 @@ def _exchange(event: Event) -> dict[str, Any] | None:
         return None
     return {
         "method": i.method, "url": i.url, "status": i.status, "streamed": i.streamed,
-        "request": _pretty(i.request_bytes()),
-        "response": "" if i.streamed else _pretty(i.response_bytes()),
+        "request": pretty(i.request_bytes()),
+        "response": "" if i.streamed else pretty(i.response_bytes()),
         "events": _stream(i.response_events or []),
         "synthetic": i.synthetic is not None,
     }

@@ -145,7 +145,8 @@ def openapi_document() -> dict[str, Any]:
             "/health": {"get": {"summary": "Liveness", "security": [],
                                 "responses": {"200": {"description": "ok"}}}},
             "/v1/traces": {"get": _op("List recent traces (ReplaySource, ForkSource, "
-                                      "ForkStep: what a replay or fork was made from)",
+                                      "ForkStep: what a replay or fork was made from; "
+                                      "Inbound, Route, Status: a service's request or job)",
                                       _filters(TraceFilters, traces.MAX_LIMIT))},
             "/v1/traces/{trace_id}": {"get": _op("All spans of a trace", [_TRACE_ID])},
             "/v1/traces/{trace_id}/cassette": {"get": _op("The trace's cassette", [_TRACE_ID])},

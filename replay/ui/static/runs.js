@@ -33,6 +33,11 @@
       depth ? "↳ " : "", origin, " ", R.traceLink(run.TraceId, run.RootSpan || run.TraceId),
       el("span", {class: "id muted"}, " " + run.TraceId.slice(0, 8)));
     if (run.Source && !depth) name.appendChild(el("span", {class: "muted"}, " from ", R.traceLink(run.Source)));
+    if (run.Inbound) {
+      var failed = run.Inbound === "job" ? run.Status !== "ok" : Number(run.Status) >= 500;
+      R.append(name, [el("div", {class: "served"}, el("code", {class: "route"}, run.Route), " ",
+        el("span", {class: failed ? "badge error status" : "badge status"}, run.Status || "?"))]);
+    }
     var cells = [
       name, el("td", {}, run.Service), el("td", {}, run.Model),
       el("td", {class: "num"}, R.num(run.LlmCalls)), el("td", {class: "num"}, tokens),

@@ -190,9 +190,33 @@
     else if (source) origin = el("p", {id: "lineage"}, "Replay of ", R.traceLink(source));
     if (origin) R.append(origin, [" · ", compareLinks(source, run.trace_id)]);
     return [el("h1", {}, "Run ", el("span", {class: "id", id: "trace-id"}, run.trace_id)),
-      el("p", {class: "muted"}, run.service + " · " + facts), origin,
-      el("p", {class: "hint"}, "Replay it offline (j / k or ↓ / ↑ walk the steps):"),
+      el("p", {class: "muted"}, run.service + " · " + facts), origin, served(run.inbound),
+      el("p", {class: "hint"}, run.inbound ? "Replay this " + (run.inbound.kind === "job" ? "job" : "request") +
+        " offline (j / k or ↓ / ↑ walk the steps):" : "Replay it offline (j / k or ↓ / ↑ walk the steps):"),
       R.command("replay-command", run.replay_command)];
+  }
+
+  /* What the service was asked and answered (a job: called with, returned or raised). */
+  function served(x) {
+    if (!x) return null;
+    var bad = x.failed ? "error" : "";
+    var box = function (id, title, text) { return text ? [el("h4", {}, title), R.pre(text, {id: id})] : null; };
+    if (x.kind === "job") {
+      return el("section", {class: "inbound", id: "inbound"},
+        el("h3", {}, "Job ", el("code", {id: "inbound-target"}, x.app || "?"), " ",
+          el("span", {class: "badge " + bad, id: "inbound-status"}, x.failed ? "raised" : "returned")),
+        box("inbound-arguments", "Arguments", x.arguments),
+        x.error ? box("inbound-error", "Error", x.error) : box("inbound-result", "Result", x.result));
+    }
+    var target = x.method + " " + (x.path || x.route) + (x.query ? "?" + x.query : "");
+    return el("section", {class: "inbound", id: "inbound"},
+      el("h3", {}, "Request ", el("code", {id: "inbound-target"}, target), " ",
+        el("span", {class: "badge " + bad, id: "inbound-status"}, String(x.status || "no status")),
+        x.route && x.route !== x.path ? el("span", {class: "muted", id: "inbound-route"}, " route " + x.route) : null),
+      box("inbound-request", "Request body", x.request_body),
+      box("inbound-response", "Response body", x.response_body),
+      x.events && x.events.length ? [el("h4", {}, "Response events"), el("ol", {id: "inbound-events"},
+        x.events.map(function (e) { return el("li", {}, el("span", {class: "muted"}, "+" + R.ms(e.offset_ms) + " "), R.pre(e.data)); }))] : null);
   }
 
   function compareLinks(left, right) {
