@@ -141,3 +141,18 @@ def test_rewind_fork_tool_result_at_an_http_step_names_the_flag(service):
                   "--app", orders.APP, cwd=ROOT)
     assert done.returncode != 0
     assert "--http-response-body" in done.stderr
+
+
+def test_with_fastapi_instrumentation_on_the_forked_trace_holds_the_run(service):
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    FastAPIInstrumentor.instrument_app(orders.app, tracer_provider=service["provider"])
+    try:
+        checkpoint = service["source"].fork(1, edit_http_response=json.dumps(EDITED))
+        outcome = run_request(checkpoint, orders.app, tracer_provider=service["provider"])
+    finally:
+        FastAPIInstrumentor.uninstrument_app(orders.app)
+    service["provider"].force_flush()
+    forked = Timeline.from_store(service["store"], outcome.trace_id)
+    assert [i.kind for i in forked.cassette.interactions] == ["llm", "http", "llm"]
+    assert forked.lineage["source_trace_id"] == service["trace"]
