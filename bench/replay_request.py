@@ -1,8 +1,9 @@
 """Replaying one request of a service vs running it live, figures measured in one run.
 
 A Starlette app whose ``POST /ask`` makes N sequential ``AsyncOpenAI`` calls (2 KB prompts)
-to a loopback fake LLM. One request is recorded in memory (its inbound exchange on the root
-span, its calls under it) and made into a cassette file. Then, best of ``--rounds`` each:
+to a loopback fake LLM. One request is recorded in memory by ``instrument()`` (no Rewind code
+in the app: its inbound exchange on the root span, its calls under it) and made into a
+cassette file. Then, best of ``--rounds`` each:
 
 1. in process: the request sent to the app through httpx's ASGI transport with the fake LLM
    live, against ``replay_request`` (the cassette read from its file every round, every call
@@ -32,7 +33,6 @@ from bytecode import compile_bytecode
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
 
 from replay import span_dicts
 from rewind.exporter import attributes as A
@@ -76,25 +76,22 @@ HEADERS = {"content-type": "application/json"}
 
 
 def record(app: object, trace_file: Path, exported: Path) -> None:
-    """One request of ``app`` recorded in memory, as the exporter's server seam records it,
-    and written as a cassette file and as a ``.rw`` file (what ``rewind export`` writes)."""
+    """One request of ``app`` recorded in memory by ``instrument()`` (the exporter's server
+    seam: the request its own trace, its exchange on the root span), and written as a cassette
+    file and as a ``.rw`` file (what ``rewind export`` writes)."""
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     instrument(tracer_provider=provider)
     try:
-        with provider.get_tracer("bench").start_as_current_span(
-                "POST /ask", kind=SpanKind.SERVER) as root:
-            status, body = send(app, "POST", "/ask", "", HEADERS, BODY)
-            root.set_attributes({
-                A.INBOUND_KIND: A.INBOUND_KIND_REQUEST, A.INBOUND_METHOD: "POST",
-                A.INBOUND_PATH: "/ask", A.INBOUND_REQUEST_BODY: BODY.decode(),
-                A.INBOUND_REQUEST_HEADERS: json.dumps(HEADERS), A.INBOUND_STATUS: status,
-                A.INBOUND_RESPONSE_BODY: body.decode()})
-            trace_id = format(root.get_span_context().trace_id, "032x")
+        status, body = send(app, "POST", "/ask", "", HEADERS, BODY)
     finally:
         uninstrument()
-    rows = span_dicts(spans)
+    assert status == 200, body
+    [root] = [s for s in spans.get_finished_spans()
+              if (s.attributes or {}).get(A.INBOUND_KIND) == A.INBOUND_KIND_REQUEST]
+    trace_id = format(root.context.trace_id, "032x")
+    rows = [row for row in span_dicts(spans) if row["TraceId"] == trace_id]
     trace_file.write_text(json.dumps(build_cassette(trace_id, rows).to_dict()))
     archive.write_file(exported, archive.pack(trace_id, [{
         **row, "Timestamp": int(row["Timestamp"]), "EventTimesNs": [

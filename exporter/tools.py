@@ -69,6 +69,9 @@ class ToolAnswer:
 
     result: Any = None
     error: dict[str, str] | None = None
+    # Replay: given out only once ``hold.wait()`` (or ``await hold.wait_async()``) returns,
+    # so that calls in flight together complete in their recorded order.
+    hold: Any = None
 
 
 class RecordedToolError(errors.RewindError):
@@ -273,6 +276,8 @@ def call_tool(spec: ToolSpec, arguments: dict[str, Any], run: Callable[[], Any],
     answer = spec.answer(arguments)
     span = spec.start(arguments, call_id)
     if answer is not None:
+        if answer.hold is not None:
+            answer.hold.wait()
         return spec.replay(span, answer, revive, rebuild)
     with _live(spec, span):
         result = run()
@@ -291,6 +296,8 @@ async def call_tool_async(spec: ToolSpec, arguments: dict[str, Any],
     answer = spec.answer(arguments)
     span = spec.start(arguments, call_id)
     if answer is not None:
+        if answer.hold is not None:
+            await answer.hold.wait_async()
         return spec.replay(span, answer, revive, rebuild)
     with _live(spec, span):
         result = await run()

@@ -25,7 +25,7 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import CoroutineType, ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -274,6 +274,8 @@ async def exchange_async(flavor: Flavor, request: Any,
         try:
             responder = hooks.responder
             response = responder(flavor, request, True) if responder is not None else None
+            if isinstance(response, CoroutineType):  # an answer released in recorded order
+                response = await response
             if response is None:
                 response = await send()
         except BaseException as error:

@@ -88,7 +88,7 @@ def test_the_session_decides_with_a_typed_answer_and_never_edits_a_divergence():
     assert isinstance(decision, Replayed) and decision.interaction.step == 0
     refused = session.decide("GET", "http://127.0.0.1:9/status", {}, b"")
     assert isinstance(refused, Diverged)
-    assert refused.divergence.reason.startswith("GET 127.0.0.1/status is not in the recording")
+    assert refused.divergence.reason.startswith("GET 127.0.0.1:9/status is not in the recording")
     assert session.divergence is refused.divergence
     with pytest.raises(AttributeError):
         refused.divergence.reason = "edited"  # type: ignore[misc]

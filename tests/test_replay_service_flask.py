@@ -1,6 +1,8 @@
-"""The WSGI side: a Flask app's recorded request replayed in process (``replay-request
---app``, httpx's WSGI transport) and by a replayed server (the standard library's WSGI server
-under ``rewind-replay``, the session chosen where Flask receives the request)."""
+"""The WSGI side: a Flask app recorded under ``opentelemetry-instrument`` (the standard library's
+WSGI server, no Rewind code in the app), its recorded request replayed in process
+(``replay-request --app``, httpx's WSGI transport) and by a replayed server (the standard
+library's WSGI server under ``rewind-replay``, the session chosen where Flask receives the
+request)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import subprocess
 
 import pytest
 
-from tests.support import orders_flask
 from tests.support.cli import BIN, rewind, user_env
 from tests.support.ports import free_port, wait_for_port
 from tests.support.service_recording import ServiceRecording, post
@@ -24,7 +25,7 @@ SECOND = {"user": "w2", "question": "status of", "order": "42"}
 def recorded(tmp_path_factory):
     recording = ServiceRecording(tmp_path_factory.mktemp("flask"))
     try:
-        recording.record_wsgi(orders_flask.app, APP, [FIRST, SECOND])
+        recording.record_wsgi([FIRST, SECOND])
     finally:
         recording.finish()
     return recording

@@ -1,8 +1,10 @@
 """One recorded request of a service replayed in one command, as on call: a FastAPI app under
 uvicorn answering concurrent clients (an AsyncOpenAI agent with a tool calling an orders API
-over httpx, today's date and a uuid in its system prompt), each request its own trace with the
-inbound exchange; then, with the fake LLM and the orders API stopped, ``rewind replay-request``
-reproduces each incident, tells a fixed app from the recorded one, and replays a job."""
+over httpx, today's date and a uuid in its system prompt), recorded under
+``opentelemetry-instrument`` with no Rewind code in it, each request its own trace with the
+inbound exchange, and its job worker (``@job``) under ``rewind record``; then, with the fake LLM
+and the orders API stopped, ``rewind replay-request`` reproduces each incident, tells a fixed
+app from the recorded one, and replays a job."""
 
 from __future__ import annotations
 
@@ -31,8 +33,7 @@ def recorded(tmp_path_factory):
     recording = ServiceRecording(tmp_path_factory.mktemp("service"))
     try:
         recording.record([WRONG, BROKEN, HELLO, *OTHERS])
-        recording.job("42")
-        recording.job("404")
+        recording.jobs("42", "404")
     finally:
         recording.finish()
     return recording
@@ -99,6 +100,7 @@ def test_a_changed_call_exits_3_with_the_divergence(recorded):
 
 
 def test_a_job_replays_its_return_value_and_its_exception(recorded):
+    assert recorded.cassettes["job 42"].inbound.app == orders.JOB  # what --call takes
     for key, expected in (("job 42", '"order": "42"'), ("job 404", '"type": "ValueError"')):
         done = replay(recorded, recorded.traces[key], "--call", orders.JOB, "--json")
         assert done.returncode == 0, done.stderr

@@ -100,20 +100,20 @@ def _tool(step: int, arguments: dict) -> Interaction:
 
 
 STEPS = [  # (what was recorded, the request the new run makes)
-    (lambda: _chat(0, "id A-17", "hello"), lambda: _request("id B-99", "hello"), {}),
+    (lambda: _chat(0, "id A-17", "hello"), lambda: _request("id B-99", "hello")),
     (lambda: _http(0, {"q": "umbrellas", "page": {"cursor": "c1"}}),
-     lambda: canonical.canonical_http("POST", "http://tools.local/search", {}, json.dumps(
-         {"q": "umbrellas", "page": {"cursor": "c2"}})), {"kind": "http"}),
+     lambda: Asked(canonical.canonical_http("POST", "http://tools.local/search", {}, json.dumps(
+         {"q": "umbrellas", "page": {"cursor": "c2"}})), kind="http")),
     (lambda: _tool(0, {"order": "A-17", "tags": ["x", "y"]}),
-     lambda: {"tool": "lookup", "arguments": {"order": "A-17", "tags": ["x", "z"]}},
-     {"key": canonical.tool_key("lookup", {"order": "A-17", "tags": ["x", "z"]})}),
+     lambda: Asked({"tool": "lookup", "arguments": {"order": "A-17", "tags": ["x", "z"]}},
+                   kind="tool",
+                   key=canonical.tool_key("lookup", {"order": "A-17", "tags": ["x", "z"]}))),
 ]
 
 
-@pytest.mark.parametrize(("recorded", "asked", "how"), STEPS, ids=["llm", "http", "tool"])
-def test_ignore_takes_the_path_a_divergence_prints_literally_and_as_a_glob(recorded, asked,
-                                                                           how):
-    found = Matcher([recorded()], NEAR).match(asked(), **how)
+@pytest.mark.parametrize(("recorded", "asked"), STEPS, ids=["llm", "http", "tool"])
+def test_ignore_takes_the_path_a_divergence_prints_literally_and_as_a_glob(recorded, asked):
+    found = Matcher([recorded()], NEAR).match(asked())
     assert isinstance(found, Divergence)
     printed = re.search(r"--ignore '([^']+)'", found.describe()).group(1)
     assert printed in {"body.messages[0].content", "body.page.cursor", "arguments.tags[1]"}
@@ -121,10 +121,10 @@ def test_ignore_takes_the_path_a_divergence_prints_literally_and_as_a_glob(recor
     parent = printed.rsplit(".", 1)[0] + ".*" if "." in printed else printed
     for ignored in (printed, star, parent):
         matcher = Matcher([recorded()], Tolerance((ignored,), RECORDED_AT))
-        assert not isinstance(matcher.match(asked(), **how), Divergence), ignored
+        assert not isinstance(matcher.match(asked()), Divergence), ignored
     other = re.sub(r"\d+(?=\]$)", "7", printed) if printed.endswith("]") else printed + "x"
     assert isinstance(Matcher([recorded()], Tolerance((other,), RECORDED_AT)).match(
-        asked(), **how), Divergence)
+        asked()), Divergence)
 
 
 @pytest.mark.parametrize(("path", "glob", "matches"), [

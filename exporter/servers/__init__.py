@@ -76,25 +76,32 @@ def _django_route(handler: Any, request: Any) -> Any:
     return f"/{route.lstrip('^')}" if isinstance(route, str) and route else None
 
 
+def _patch(cls: type, wrap: Callable[[Any], Any]) -> None:
+    """Wrap ``cls.__call__`` (the framework's outermost entry) once."""
+    call = cls.__dict__.get("__call__")
+    if call is not None and not getattr(call, "__rewind_inbound__", False):
+        cls.__call__ = wrap(call)  # type: ignore[method-assign]
+
+
 def _starlette(module: ModuleType) -> None:
-    asgi.patch_class(module.Starlette)
+    _patch(module.Starlette, asgi.wrap)
 
 
 def _fastapi(module: ModuleType) -> None:
-    asgi.patch_class(module.FastAPI)  # its native telemetry runs before Starlette's entry
+    _patch(module.FastAPI, asgi.wrap)  # its native telemetry runs before Starlette's entry
 
 
 def _flask(module: ModuleType) -> None:
-    wsgi.patch_class(module.Flask)
+    _patch(module.Flask, wsgi.wrap)
     _after(module.Flask, "full_dispatch_request", _flask_rule)
 
 
 def _django_wsgi(module: ModuleType) -> None:
-    wsgi.patch_class(module.WSGIHandler)
+    _patch(module.WSGIHandler, wsgi.wrap)
 
 
 def _django_asgi(module: ModuleType) -> None:
-    asgi.patch_class(module.ASGIHandler)
+    _patch(module.ASGIHandler, asgi.wrap)
 
 
 def _django_base(module: ModuleType) -> None:

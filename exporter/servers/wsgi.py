@@ -172,10 +172,3 @@ def wrap(call: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]
 
     __call__.__rewind_inbound__ = True  # type: ignore[attr-defined]
     return __call__
-
-
-def patch_class(cls: type) -> None:
-    """Wrap ``cls.__call__`` once."""
-    call = cls.__dict__.get("__call__")
-    if call is not None and not getattr(call, "__rewind_inbound__", False):
-        cls.__call__ = wrap(call)  # type: ignore[method-assign]

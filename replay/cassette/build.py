@@ -157,9 +157,30 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
         made = _synthesized(span, next_step + offset)
         (interactions if isinstance(made, Interaction) else skipped).append(made)
     interactions.sort(key=lambda i: (i.step, i.span_id))
-    return Cassette(trace_id, interactions, skipped, shadows=shadows,
-                    started_ns=min((n for n in map(_start_ns, spans) if n > 0), default=0),
+    started_ns = min((n for n in map(_start_ns, spans) if n > 0), default=0)
+    _timed(interactions, spans, started_ns)
+    return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
                     inbound=inbound_of(spans))
+
+
+def _timed(interactions: list[Interaction], spans: list[Mapping[str, Any]],
+           started_ns: int) -> None:
+    """Each interaction's time in flight (from the run's start) and the interaction it was made
+    inside, if any (its span's nearest ancestor that is an interaction)."""
+    by_id = {span["SpanId"]: span for span in spans}
+    answered = {i.span_id for i in interactions}
+    for interaction in interactions:
+        span = by_id.get(interaction.span_id)
+        start = _start_ns(span) if span is not None else 0
+        if start and started_ns:
+            interaction.start_offset_ns = start - started_ns
+            interaction.end_offset_ns = start - started_ns + int(span.get("Duration") or 0)
+        seen: set[str] = set()
+        parent = str(span.get("ParentSpanId") or "") if span is not None else ""
+        while parent in by_id and parent not in answered and parent not in seen:
+            seen.add(parent)
+            parent = str(by_id[parent].get("ParentSpanId") or "")
+        interaction.within = parent if parent in answered else ""
 
 
 def _start_ns(span: Mapping[str, Any]) -> int:

@@ -6,7 +6,7 @@ load, so it imports nothing of the building side (span decoding, answer synthesi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -50,6 +50,12 @@ class Interaction:
     provider: str = ""
     # Tool calls: the recorded error, as JSON {"type", "message"}.
     tool_error: str | None = None
+    # When the call was in flight, in ns from the run's start (both 0: unknown), and the
+    # interaction it was made inside ("": none), so that calls in flight together are answered
+    # in the order they completed (``waits_for``).
+    start_offset_ns: int = 0
+    end_offset_ns: int = 0
+    within: str = ""
 
     @property
     def streamed(self) -> bool:
@@ -94,6 +100,57 @@ class Interaction:
     @property
     def tool_name(self) -> str:
         return self.name.removeprefix("execute_tool ")
+
+
+# -- which answers wait for which ----------------------------------------------------------
+# Calls in flight together completed in some order when recorded; a replay answers at once, so
+# without waiting, the call sent first would finish first and a program that acts on
+# completion order (appending results as they come) would send something else next. The
+# waiting itself is the replay session's.
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What one answer waits for: the answers released before it, and how long after the last
+    of them it completed when recorded (ns)."""
+
+    first: frozenset[str]
+    gap_ns: int
+
+
+def waits_for(interactions: Iterable[Interaction]) -> dict[str, Wait]:
+    """For each interaction (by span id) that must wait, the interactions whose answers are
+    released first: those that were in flight with it and completed before it.
+
+    Only calls the replayed program makes itself take part: one made inside another recorded
+    call (an HTTP call inside a tool) is not made again when that call is answered, so nothing
+    waits for it. Calls of unknown timing wait for nothing and are waited for by nothing.
+    """
+    timed = sorted((i for i in interactions
+                    if not i.within and i.end_offset_ns > i.start_offset_ns >= 0),
+                   key=lambda i: i.start_offset_ns)
+    waits: dict[str, Wait] = {}
+    for index, answer in enumerate(timed):
+        first = [other for other in _in_flight_with(timed, index)
+                 if other.end_offset_ns < answer.end_offset_ns]
+        if first:
+            last = max(other.end_offset_ns for other in first)
+            waits[answer.span_id] = Wait(frozenset(other.span_id for other in first),
+                                         answer.end_offset_ns - last)
+    return waits
+
+
+def _in_flight_with(timed: list[Interaction], index: int) -> Iterable[Interaction]:
+    """The interactions of ``timed`` (sorted by start) whose time in flight overlaps that of
+    ``timed[index]``: scanning stops at the first one that starts after it ended."""
+    answer = timed[index]
+    for other in timed[:index]:
+        if other.end_offset_ns > answer.start_offset_ns:
+            yield other
+    for other in timed[index + 1:]:
+        if other.start_offset_ns >= answer.end_offset_ns:
+            return
+        yield other
 
 
 @dataclass

@@ -181,8 +181,8 @@ everything after it go live.
 @click.option("--until", default=None, help="The end of the --since window.")
 @mode_option
 @click.option("--speed", type=float, default=None,
-              help="Re-emit streamed events with recorded timing divided by this factor "
-                   "(default: no delays).")
+              help="Answer with the recorded latency (streamed events with their timing) "
+                   "divided by this factor (default: no delays).")
 @click.option("--debug", envvar=ENV_DEBUG, is_flag=True,
               help="On a divergence, also print the command's traceback (on a bug, rewind's).")
 @allow_live_option

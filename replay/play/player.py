@@ -94,23 +94,31 @@ class TransportResponder:
         self.session = session
         self.announce = announce
 
-    def _answer(self, request: Any) -> Answer | None:
+    def _answer(self, request: Any) -> tuple[Interaction, Answer] | None:
         body = bytes(request.content)
         decision = self.session.decide(
             request.method, str(request.url), dict(request.headers.multi_items()), body
         )
         found = _checked(self.session, decision, self.announce)
-        return recorded_answer(found, body, str(request.url)) if found else None
+        return (found, recorded_answer(found, body, str(request.url))) if found else None
 
     def __call__(self, flavor: Flavor, request: Any, asynchronous: bool = False) -> Any:
-        answer = self._answer(request)
-        if answer is None:
+        answered = self._answer(request)
+        if answered is None:
             return None
+        found, answer = answered
         content: Any = answer.body
         if answer.events is not None:
             speed = self.session.speed
             content = answer.iter_async(speed) if asynchronous else answer.iter_sync(speed)
-        return flavor.respond(answer.status, answer.headers, content, request)
+        response = flavor.respond(answer.status, answer.headers, content, request)
+        hold = self.session.hold(found)
+        if hold is None:
+            return response
+        if asynchronous:  # the transport awaits it
+            return hold.then(response)
+        hold.wait()
+        return response
 
 
 class ToolResponder:
@@ -124,11 +132,12 @@ class ToolResponder:
         found = _checked(self.session, self.session.decide_tool(name, arguments), self.announce)
         if found is None:
             return None
+        hold = self.session.hold(found)
         if found.tool_error:
             error = json.loads(found.tool_error)
             return tools.ToolAnswer(error=error if isinstance(error, dict) else
-                                    {"type": "Error", "message": str(error)})
-        return tools.ToolAnswer(result=json.loads(found.response_body or "null"))
+                                    {"type": "Error", "message": str(error)}, hold=hold)
+        return tools.ToolAnswer(result=json.loads(found.response_body or "null"), hold=hold)
 
 
 def plug(stack: ExitStack, http: transport.Responder | None,

@@ -12,6 +12,7 @@ import dataclasses
 import fnmatch
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
-from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Asked, Matcher
@@ -142,6 +143,83 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
     return Answer(found.status or 200, headers, body=found.response_bytes())
 
 
+ORDER_TIMEOUT_S = 2.0  # the longest an answer waits for those recorded as finishing before it
+# The longest an answer then keeps the recorded gap after them: what the program does with an
+# answer once it has it (parse, hand on to a queue) takes time, and the next answer must not
+# overtake it there.
+ORDER_GAP_S = 0.1
+
+
+class _Order:
+    """The answers released so far, against what each must wait for (``waits_for``)."""
+
+    def __init__(self, waits: dict[str, Wait]) -> None:
+        self.waits = waits  # by span id
+        self.released: set[str] = set()
+        self.opened = False  # a divergence: nothing waits any more
+        self.changed = threading.Condition()
+
+    def blocked(self, span_id: str) -> bool:
+        wait = self.waits.get(span_id)
+        return not self.opened and wait is not None and not wait.first <= self.released
+
+    def gap_s(self, span_id: str) -> float:
+        wait = self.waits.get(span_id)
+        return 0.0 if self.opened or wait is None else min(wait.gap_ns / 1e9, ORDER_GAP_S)
+
+    def release(self, span_id: str) -> None:
+        with self.changed:
+            self.released.add(span_id)
+            self.changed.notify_all()
+
+    def open(self) -> None:
+        with self.changed:
+            self.opened = True
+            self.changed.notify_all()
+
+
+@dataclass
+class Hold:
+    """One answer held back: for its recorded latency (``--speed``), then until the answers of
+    the calls in flight with it that finished first are out, at most :data:`ORDER_TIMEOUT_S`
+    more (a call the program no longer makes holds nothing up for long), and the recorded gap
+    after them (at most :data:`ORDER_GAP_S`). For threads and asyncio alike; the answer is
+    released when the wait ends, however it ends."""
+
+    order: _Order
+    span_id: str
+    latency_s: float
+    since: float = field(default_factory=time.monotonic)
+
+    def wait(self) -> None:
+        try:
+            time.sleep(max(self.since + self.latency_s - time.monotonic(), 0.0))
+            deadline = time.monotonic() + ORDER_TIMEOUT_S
+            with self.order.changed:
+                self.order.changed.wait_for(lambda: not self.order.blocked(self.span_id),
+                                            timeout=max(deadline - time.monotonic(), 0.0))
+            time.sleep(self.order.gap_s(self.span_id))
+        finally:
+            self.order.release(self.span_id)
+
+    async def wait_async(self) -> None:
+        import asyncio
+
+        try:
+            await asyncio.sleep(max(self.since + self.latency_s - time.monotonic(), 0.0))
+            deadline = time.monotonic() + ORDER_TIMEOUT_S
+            while self.order.blocked(self.span_id) and time.monotonic() < deadline:
+                await asyncio.sleep(0.002)
+            await asyncio.sleep(self.order.gap_s(self.span_id))
+        finally:
+            self.order.release(self.span_id)
+
+    async def then(self, value: Any) -> Any:
+        """``value`` once the wait is over (what an asynchronous client awaits)."""
+        await self.wait_async()
+        return value
+
+
 def _recorded_traces() -> list[str]:
     """The traces this process recorded its calls in, when it records them (the exporter's
     recorder loaded): nothing is imported to ask."""
@@ -161,6 +239,7 @@ class ReplaySession:
     divergence: Divergence | None = None
     live_requests: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _order: _Order | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.mode = replay_mode(self.mode)  # a string from JSON or a marker too
@@ -178,6 +257,7 @@ class ReplaySession:
                 self.divergence = found
             if self.mode == LENIENT:
                 self.live_requests += 1
+        self._ordering().open()
         self.write_report()
         return Diverged(found)
 
@@ -234,6 +314,26 @@ class ReplaySession:
         args = canonical.parse_body(arguments) if isinstance(arguments, (str, bytes)) else arguments
         return self._matched(Asked({"tool": name, "arguments": args}, A.KIND_TOOL,
                                    canonical.tool_key(name, args)))
+
+    # -- timing -----------------------------------------------------------------------------
+    def _ordering(self) -> _Order:
+        """Worked out at the first answer, once."""
+        with self._lock:
+            if self._order is None:
+                self._order = _Order(waits_for(self.cassette.interactions))
+            return self._order
+
+    def hold(self, found: Interaction) -> Hold | None:
+        """How long the answer from ``found`` is held back, or None when it goes at once (and
+        counts as released): a call that was in flight with none that finished before it, at
+        no ``--speed``, is never delayed. A stream's latency is in its events' offsets."""
+        order = self._ordering()
+        recorded = (found.end_offset_ns - found.start_offset_ns) / 1e9
+        latency = recorded / self.speed if self.speed and not found.streamed else 0.0
+        if latency <= 0 and not order.blocked(found.span_id):
+            order.release(found.span_id)
+            return None
+        return Hold(order, found.span_id, max(latency, 0.0))
 
     # -- reporting --------------------------------------------------------------------------
     def report(self) -> ReplayReport:

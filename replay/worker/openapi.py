@@ -154,8 +154,8 @@ def openapi_document() -> dict[str, Any]:
                 requestBody={"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["trace_id"],
                     "properties": {"trace_id": _TRACE_ID_SCHEMA,
-                                   "speed": {"type": "number", "description": "stream events "
-                                             "with recorded timing divided by this"},
+                                   "speed": {"type": "number", "description": "answers with "
+                                             "recorded latency divided by this"},
                                    "mode": {"type": "string", "enum": ["strict"]}}}}}}),
                 "responses": {"201": created, "400": _ERROR, "401": _ERROR, "404": _ERROR}}},
             "/v1/replay/sessions/{session_id}": {

@@ -152,6 +152,9 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
     if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
     answer = recorded_answer(decision.interaction, body, url)
+    hold = session.hold(decision.interaction)  # calls in flight together: the recorded order
+    if hold is not None:
+        await hold.wait_async()
     if answer.events is not None:
         return StreamingResponse(answer.iter_async(session.speed), status_code=answer.status,
                                  headers=answer.headers)

@@ -1,8 +1,8 @@
 """A service as an on-call engineer meets it, for the service replay tests: a FastAPI app whose
 ``POST /chat`` asks an ``AsyncOpenAI`` agent (today's date and a uuid in its system prompt)
-that calls a ``get_order`` tool reading a local orders API over httpx; a job function doing the
-same work per job; and :class:`RecordedService`, which serves the app under uvicorn with the
-inbound exchange recorded (``inbound_spans``) into a store, against the fake LLM.
+that calls a ``get_order`` tool reading a local orders API over httpx (its job worker is
+``orders_jobs``), and the orders API itself. No Rewind code: ``service_recording`` records it as
+a user does.
 
 Incidents it can plant: a wrong answer with HTTP 200 (the orders API says order 7 is
 "delivered" when it is not: the agent repeats it), and an HTTP 500 (an order the API does not
@@ -28,7 +28,7 @@ API_URL = "ORDERS_API_URL"
 FIXED = "ORDERS_FIXED"
 MODEL_ENV = "ORDERS_MODEL"  # another model: a changed service whose first call diverges
 APP = "tests.support.orders_service:app"
-JOB = "tests.support.orders_service:summarise_order"
+JOB = "tests.support.orders_jobs:summarise_order"
 MODEL = "gpt-4o-mini"
 ORDERS = {"7": {"id": "7", "status": "delivered"}, "42": {"id": "42", "status": "shipped"}}
 TOOLS = [{"type": "function", "function": {
@@ -43,12 +43,6 @@ app = FastAPI()
 
 def _system_prompt() -> str:
     return f"You answer about orders. Today is {date.today().isoformat()}. Request {uuid.uuid4()}."
-
-
-def _order(order_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{os.environ[API_URL]}/orders/{order_id}", timeout=5)
-    response.raise_for_status()
-    return response.json()
 
 
 async def _order_async(order_id: str) -> dict[str, Any]:
@@ -91,22 +85,6 @@ async def _answer(llm: Any, body: dict[str, Any]) -> dict[str, Any]:
         final = await llm.chat.completions.create(model=model, messages=messages, tools=TOOLS)
         message = final.choices[0].message
     return {"answer": message.content, "user": body["user"], "request_id": str(uuid.uuid4())}
-
-
-def summarise_order(order_id: str) -> dict[str, Any]:
-    """A job: one order summarised by the model (sync client), raising ValueError for an
-    order the API does not know."""
-    from openai import OpenAI
-
-    try:
-        order = _order(order_id)
-    except httpx.HTTPStatusError as error:
-        raise ValueError(f"no order {order_id}") from error
-    with OpenAI(base_url=os.environ[LLM_URL], api_key="test-key", max_retries=0) as llm:
-        answer = llm.chat.completions.create(model=MODEL, messages=[
-            {"role": "system", "content": _system_prompt()},
-            {"role": "user", "content": f"summarise {json.dumps(order)}"}])
-    return {"order": order_id, "summary": answer.choices[0].message.content}
 
 
 class OrdersAPI:

@@ -1,35 +1,33 @@
-"""The orders service (``orders_service``) recorded as a service is: served by uvicorn, its
-requests sent concurrently by clients it does not know, each request its own trace with the
-inbound exchange on the root span (``inbound_spans``), into an embedded store; and its job run
-once per job. The fake LLM and the orders API are stopped when the recording is over, so a
-replay that reached either would fail."""
+"""The orders service (``orders_service``) recorded as its owner records it: served by uvicorn
+(or, for the Flask app, the standard library's WSGI server) under ``opentelemetry-instrument``
+with no Rewind code in it, its requests sent six at a time by clients it does not know, and its
+job worker (``orders_jobs``, ``@job``) run under ``rewind record``; the spans go to ``rewind
+serve`` on an embedded store. The fake LLM and the orders API are stopped when the recording is
+over, so a replay that reached either would fail."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import threading
+import signal
+import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
-from rewind.collector.migrate import migrate
 from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
-from rewind.exporter import instrument, uninstrument
+from rewind.exporter import attributes as A
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support import orders_service as orders
-from tests.support.inbound_spans import InboundSpans, InboundWSGISpans, recorded_job
-from tests.support.ports import free_port, wait_for_port
+from tests.support import services
+from tests.support.harness import start_serve
+from tests.support.ports import free_port
+from tests.support.services import BIN
+
+ROOT = Path(__file__).resolve().parent.parent.parent  # where ``tests.support`` is importable
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 30) -> tuple[int, dict | str]:
@@ -48,89 +46,98 @@ def post(url: str, body: dict[str, Any], timeout: float = 30) -> tuple[int, dict
 
 
 class ServiceRecording:
-    """``record(questions)`` serves the app and asks each question (six at a time); ``job``
-    runs the job; ``finish`` writes the spans and stops everything. Then ``traces`` maps each
-    request body (and job argument) to its trace id, ``cassettes`` to its cassette, and
-    ``env`` is what the app needs to start (pointing at the servers, now down)."""
+    """``record(bodies)`` serves the app and posts each body to ``/chat`` (six at a time);
+    ``record_wsgi`` the same for the Flask app; ``jobs`` runs the job worker; ``finish`` stops
+    everything and reads the store. Then ``traces`` maps each request body (and ``job ID``) to
+    its trace id, ``cassettes`` to its cassette, and ``env`` is what the app needs to start
+    (pointing at the servers, now down)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.store_dir = directory / "store"
-        self.store = Store(f"chdb://{self.store_dir}")
-        migrate(self.store)
-        self.provider = store_provider(self.store, "orders")
+        self.served = start_serve(self.store_dir)
         self.llm = FakeLLMServer(FakeScript(drift=orders.DRIFT)).start()
         self.api = orders.OrdersAPI()
         self.env = {orders.LLM_URL: self.llm.base_url + "/v1", orders.API_URL: self.api.url}
-        self._saved = {k: os.environ.get(k) for k in self.env}
-        os.environ.update(self.env)
         self.answers: dict[str, tuple[int, Any]] = {}
         self.traces: dict[str, str] = {}
         self.cassettes: dict[str, Cassette] = {}
-        instrument(tracer_provider=self.provider)
+        self._runs: list[tuple[str, int]] = []  # (service name, traces it recorded)
 
-    def record(self, bodies: Sequence[dict[str, Any]]) -> None:
-        served = InboundSpans(orders.app, self.provider, orders.APP)
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(served, host="127.0.0.1", port=port,
-                                               log_level="warning", lifespan="off"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        wait_for_port(port)
+    def _run_env(self, service: str) -> dict[str, str]:
+        return self.served.env(**self.env, OTEL_SERVICE_NAME=service, PYTHONPATH=str(ROOT))
+
+    def _serve(self, service: str, command: list[str], port: int,
+               bodies: list[dict[str, Any]]) -> None:
+        """``command`` under ``opentelemetry-instrument`` sent ``bodies`` at once, then stopped
+        with SIGINT (as Ctrl-C stops it)."""
+        running = services.start([str(BIN / "opentelemetry-instrument"), *command],
+                                  self.directory, self._run_env(service), port)
         try:
-            with ThreadPoolExecutor(6) as pool:
-                results = list(pool.map(lambda b: post(f"http://127.0.0.1:{port}/chat", b),
-                                        bodies))
+            results = services.send_all(running.url, [
+                ("POST", "/chat", {"content": json.dumps(body),
+                                   "headers": {"content-type": "application/json"}})
+                for body in bodies])
         finally:
-            server.should_exit = True
-            thread.join(10)
+            running.process.send_signal(signal.SIGINT)
+            output, _ = running.process.communicate(timeout=60)
         for body, result in zip(bodies, results, strict=True):
-            self.answers[json.dumps(body)] = result
-        for raw, trace_id in served.traces:
-            self.traces[raw.decode()] = trace_id
+            try:
+                answer: Any = result.json()
+            except ValueError:
+                answer = result.text
+            self.answers[json.dumps(body)] = (result.status_code, answer)
+        assert running.process.returncode == 0, output
+        self._runs.append((service, len(bodies)))
 
-    def record_wsgi(self, app: Any, name: str, bodies: Sequence[dict[str, Any]]) -> None:
-        """The same for a Flask app, driven by its test client (a WSGI server's calls)."""
-        served = InboundWSGISpans(app.wsgi_app, self.provider, name)
-        original, app.wsgi_app = app.wsgi_app, served
-        try:
-            client = app.test_client()
-            for body in bodies:
-                answer = client.post("/chat", data=json.dumps(body),
-                                     content_type="application/json")
-                self.answers[json.dumps(body)] = (answer.status_code, answer.get_json())
-        finally:
-            app.wsgi_app = original
-        for raw, trace_id in served.traces:
-            self.traces[raw.decode()] = trace_id
+    def record(self, bodies: list[dict[str, Any]]) -> None:
+        port = free_port()
+        self._serve(f"orders-{len(self._runs)}", [
+            sys.executable, "-m", "uvicorn", orders.APP, "--port", str(port),
+            "--log-level", "warning"], port, bodies)
 
-    def job(self, order_id: str) -> str:
-        """The job run once for ``order_id`` (its ValueError for an unknown order is part of
-        the recording); its trace id, also under ``job ORDER_ID`` in ``traces``."""
-        found: list[str] = []
-        run = recorded_job(self.provider, orders.JOB, found)(orders.summarise_order)
-        with contextlib.suppress(ValueError):
-            run(order_id=order_id)
-        self.traces[f"job {order_id}"] = found[0]
-        return found[0]
+    def record_wsgi(self, bodies: list[dict[str, Any]]) -> None:
+        """The Flask app (``orders_flask``) under the standard library's WSGI server."""
+        port = free_port()
+        self._serve(f"orders-flask-{len(self._runs)}", [
+            sys.executable, "-m", "tests.support.orders_flask", str(port)], port, bodies)
+
+    def jobs(self, *order_ids: str) -> None:
+        """The job worker run once over ``order_ids`` under ``rewind record`` (the ValueError
+        of an unknown order is part of the recording)."""
+        service = f"orders-jobs-{len(self._runs)}"
+        code, output = services.start_and_wait(
+            [str(BIN / "rewind"), "record", "--", sys.executable, "-m",
+             "tests.support.orders_jobs", *order_ids], self.directory, self._run_env(service))
+        assert code == 0, output
+        self._runs.append((service, len(order_ids)))
+
+    def _collect(self) -> None:
+        for service, count in self._runs:
+            for trace_id, spans in services.stored_traces(self.served, service, count).items():
+                attrs = services.root(spans)["SpanAttributes"]
+                if attrs.get(A.INBOUND_KIND) == A.INBOUND_KIND_JOB:
+                    key = "job " + json.loads(attrs[A.INBOUND_ARGUMENTS])["args"][0]
+                else:
+                    key = json.dumps(json.loads(attrs[A.INBOUND_REQUEST_BODY]))
+                self.traces[key] = trace_id
 
     def finish(self) -> None:
-        uninstrument()
-        self.provider.force_flush()
-        source = StoreSource(self.store)
-        for key, trace_id in self.traces.items():
-            self.cassettes[key] = source.cassette(trace_id)
-            archive.write_file(self.directory / f"{trace_id}.rw",
-                               archive.pack(trace_id, source.spans(trace_id)))
-        self.provider.shutdown()
-        self.store.close()
-        self.llm.stop()
-        self.api.stop()
-        for key, value in self._saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        try:
+            self._collect()
+        finally:
+            self.served.stop()
+            self.llm.stop()
+            self.api.stop()
+        store = Store(f"chdb://{self.store_dir}")
+        try:
+            source = StoreSource(store)
+            for key, trace_id in self.traces.items():
+                self.cassettes[key] = source.cassette(trace_id)
+                archive.write_file(self.directory / f"{trace_id}.rw",
+                                   archive.pack(trace_id, source.spans(trace_id)))
+        finally:
+            store.close()
 
     def trace_of(self, body: dict[str, Any]) -> str:
         return self.traces[json.dumps(body)]

@@ -135,12 +135,12 @@ def replaying(session: ReplaySession, clock_mode: str = CLOCK_RECORDED) -> Itera
     """``session`` answers this process's calls (and its clock is the recorded one when
     asked) for the duration."""
     moved = clock.start(clock_mode, session.cassette.started_ns)
-    unplug = player.plug(player.TransportResponder(session, announce=False),
-                         player.ToolResponder(session, announce=False))
     try:
-        yield
+        with contextlib.ExitStack() as stack:
+            player.plug(stack, player.TransportResponder(session, announce=False),
+                        player.ToolResponder(session, announce=False))
+            yield
     finally:
-        unplug()
         if moved:
             clock.stop()
 
