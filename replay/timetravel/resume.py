@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, tools, transport
-from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
@@ -173,7 +173,7 @@ class _ForkTransportResponder(TransportResponder):
         super().__init__(resumed.session)
         self.resumed = resumed
 
-    def _answer(self, request: Any) -> Answer | None:
+    def _answer(self, request: Any) -> tuple[Interaction, Answer] | None:
         position = request.extensions.get(POSITION)
         if position is None:  # no observer ran (recording is off): place it here
             position = self.resumed.take()
@@ -184,7 +184,7 @@ class _ForkTransportResponder(TransportResponder):
             return super()._answer(request)
         edited = self.resumed.checkpoint.edits.http_response
         if position == self.resumed.n and edited is not None:
-            return self.resumed.edited_answer(edited)
+            return self.resumed.at, self.resumed.edited_answer(edited)
         self.resumed.went_live()
         return None
 
