@@ -29,8 +29,9 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from . import attributes as A
 from . import scope
 
-# What a unit started from a fork's child inherits from the process root (the forked run is
-# the whole child: its agent stays in the trace the fork announced).
+# What a unit started from a fork's child inherits from the process root, or a unit started
+# under a fork's root span in process (the forked run is the whole run: its request or agent
+# stays in the trace the fork announced).
 _FORKED = A.FORK_SOURCE_TRACE_ID
 STOPPED = "the process was stopped (SIGTERM) before the unit of work ended"
 
@@ -53,6 +54,11 @@ def _in_root_trace(current: Span, root: Span | None) -> bool:
     return root is not None and ids.trace_id == root.get_span_context().trace_id
 
 
+def _forked(span: Span | None) -> bool:
+    attributes = getattr(span, "attributes", None)
+    return isinstance(attributes, Mapping) and _FORKED in attributes
+
+
 def start_context(outermost_only: bool) -> tuple[Context | None, list[Link]]:
     """The context a unit's span starts in and its links. ``outermost_only`` (``agent()``):
     a span of another trace is current, so the unit joins it (returns ``(None, [])``)."""
@@ -61,9 +67,10 @@ def start_context(outermost_only: bool) -> tuple[Context | None, list[Link]]:
     current = trace.get_current_span()
     if outermost_only and not _in_root_trace(current, root):
         return None, []
-    if root is not None and isinstance(getattr(root, "attributes", None), Mapping) and (
-            _FORKED in root.attributes):  # type: ignore[union-attr]
+    if _forked(root):
         return scope.process_root(), []
+    if _forked(current):  # a fork resumed in this process: its request stays in its trace
+        return None, []
     _started += 1
     links = []
     if root is not None and root.get_span_context().is_valid:

@@ -159,6 +159,14 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @click.option("--user-message", default=None, help="Replace the last user message of the "
               "step's request.")
 @click.option("--tool-result", default=None, help="JSON result for the tool step.")
+@click.option("--http-response-body", "http_body", default=None, metavar="TEXT|@FILE",
+              help="The answer of the HTTP call at the step (a tool's API), in place of the "
+                   "recorded one; @FILE reads it from FILE.")
+@click.option("--http-status", type=int, default=None, metavar="CODE",
+              help="The status of that answer (default: the recorded one).")
+@click.option("--app", "app_spec", default=None, metavar="MODULE:ATTR",
+              help="A request's trace: send its recorded request to this ASGI or WSGI app, "
+                   "in this process, instead of running COMMAND.")
 @click.option("--model", default=None, help="Model for this step and after.")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Sampling param for this step and after (VALUE read as JSON).")
@@ -168,25 +176,35 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @timeout_option
 @click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
 @sourced
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
+         http_body: str | None, http_status: int | None, app_spec: str | None,
          model: str | None, params: tuple[str, ...], endpoint: str | None,
          ignore: tuple[str, ...], timeout: float, as_json: bool, api: str | None,
          clickhouse: str | None, command: tuple[str, ...]) -> None:
-    """Re-run COMMAND with the steps before --step answered from TRACE, the edit applied
-    at --step, and everything from there live; the new run is recorded with its lineage.
+    """Re-run COMMAND (or, with --app, the request TRACE recorded) with the steps before
+    --step answered from TRACE, the edit applied at --step, and everything from there live;
+    the new run is recorded with its lineage.
 
     \b
         rewind fork 4bf92f35 --step 3 --user-message "Only look it up." -- python agent.py
+        rewind fork 9e01c2d4 --step 1 --http-response-body @order.json --app service:app
     """
     from rewind.replay.play.recorder import collector_reachable, endpoint_for
 
-    attempt(lambda: launch.check_command(command))
-    if user_message is None and tool_result is None and model is None and not params:
+    if (app_spec is None) == (not command):
+        fail("give the command to run after -- (e.g. -- python agent.py), or --app "
+             "MODULE:ATTR for a request's trace, not both")
+    if command:
+        attempt(lambda: launch.check_command(command))
+    if user_message is None and tool_result is None and http_body is None and model is None \
+            and not params:
         warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
-             "--tool-result, --model or --param)")
+             "--tool-result, --http-response-body, --model or --param)")
     edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
-                             "params": dict(_param(p) for p in params)}
+                             "params": dict(_param(p) for p in params),
+                             "edit_http_response": _text_or_file(http_body),
+                             "http_status": http_status}
     if tool_result is not None:
         edits["edit_tool_result"] = json_or_text(tool_result)
     target = endpoint_for(endpoint)
@@ -195,10 +213,15 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
              "be dropped")
     run = attempt(lambda: load_all([trace], api, clickhouse)[0])
     checkpoint = attempt(lambda: run.fork(step, **edits))
-    outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint,
-                                                       ignore=ignore, timeout=timeout))
+    if app_spec is not None:
+        outcome = attempt(lambda: _fork_request(checkpoint, app_spec, endpoint, ignore))
+    else:
+        outcome = attempt(lambda: checkpoint.continue_from(list(command), endpoint=endpoint,
+                                                           ignore=ignore, timeout=timeout))
     if as_json:
-        print_json(outcome.to_dict())
+        print_json({**outcome.to_dict(), **({"answer": outcome.result} if app_spec else {})})
+    elif app_spec is not None and outcome.result is not None:
+        print_json(outcome.result)
     summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
                f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
     if outcome.divergence:
@@ -244,6 +267,30 @@ def demo(directory: str | None) -> None:
     from rewind.replay.cli.demo import main as run_demo
 
     sys.exit(attempt(lambda: run_demo(directory, out()), (StoreError, OSError)))
+
+
+def _text_or_file(text: str | None) -> str | None:
+    """TEXT, or the content of FILE for @FILE."""
+    if text is None or not text.startswith("@"):
+        return text
+    try:
+        with open(text[1:], encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as error:
+        raise click.BadParameter(f"cannot read {text[1:]}: {error.strerror}",
+                                 param_hint="--http-response-body") from None
+
+
+def _fork_request(checkpoint: Any, app_spec: str, endpoint: str | None,
+                  ignore: tuple[str, ...]) -> Any:
+    """The fork of a request's trace, run here: its spans go to ``endpoint`` as a recorded
+    command's would."""
+    from rewind.replay.play.recorder import endpoint_for
+    from rewind.replay.play.services.recorded_request import load_target
+    from rewind.replay.timetravel.resume import run_request
+
+    app = load_target(app_spec)
+    return run_request(checkpoint, app, ignore=ignore, endpoint=endpoint_for(endpoint))
 
 
 def _param(text: str) -> tuple[str, Any]:

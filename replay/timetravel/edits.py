@@ -1,10 +1,11 @@
 """The edits a fork applies to a run, and how they change a request body. Pure.
 
 A fork at step N may replace the last user message of step N's request, the result of the tool
-called at step N, the model, or sampling params. Model and params apply to every model call from
-N on. The edited user message is found again in later requests (same position in the message
-list, same original text) and replaced there too, so the conversation the model sees stays the
-edited one even though the agent keeps its own, unedited history.
+called at step N, the answer of the HTTP call made at step N (a tool's API: its body and,
+optionally, its status), the model, or sampling params. Model and params apply to every model
+call from N on. The edited user message is found again in later requests (same position in the
+message list, same original text) and replaced there too, so the conversation the model sees
+stays the edited one even though the agent keeps its own, unedited history.
 
 Request shapes understood: ``messages`` (OpenAI Chat Completions, Anthropic Messages), ``input``
 (OpenAI Responses: a string or items) and ``contents`` (Gemini).
@@ -26,6 +27,11 @@ class Edits:
     params: dict[str, Any] = field(default_factory=dict)
     has_tool_result: bool = False
     tool_result: Any = None
+    http_response: dict[str, Any] | None = None  # {"body": text, "status": code or None}
+
+    @property
+    def has_http_response(self) -> bool:
+        return self.http_response is not None
 
     @property
     def touches_requests(self) -> bool:
@@ -38,6 +44,8 @@ class Edits:
             out["user_message"] = self.user_message
         if self.has_tool_result:
             out["tool_result"] = self.tool_result
+        if self.http_response is not None:
+            out["http_response"] = dict(self.http_response)
         if self.model is not None:
             out["model"] = self.model
         if self.params:
@@ -47,7 +55,7 @@ class Edits:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Edits:
         return cls(data.get("user_message"), data.get("model"), dict(data.get("params") or {}),
-                   "tool_result" in data, data.get("tool_result"))
+                   "tool_result" in data, data.get("tool_result"), data.get("http_response"))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@
 
 The agent runs again from its start. Its calls before step N are answered from the recording
 (nothing reaches the model or the tools); the edit is applied at step N (to the request on its
-way out, or as the tool's result); N and everything after go live. The new run is recorded as
+way out, as the tool's result, or as the answer of the HTTP call made at N, which then never
+goes out); everything after N goes live. The new run is recorded as
 its own trace whose root span carries ``rewind.fork.source_trace_id``, ``rewind.fork.step`` and
 ``rewind.fork.edits`` and an OpenTelemetry link to the source's step N span. A checkpoint holds
 its own copy of what it needs, so many forks of one trace can be made and resumed in any order.
@@ -126,8 +127,12 @@ class Checkpoint:
 def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = None,
          edit_tool_result: Any = _UNSET, model: str | None = None,
          params: dict[str, Any] | None = None,
-         messages: list[dict[str, Any]] | None = None) -> Checkpoint:
-    """A checkpoint at ``at_step`` of a recorded run, with the edits to make there."""
+         messages: list[dict[str, Any]] | None = None,
+         edit_http_response: str | bytes | None = None,
+         http_status: int | None = None) -> Checkpoint:
+    """A checkpoint at ``at_step`` of a recorded run, with the edits to make there.
+    ``edit_http_response`` (with ``http_status``, else the recorded status) answers the HTTP
+    call of ``at_step`` in place of the recorded answer."""
     where = f"trace {cassette.trace_id}"
     by_step = {i.step: i for i in cassette.interactions}
     if at_step not in by_step:
@@ -139,20 +144,16 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
         raise ForkError(f"{where}: step {missing[0]}, before the fork point {at_step}, was not "
                         "recorded in full and cannot be replayed")
     at = by_step[at_step]
+    http_response = _http_response(where, at, edit_http_response, http_status)
     edits = Edits(edit_user_message, model, dict(params or {}), edit_tool_result is not _UNSET,
-                  None if edit_tool_result is _UNSET else jsonable(edit_tool_result))
+                  None if edit_tool_result is _UNSET else jsonable(edit_tool_result),
+                  http_response)
     slot = None
-    if at.kind == A.KIND_TOOL and edits.touches_requests:
-        raise ForkError(f"{where}: step {at_step} is a tool call ({at.tool_name}); a user "
-                        "message, model or params can only be edited at a model call")
-    if at.kind != A.KIND_TOOL and edits.has_tool_result:
-        raise ForkError(f"{where}: step {at_step} is a model call ({at.name}); "
-                        "a tool result (--tool-result, edit_tool_result) can only be "
-                        "edited at a tool step")
+    _check_kind(where, at, edits)
     if edits.touches_requests and at.semantic is not None:
         raise ForkError(f"{where}: step {at_step} has no recorded request body to edit "
                         "(it came from another instrumentation)")
-    body = canonical.parse_body(at.request_bytes()) if at.kind != A.KIND_TOOL else None
+    body = canonical.parse_body(at.request_bytes()) if at.kind == A.KIND_LLM else None
     if edit_user_message is not None:
         slot = find_user_slot(body)
         if slot is None:
@@ -163,5 +164,54 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
                         "body to replace")
     kept = [copy.deepcopy(i) for i in cassette.interactions if i.step <= at_step]
     return Checkpoint(cassette.trace_id, at_step, edits,
-                      Cassette(cassette.trace_id, kept, started_ns=cassette.started_ns),
+                      Cassette(cassette.trace_id, kept, started_ns=cassette.started_ns,
+                               inbound=copy.deepcopy(cassette.inbound)),
                       slot, list(messages or []))
+
+
+_HTTP_EDIT = "an HTTP answer (--http-response-body, edit_http_response)"
+
+
+def _http_response(where: str, at: Interaction, body: str | bytes | None,
+                   status: int | None) -> dict[str, Any] | None:
+    """The edited answer of an HTTP step: its body as text and its status (None: recorded)."""
+    if body is None:
+        if status is not None:
+            raise ForkError(f"{where}: --http-status (http_status) goes with "
+                            "--http-response-body (edit_http_response)")
+        return None
+    if status is not None and not 100 <= status <= 599:
+        raise ForkError(f"{where}: {status} is no HTTP status (100-599)")
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    return {"body": text, "status": status}
+
+
+def _check_kind(where: str, at: Interaction, edits: Edits) -> None:
+    """Each edit at the kind of step it applies to; the error names the edit that fits."""
+    step = f"{where}: step {at.step}"
+    if at.kind == A.KIND_TOOL:
+        if edits.touches_requests:
+            raise ForkError(f"{step} is a tool call ({at.tool_name}); a user message, model or "
+                            "params can only be edited at a model call")
+        if edits.has_http_response:
+            raise ForkError(f"{step} is a tool call ({at.tool_name}); {_HTTP_EDIT} can only "
+                            "be edited at an HTTP step: edit a tool's result with "
+                            "--tool-result (edit_tool_result)")
+    elif at.kind == A.KIND_HTTP:
+        what = f"{step} is an HTTP call ({at.name})"
+        if edits.has_tool_result:
+            raise ForkError(f"{what}; edit its answer with --http-response-body "
+                            "(edit_http_response), not --tool-result")
+        if edits.touches_requests:
+            raise ForkError(f"{what}; a user message, model or params can only be edited at "
+                            "a model call; edit its answer with --http-response-body "
+                            "(edit_http_response)")
+    else:
+        if edits.has_tool_result:
+            raise ForkError(f"{step} is a model call ({at.name}); a tool result "
+                            "(--tool-result, edit_tool_result) can only be edited at a tool "
+                            "step")
+        if edits.has_http_response:
+            raise ForkError(f"{step} is a model call ({at.name}); {_HTTP_EDIT} can only be "
+                            "edited at an HTTP step (a tool's API call): edit the request with "
+                            "--user-message, --model or --param")

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, tools, transport
-from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
@@ -123,6 +123,21 @@ class Resumed:
         with self._lock:
             self.edited += 1
 
+    def edited_answer(self, edited: dict[str, Any]) -> Answer:
+        """The fork's answer to the HTTP call at N (it never goes out): the edited body, with
+        the edited status or the recorded one, under the recorded headers."""
+        with self._lock:
+            self.edited += 1
+        body = str(edited.get("body") or "").encode("utf-8")
+        headers = {k: v for k, v in self.at.response_headers.items()
+                   if k.lower() not in ("content-length", "content-encoding",
+                                        "transfer-encoding")}
+        if not any(k.lower() == "content-type" for k in headers):
+            parsed = canonical.parse_body(body)
+            headers["content-type"] = "application/json" if isinstance(parsed, (dict, list)) \
+                else "text/plain; charset=utf-8"
+        return Answer(int(edited.get("status") or self.at.status or 200), headers, body=body)
+
     # -- installing -----------------------------------------------------------------------
     def prepare(self, flavor: transport.Flavor, request: Any) -> None:
         """The transport's preparer, in front of the recording (which ``instrument()`` may
@@ -158,7 +173,7 @@ class _ForkTransportResponder(TransportResponder):
         super().__init__(resumed.session)
         self.resumed = resumed
 
-    def _answer(self, request: Any) -> Answer | None:
+    def _answer(self, request: Any) -> tuple[Interaction, Answer] | None:
         position = request.extensions.get(POSITION)
         if position is None:  # no observer ran (recording is off): place it here
             position = self.resumed.take()
@@ -167,6 +182,9 @@ class _ForkTransportResponder(TransportResponder):
             self.resumed.diverge(mismatch)
         if position < self.resumed.n:
             return super()._answer(request)
+        edited = self.resumed.checkpoint.edits.http_response
+        if position == self.resumed.n and edited is not None:
+            return self.resumed.at, self.resumed.edited_answer(edited)
         self.resumed.went_live()
         return None
 
@@ -200,14 +218,14 @@ def _fork_error(checkpoint: Checkpoint, error: ReplayDivergence) -> ForkError:
 
 
 def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider: Any,
-             ignore: Sequence[str] = ()) -> ForkRun:
+             ignore: Sequence[str] = (), endpoint: str | None = None) -> ForkRun:
     from rewind.exporter import instrument, is_instrumented, uninstrument
 
     ours = not is_instrumented()
     if not ours and tracer_provider is not None:
         raise ForkError("this process is already instrumented; resume without "
                         "tracer_provider (the fork records where the process records)")
-    provider = instrument(tracer_provider=tracer_provider) if ours else None
+    provider = instrument(endpoint=endpoint, tracer_provider=tracer_provider) if ours else None
     resumed = Resumed(checkpoint, ignore)
     trace_id = None
     try:
@@ -229,6 +247,27 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
             if callable(flush):
                 flush()
     return resumed.outcome(trace_id, result=result)
+
+
+def run_request(checkpoint: Checkpoint, app: Any, tracer_provider: Any = None,
+                ignore: Sequence[str] = (), endpoint: str | None = None) -> ForkRun:
+    """A fork of a request's trace: the recorded request sent to ``app`` (ASGI or WSGI) in this
+    process under the fork; ``result`` is the new answer (status and body). The request is
+    recorded inside the fork's root span, so the forked run is one trace."""
+    from rewind.replay.cassette.inbound import response_form
+    from rewind.replay.play.services import recorded_request as requests
+
+    try:
+        inbound = requests.inbound_of(checkpoint.cassette, A.INBOUND_KIND_REQUEST)
+    except requests.TargetError as error:
+        raise ForkError(str(error)) from None
+
+    def send() -> dict[str, Any]:
+        status, body = requests.send(app, inbound.method, inbound.path, inbound.query,
+                                     requests.request_headers(inbound), inbound.request_bytes())
+        return response_form(status, body)
+
+    return run_here(checkpoint, send, tracer_provider, ignore, endpoint)
 
 
 def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None,
