@@ -271,19 +271,28 @@ def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
     """What each listed trace was made from (``ReplaySource``; ``ForkSource`` and
     ``ForkStep``; '' if nothing), read from the listed traces' own spans only, in their time
     range: attribute maps of those few traces, never of the whole store."""
+    picks = {alias: f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
+             for alias, name in _LINEAGE.items()}
+    return _per_listed_trace(store, rows, picks, MADE_FROM_RUN)
+
+
+def _per_listed_trace(store: Store, rows: list[dict[str, Any]], picks: dict[str, str],
+                      prewhere: str) -> list[dict[str, Any]]:
+    """``rows`` with one aggregate per alias of ``picks`` over the listed traces' spans that
+    ``prewhere`` keeps (its keys decide whose attribute maps are read: those of few spans),
+    in the listed traces' time range; '' where a trace has none."""
     if not rows:
         return rows
-    picks = ", ".join(f"anyIf({span_attribute(name)}, {span_attribute(name)} != '') AS {alias}"
-                      for alias, name in _LINEAGE.items())
-    found = store.query(  # the keys decide which spans' values are read: those of few spans
-        f"SELECT TraceId, {picks} FROM {TRACES} PREWHERE {MADE_FROM_RUN} "
+    columns = ", ".join(f"{expr} AS {alias}" for alias, expr in picks.items())
+    found = store.query(
+        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE {prewhere} "
         "AND TraceId IN {ids:Array(String)} "
         "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
         "GROUP BY TraceId", _time_range(rows))
     by_id = {r["TraceId"]: r for r in found}
     for row in rows:
         made = by_id.get(row["TraceId"], {})
-        row.update({alias: str(made.get(alias) or "") for alias in _LINEAGE})
+        row.update({alias: str(made.get(alias) or "") for alias in picks})
     return rows
 
 
@@ -307,8 +316,10 @@ def _with_inbound(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
     """The request (route, status) or job (function, outcome) of each listed unit of work
     ('' for other runs), from the span nearest the root that carries it (as ``inbound_of``),
     read from the listed traces' spans only, in their time range."""
-    if not rows:
-        return rows
+    nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
+    picks = {alias: f"argMin({expr}, {nearest_root})" for alias, expr in _INBOUND_PICKS.items()}
+    return _per_listed_trace(store, rows, picks,
+                             f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})")
     nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
     picks = ", ".join(f"argMin({expr}, {nearest_root}) AS {alias}"
                       for alias, expr in _INBOUND_PICKS.items())
