@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,14 @@ from rewind.collector.store import Store  # noqa: E402
 from rewind.replay.testing.fakellm import FakeLLMServer  # noqa: E402
 from tests.support.harness import ParcelRecording, record_parcel  # noqa: E402
 from tests.support.wiretap import Spans, WireTap  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _async_clients_finalised_outside_a_loop(request) -> None:
+    """An async SDK client dropped unclosed by an earlier test schedules its close on whichever
+    loop runs when it is collected; collect before an async test so that is never this one's."""
+    if request.node.get_closest_marker("anyio"):
+        gc.collect()
 
 
 @pytest.fixture

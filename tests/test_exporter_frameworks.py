@@ -5,6 +5,7 @@ modules."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -158,14 +159,21 @@ def test_mcp_call_inside_an_agents_tool_is_one_span_and_replays_whole(spans, fak
         async with Client(server) as mcp:
             return (await mcp.call_tool("open_case", {"queue": queue})).content[0].text
 
-    client = AsyncOpenAI(base_url=fake_llm.base_url + "/v1", api_key="sk-nested", max_retries=0)
-    desk = Agent(name="desk", tools=[next_case],
-                 model=OpenAIResponsesModel("gpt-4o", openai_client=client))
     question = 'call next_case {"queue": "support"}'
 
+    async def ask() -> str:
+        # a client per loop, closed inside it: left to the collector, an async client schedules
+        # its close on whatever loop runs then, after this one is gone
+        async with AsyncOpenAI(base_url=fake_llm.base_url + "/v1", api_key="sk-nested",
+                               max_retries=0) as client:
+            desk = Agent(name="desk", tools=[next_case],
+                         model=OpenAIResponsesModel("gpt-4o", openai_client=client))
+            result = await Runner.run(desk, question,
+                                      run_config=RunConfig(tracing_disabled=True))
+            return result.final_output
+
     def run() -> str:
-        result = Runner.run_sync(desk, question, run_config=RunConfig(tracing_disabled=True))
-        return result.final_output
+        return asyncio.run(ask())
 
     assert run() == "tool said: case support-1"
     [span] = spans.named("execute_tool")
