@@ -20,10 +20,10 @@ from pathlib import Path
 
 from rewind.exporter.errors import InvalidValue, RewindError
 
-from .server_settings import ENV
+from .auth_backoff import AuthBackoff
+from .server_settings import ENV, auth_backoff_s
 
 log = logging.getLogger("rewind.collector.auth")
-
 
 
 class AuthError(RewindError):
@@ -68,9 +68,12 @@ def _digest(token: str) -> bytes:
 
 
 class Authenticator:
-    """Checks ``Authorization: Bearer <token>``; returns the token's tenant (or None)."""
+    """Checks ``Authorization: Bearer <token>``; returns the token's tenant (or None). Wrong
+    tokens from one client address or with one prefix back off (:mod:`.auth_backoff`)."""
 
-    def __init__(self, tokens: dict[str, str | None]) -> None:
+    def __init__(self, tokens: dict[str, str | None],
+                 backoff: AuthBackoff | None = None) -> None:
+        self.backoff = backoff or AuthBackoff(base_s=auth_backoff_s())
         self.replace(tokens)
 
     def replace(self, tokens: dict[str, str | None]) -> None:
@@ -81,17 +84,26 @@ class Authenticator:
     def __len__(self) -> int:
         return len(self._tenants)
 
-    def check(self, authorization: str | None) -> str | None:
+    def check(self, authorization: str | None, client: str | None = None) -> str | None:
+        """``client``: the caller's address, for the back-off (:class:`TooManyFailures`)."""
         if not authorization:
             raise AuthError("missing Authorization header (expected 'Bearer <token>')")
         scheme, _, token = authorization.strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
             raise AuthError("Authorization header must be 'Bearer <token>'")
-        digest = _digest(token.strip())
-        for known, tenant in self._tenants.items():
+        self.backoff.check_open(client, token)
+        digest = _digest(token)
+        found = False
+        tenant = None
+        for known, known_tenant in self._tenants.items():  # every one compared, in equal time
             if hmac.compare_digest(known, digest):
-                return tenant
-        raise AuthError("unknown bearer token")
+                found, tenant = True, known_tenant
+        if not found:
+            self.backoff.failed(client, token)
+            raise AuthError("unknown bearer token")
+        self.backoff.succeeded(client, token)
+        return tenant
 
 
 def header(pairs: Iterable[tuple[str, str | bytes]], name: str = "authorization") -> str | None:

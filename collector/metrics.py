@@ -61,6 +61,13 @@ class Metrics:
                                     "Reloads of the auth tokens file, by result (ok, error: "
                                     "the previous tokens stayed in force).", ["result"],
                                     registry=r)
+        self.auth_failures = Counter(
+            "rewind_collector_auth_failures", "Failed authentications, by outcome (failed: a "
+            "wrong token; throttled: refused unchecked while its address or token prefix backs "
+            "off). The worker of `rewind serve` counts here too.", ["outcome"], registry=r)
+        self.auth_backoff_keys = Gauge(
+            "rewind_collector_auth_backoff_keys", "Client addresses and token prefixes the "
+            "back-off remembers (bounded).", registry=r)
         self.store_up = Gauge("rewind_collector_store_up",
                               "1 when the last store operation succeeded.", registry=r)
 

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from .auth import Authenticator, AuthError, header
+from .auth_backoff import TooManyFailures
 from .intake import PROTOBUF, Refused
 from .metrics import Metrics
 from .pipeline import Outcome, Pipeline, Pushback
@@ -42,6 +43,16 @@ def retry_trailers(code: int, message: str, retry_after: int) -> list[tuple[str,
     status = status_pb2.Status(code=code, message=message, details=[detail])
     return [("grpc-status-details-bin", status.SerializeToString()),
             ("google.rpc.retryinfo-bin", info.SerializeToString())]
+
+
+def peer_address(peer: str) -> str | None:
+    """The address of a gRPC peer (``ipv4:1.2.3.4:5``, ``ipv6:[::1]:5``), without its port."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rpartition("]")[0].lstrip("[") or None
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or None
+    return rest or None  # unix:path and the like: the whole rest
 
 
 def export_response(outcome: Outcome) -> ExportTraceServiceResponse:
@@ -67,10 +78,16 @@ class TraceExportHandler:
         tenant = None
         if self.auth is not None:
             try:
-                tenant = self.auth.check(header(context.invocation_metadata()))
+                tenant = self.auth.check(header(context.invocation_metadata()),
+                                         peer_address(context.peer()))
             except AuthError as error:
                 self._count("unauthenticated")
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, str(error))
+            except TooManyFailures as error:
+                self._count("unauthenticated")
+                context.set_trailing_metadata(retry_trailers(
+                    code_pb2.RESOURCE_EXHAUSTED, str(error), error.retry_after))
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error))
         try:
             outcome = self.pipeline.accept(body, PROTOBUF, tenant, protocol="grpc")
         except Refused as refused:

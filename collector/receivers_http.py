@@ -31,6 +31,7 @@ from starlette.routing import Route
 from rewind.exporter.servers import unrecorded
 
 from .auth import Authenticator, AuthError
+from .auth_backoff import TooManyFailures
 from .intake import JSON, Refused, TooLarge, UnsupportedMedia, decompress, payload_format
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import Metrics
@@ -109,9 +110,17 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         return status_response(503, code_pb2.UNAVAILABLE, str(pushback), fmt,
                                {"Retry-After": str(pushback.retry_after)})
 
-    def unauthenticated(error: AuthError, fmt: str = JSON) -> Response:
+    def unauthenticated(error: AuthError | TooManyFailures, fmt: str = JSON) -> Response:
+        if isinstance(error, TooManyFailures):
+            return status_response(429, code_pb2.RESOURCE_EXHAUSTED, str(error), fmt,
+                                   {"Retry-After": str(error.retry_after)})
         return status_response(401, code_pb2.UNAUTHENTICATED, str(error), fmt,
                                {"WWW-Authenticate": 'Bearer realm="rewind"'})
+
+    def check(request: Request) -> str | None:
+        assert auth is not None
+        return auth.check(request.headers.get("authorization"),
+                          request.client.host if request.client else None)
 
     async def export(request: Request) -> Response:
         fmt = JSON
@@ -119,8 +128,8 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
             tenant = None
             if auth is not None:  # first: a stranger learns nothing, not even what we accept
                 try:
-                    tenant = auth.check(request.headers.get("authorization"))
-                except AuthError as error:
+                    tenant = check(request)
+                except (AuthError, TooManyFailures) as error:
                     count("unauthenticated")
                     return unauthenticated(error, _error_format(request))
             fmt = payload_format(request.headers.get("content-type"))
@@ -145,13 +154,13 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    def refusal(request: Request) -> AuthError | None:
+    def refusal(request: Request) -> AuthError | TooManyFailures | None:
         """Why the caller may not see the operations details; None when it may."""
         if auth is None:
             return None
         try:
-            auth.check(request.headers.get("authorization"))
-        except AuthError as error:
+            check(request)
+        except (AuthError, TooManyFailures) as error:
             return error
         return None
 

@@ -37,6 +37,7 @@ ENV = {
     "auth_tokens_file": "REWIND_AUTH_TOKENS_FILE",
     "auth_tokens": "REWIND_AUTH_TOKENS",
     "auth_reload_seconds": "REWIND_AUTH_RELOAD_SECONDS",
+    "auth_backoff_seconds": "REWIND_AUTH_BACKOFF_SECONDS",
     "allow_insecure_bind": "REWIND_ALLOW_INSECURE_BIND",
     "tls_cert": "REWIND_TLS_CERT",
     "tls_key": "REWIND_TLS_KEY",
@@ -90,6 +91,20 @@ def worker_url() -> str:
 def api_token() -> str | None:
     """The token the CLI sends to that worker (``REWIND_API_TOKEN``)."""
     return os.environ.get(ENV_API_TOKEN) or None
+
+
+def auth_backoff_s() -> float:
+    """The first back-off after repeated wrong tokens (``REWIND_AUTH_BACKOFF_SECONDS``,
+    default 1; it doubles with each further one, up to five minutes)."""
+    raw = os.environ.get(ENV["auth_backoff_seconds"]) or "1"
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise ConfigError(f"{ENV['auth_backoff_seconds']}: {raw!r} is not a number of seconds "
+                          "between 0 and 3600 (example: 1, 0.5)")
+    return seconds
 
 
 def prices_file(environ: Mapping[str, str] | None = None) -> str | None:

@@ -93,6 +93,9 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
     spool_dir = Path(options.spool_dir or default_spool_dir(url or ""))
     spool = Spool(spool_dir)
     metrics = Metrics()
+    if auth is not None:  # `rewind serve`'s worker checks with this one too: counted here
+        auth.backoff.observe = lambda event: metrics.auth_failures.labels(event).inc()
+        metrics.auth_backoff_keys.set_function(lambda: len(auth.backoff))
     for reason, records in spool.dropped_records.items():  # found when the spool was opened
         metrics.spool_dropped.labels(reason).inc(records)
         if reason != "broken_header":  # those records are kept whole in dead/

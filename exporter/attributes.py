@@ -81,8 +81,10 @@ FORK_STEP = "rewind.fork.step"
 LINK_KIND = "rewind.link"  # on a span link: why it links (a fork to its source step)
 FORK_EDITS = "rewind.fork.edits"
 TENANT = "rewind.tenant"  # resource attribute: the tenant of the token the spans came with
-# Resource attribute (OpenTelemetry process conventions): the command that ran the service.
+# Resource attributes (OpenTelemetry process conventions): the command that ran the service,
+# as one line and as its argv (an array, stored as JSON).
 PROCESS_COMMAND_LINE = "process.command_line"
+PROCESS_COMMAND_ARGS = "process.command_args"
 # Never exported: what the export thread still has to derive ("request,response").
 ENRICH = "rewind.enrich"
 

@@ -25,6 +25,8 @@ REQUEST_HEADERS_KEPT = frozenset(
         "user-agent",
     }
 )
+# Also all a replay over HTTP passes on of a recorded answer (``worker/routing.py``): a span
+# may carry any header, the worker serves only these.
 RESPONSE_HEADERS_KEPT = frozenset(
     {
         "content-type",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from rewind.replay.worker.auth_middleware import TOKEN_COOKIE
+from rewind.replay.worker.auth_middleware import CSRF_COOKIE, TOKEN_COOKIE
 from tests.support.tenants import send_run, tenancy
 
 HTML = {"accept": "text/html,application/xhtml+xml"}
@@ -41,6 +42,13 @@ def browser(runs: Runs, token: str | None = None) -> TestClient:
     return client
 
 
+def sign_in(client: TestClient, token: str, target: str = "/") -> Any:
+    """The form as a browser sends it: opened first (which gives it its CSRF cookie)."""
+    client.get("/login")
+    return client.post("/login", data={"token": token, "next": target,
+                                       "csrf": client.cookies[CSRF_COOKIE]})
+
+
 def test_a_page_without_a_token_is_the_sign_in_form(runs):
     reply = browser(runs).get(f"/traces/{runs.mine}?x=1", headers=HTML)
     assert reply.status_code == 401
@@ -54,11 +62,11 @@ def test_a_page_without_a_token_is_the_sign_in_form(runs):
 
 def test_signing_in_keeps_the_token_and_goes_back(runs):
     client = browser(runs)
-    wrong = client.post("/login", data={"token": "nope", "next": "/"})
+    wrong = sign_in(client, "nope")
     assert wrong.status_code == 401 and "Unknown token." in wrong.text
     assert wrong.headers["x-content-type-options"] == "nosniff"
     assert TOKEN_COOKIE not in client.cookies
-    signed = client.post("/login", data={"token": "tok-a", "next": f"/traces/{runs.mine}"})
+    signed = sign_in(client, "tok-a", f"/traces/{runs.mine}")
     assert signed.status_code == 303
     assert signed.headers["location"] == f"/traces/{runs.mine}"
     cookie = signed.headers["set-cookie"]
@@ -69,9 +77,10 @@ def test_signing_in_keeps_the_token_and_goes_back(runs):
 
 
 @pytest.mark.parametrize("target", ["//elsewhere.example/x", "https://elsewhere.example/",
-                                    "/\\elsewhere.example", "traces"])
-def test_signing_in_never_sends_the_browser_to_another_site(runs, target):
-    signed = browser(runs).post("/login", data={"token": "tok-a", "next": target})
+                                    "/\\elsewhere.example", "traces", "/replay/x/v1/models",
+                                    "/v1/traces", "/login"])
+def test_signing_in_sends_the_browser_to_a_page_of_this_worker_only(runs, target):
+    signed = sign_in(browser(runs), "tok-a", target)
     assert signed.status_code == 303 and signed.headers["location"] == "/"
 
 
@@ -108,3 +117,52 @@ def test_the_cookie_never_writes(runs):
     with_header = client.post("/v1/replay/sessions", json={"trace_id": runs.mine},
                               headers={"authorization": "Bearer tok-a"})
     assert with_header.status_code == 201
+
+
+def test_a_sign_in_sent_from_another_site_or_without_the_forms_token_is_refused(runs):
+    victim = browser(runs)
+    assert sign_in(victim, "tok-a").status_code == 303
+    csrf = victim.cookies[CSRF_COOKIE]
+    for headers, fields in (
+            ({"origin": "http://localhost:9"}, {"csrf": csrf}),
+            ({"sec-fetch-site": "same-site"}, {"csrf": csrf}),
+            ({"sec-fetch-site": "cross-site"}, {"csrf": csrf}),
+            ({}, {}),  # no token in the form
+            ({}, {"csrf": "x" * 43})):  # another token than the cookie's
+        refused = victim.post("/login", data={"token": "tok-b", "next": "/", **fields},
+                              headers=headers)
+        assert refused.status_code == 403, (headers, fields)
+        assert "Not signed in" in refused.text
+        assert TOKEN_COOKIE not in refused.headers.get("set-cookie", "")
+    assert victim.cookies[TOKEN_COOKIE] == "tok-a"  # the victim's own sign-in stands
+    same = victim.post("/login", data={"token": "tok-b", "next": "/", "csrf": csrf},
+                       headers={"origin": "http://testserver", "sec-fetch-site": "same-origin"})
+    assert same.status_code == 303 and victim.cookies[TOKEN_COOKIE] == "tok-b"
+
+
+def test_signing_out_forgets_the_cookie_only_from_the_pages_own_button(runs):
+    client = browser(runs)
+    assert sign_in(client, "tok-a").status_code == 303
+    page = client.get("/", headers=HTML)
+    assert 'id="sign-out"' in page.text and 'action="/logout"' in page.text
+    csrf = client.cookies[CSRF_COOKIE]
+    assert f'value="{csrf}"' in page.text
+    elsewhere = client.post("/logout", data={"csrf": csrf},
+                            headers={"sec-fetch-site": "cross-site"})
+    assert elsewhere.status_code == 403 and client.cookies.get(TOKEN_COOKIE) == "tok-a"
+    out = client.post("/logout", data={"csrf": csrf})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert TOKEN_COOKIE not in client.cookies
+    assert client.get("/", headers=HTML).status_code == 401
+    bearer_page = browser(runs).get("/", headers={**HTML, "authorization": "Bearer tok-a"})
+    assert bearer_page.status_code == 200 and 'id="sign-out"' not in bearer_page.text
+
+
+def test_the_cookie_reads_pages_only_never_the_api_or_a_replayed_answer(runs):
+    client = browser(runs, "tok-a")
+    assert client.get("/v1/ui/runs").status_code == 200
+    for path in (f"/replay/{runs.mine}/v1/models", f"/v1/traces/{runs.mine}", "/v1/traces"):
+        reply = client.get(path, headers=HTML)
+        assert reply.status_code == 401, path
+        assert "application/json" in reply.headers["content-type"]  # no sign-in form
+        assert "a: is it raining?" not in reply.text

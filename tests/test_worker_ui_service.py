@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rewind.replay.cassette.inbound import Inbound
-from rewind.replay.ui.service_view import replay_command, single_line
+from rewind.replay.ui.service_view import replay_command
 from tests.support import orders_service as orders
 from tests.support.browser import artifacts, browser
 from tests.support.cli import rewind
@@ -150,13 +150,7 @@ def test_a_shared_page_of_the_500_shows_it_and_offers_the_same_line(world, tmp_p
         "rewind", "replay-request", trace_id, "--app", orders.APP]
 
 
-def test_recorded_words_are_offered_quoted_on_one_line():
-    planted = "python agent.py; echo INJECTED\ntouch pwned #"
-    line = single_line(planted)
-    assert "\n" not in line
-    assert shlex.split(line) == ["python", "agent.py;", "echo", "INJECTED", "touch", "pwned", "#"]
-    offered = replay_command("ab" * 16, line)
-    assert "\n" not in offered and shlex.split(offered)[-3:] == ["touch", "pwned", "#"]
+def test_a_recorded_job_name_is_offered_quoted_on_one_line():
     job = Inbound(kind="job", app="jobs:run\n; touch pwned")
     offered = replay_command("ab" * 16, "", job)
     assert "\n" not in offered

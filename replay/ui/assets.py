@@ -67,9 +67,18 @@ def fill(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
-def _shell(title: str, page: dict[str, Any], head: str, body_end: str) -> str:
+def _shell(title: str, page: dict[str, Any], head: str, body_end: str,
+           account: str = "") -> str:
     return fill(static_text("shell.html"), {"title": html.escape(title), "head": head,
-                                            "page": embed_json(page), "scripts": body_end})
+                                            "page": embed_json(page), "scripts": body_end,
+                                            "account": account})
+
+
+def sign_out_form(csrf: str) -> str:
+    """The sign-out button of a signed-in page: a form, so no other site can send it."""
+    return ('<form class="sign-out" method="post" action="/logout">'
+            f'<input type="hidden" name="csrf" value="{html.escape(csrf, quote=True)}">'
+            '<button type="submit" id="sign-out">Sign out</button></form>')
 
 
 def _data(data: dict[str, Any] | None) -> str:
@@ -78,12 +87,15 @@ def _data(data: dict[str, Any] | None) -> str:
     return f'<script type="application/json" id="rewind-data">{embed_json(data)}</script>\n'
 
 
-def page_html(title: str, page: dict[str, Any], data: dict[str, Any] | None = None) -> str:
+def page_html(title: str, page: dict[str, Any], data: dict[str, Any] | None = None,
+              sign_out: str | None = None) -> str:
     """A page served by the worker: the shell linking the static files, with ``data`` the
-    page would otherwise fetch first (its first screen comes without another request)."""
+    page would otherwise fetch first (its first screen comes without another request);
+    ``sign_out``: the CSRF token of a signed-in browser, which gets the sign-out button."""
     head = "\n".join(f'<link rel="stylesheet" href="{STATIC_PREFIX}{n}">' for n in STYLES)
     scripts = "\n".join(f'<script src="{STATIC_PREFIX}{n}"></script>' for n in SCRIPTS)
-    return _shell(title, page, head, _data(data) + scripts)
+    return _shell(title, page, head, _data(data) + scripts,
+                  sign_out_form(sign_out) if sign_out else "")
 
 
 def shared_html(title: str, page: dict[str, Any], data: dict[str, Any]) -> str:
@@ -95,12 +107,14 @@ def shared_html(title: str, page: dict[str, Any], data: dict[str, Any]) -> str:
     return _shell(title, {**page, "shared": True}, head, scripts)
 
 
-def login_html(next_path: str, message: str = "") -> str:
-    """The form a browser gets instead of a page when it has no valid token."""
+def login_html(next_path: str, message: str = "", csrf: str = "") -> str:
+    """The form a browser gets instead of a page when it has no valid token; ``csrf``: the
+    token of the browser's CSRF cookie, sent back with the form."""
     return fill(static_text("login.html"), {
         "next": html.escape(next_path, quote=True), "message": html.escape(message),
-        "style": STATIC_PREFIX + STYLES[0]})
+        "csrf": html.escape(csrf, quote=True), "style": STATIC_PREFIX + STYLES[0]})
 
 
-def error_html(status: int, message: str) -> str:
-    return page_html(str(status), {"page": "error", "status": status, "message": message})
+def error_html(status: int, message: str, sign_out: str | None = None) -> str:
+    return page_html(str(status), {"page": "error", "status": status, "message": message},
+                     sign_out=sign_out)

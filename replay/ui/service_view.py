@@ -2,15 +2,19 @@
 line that replays it. Pure: a :class:`Timeline` in, JSON-ready dicts and one shell line out.
 
 The line offered for copy is the real one: ``rewind replay-request`` for a recorded request
-(``--app``) or job (``--call``), else ``rewind-replay`` with the recorded command line. Every
-recorded word is quoted for a POSIX shell and the line never holds a line break, so a recorded
-value cannot add a command to what the user pastes.
+(``--app``) or job (``--call``), else ``rewind-replay`` with the recorded command. A recorded
+string never becomes a command of its own: the command is built from the recorded argv, every
+word quoted for a POSIX shell (``shlex.join``), and is not offered at all (a sentence says why)
+when a word holds a control character, a line break say, which a terminal could take for the
+end of the command.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from rewind.exporter import attributes as A
@@ -69,32 +73,78 @@ def inbound_view(found: Inbound | None, content: bool = True) -> dict[str, Any] 
     return view
 
 
-def single_line(command: str) -> str:
-    """A recorded command line as shell words, quoted, on one line: line breaks and ``;`` in
-    it are only text of a word."""
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+REFUSED = ("The recorded command is not offered: {why}, which pasted in a terminal could run "
+           "more than the recorded command. Put your agent's command after --.")
+
+
+@dataclass(frozen=True)
+class Command:
+    """The recorded command as shell words on one line (``line``), or why it is not offered
+    (``refused``); both empty when the run recorded none."""
+
+    line: str = ""
+    refused: str = ""
+
+
+def _argv(resource: dict[str, Any]) -> list[str] | str:
+    """The recorded argv (``process.command_args``, else the words of
+    ``process.command_line``), or why there is none to offer."""
+    raw = resource.get(A.PROCESS_COMMAND_ARGS)
+    if raw:
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError:
+            args = None
+        if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
+            return args
+    line = str(resource.get(A.PROCESS_COMMAND_LINE) or "")
+    if CONTROL.search(line):
+        return "the recorded command line holds a control character (a line break or the like)"
     try:
-        words = shlex.split(command)
-    except ValueError:  # an unclosed quote: each blank-separated part is a word
-        words = command.split()
-    return shlex.join(words)
+        return shlex.split(line)
+    except ValueError:
+        return "the recorded command line does not split into words (an unclosed quote)"
 
 
-def recorded_command(timeline: Timeline) -> str:
-    """The command that ran the service, when its resource says (``process.command_line``),
-    as a safe single line; '' when it does not."""
-    line = next((str(line) for e in timeline.events
-                 if (line := (e.span.get("ResourceAttributes") or {}).get(
-                     A.PROCESS_COMMAND_LINE))), "")
-    return single_line(line) if line.strip() else ""
+def recorded_command(timeline: Timeline) -> Command:
+    """The command that ran the service, when its resource says, from its argv."""
+    resource = next((found for e in timeline.events
+                     if (found := e.span.get("ResourceAttributes") or {}).get(
+                         A.PROCESS_COMMAND_ARGS) or found.get(A.PROCESS_COMMAND_LINE)), None)
+    if resource is None:
+        return Command()
+    argv = _argv(resource)
+    if isinstance(argv, str):
+        return Command(refused=REFUSED.format(why=argv))
+    if any(CONTROL.search(word) for word in argv):
+        return Command(refused=REFUSED.format(
+            why="an argument of the recorded command holds a control character (a line "
+                "break or the like)"))
+    return Command(line=shlex.join(argv)) if argv else Command()
 
 
 def replay_command(trace_id: str, command: str = "", found: Inbound | None = None) -> str:
     """The line that replays the run offline: the recorded request or job sent again in
-    process when its app (function) is recorded; else the recorded command replayed; for a
-    service that recorded neither, ``replay-request`` with the flag left for the user to fill,
-    never a guessed script."""
+    process when its app (function) is recorded; else the recorded command replayed (already
+    quoted); for a service that recorded neither, ``replay-request`` with the flag left for
+    the user to fill, never a guessed script."""
     if found is not None and (found.app or not command):
         flag, target = (("--call", "MODULE:FUNC") if found.is_job else ("--app", "MODULE:ATTR"))
         return shlex.join(["rewind", "replay-request", trace_id, flag,
                            " ".join(found.app.split()) or target])
     return f"rewind-replay --trace-id {shlex.quote(trace_id)} -- {command or DEFAULT_COMMAND}"
+
+
+def offered_replay(trace_id: str, command: Command, found: Inbound | None) -> dict[str, Any]:
+    """What the run page offers to copy (``line``, None when refused), what it is
+    (``label``) and why nothing is offered (``refused``)."""
+    kind = "job" if found is not None and found.is_job else "request"
+    if found is not None and (found.app or not command.line):
+        return {"line": replay_command(trace_id, "", found), "refused": "",
+                "label": f"Replay this {kind} offline"}
+    if command.refused:
+        return {"line": None, "refused": command.refused, "label": ""}
+    label = ("Replay it offline with the recorded command" if command.line else
+             "Replay it offline (put your agent's command after --)")
+    return {"line": replay_command(trace_id, command.line), "refused": "", "label": label}

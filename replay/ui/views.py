@@ -17,12 +17,11 @@ from rewind.exporter.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.service_view import (
-    DEFAULT_COMMAND,
     inbound,
     inbound_view,
+    offered_replay,
     pretty,
     recorded_command,
-    replay_command,
 )
 
 MAIN_LANE = "run"  # spans outside any agent
@@ -82,7 +81,6 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
     """The trace page: totals, lineage, the request it served, the outline, the runs made
     from this one, the line that replays it."""
     found = inbound(timeline)
-    command = recorded_command(timeline)
     first = timeline.events[0].span
     made = timeline.lineage
     lineage = made if made and made["kind"] == "fork" else None
@@ -97,8 +95,7 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "events": outline(timeline, content),
         "derived": list(derived),
         "inbound": inbound_view(found, content),
-        "command": command or DEFAULT_COMMAND,
-        "replay_command": replay_command(timeline.trace_id, command, found),
+        "replay": offered_replay(timeline.trace_id, recorded_command(timeline), found),
         "content": content,
     }
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.sources import archive
 from rewind.replay.sources.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
-from rewind.replay.worker.routing import route
+from rewind.replay.worker.routing import DATA_HEADERS, route
 from rewind.replay.worker.tenancy import TenantView
 
 # A zstd frame is never much bigger than what it holds (incompressible data grows by under
@@ -44,7 +44,7 @@ def routes() -> list[Route]:
             raise HTTPException(422, str(error)) from error
         disposition = f'attachment; filename="{trace_id}{archive.SUFFIX}"'
         return Response(data, media_type=archive.MEDIA_TYPE,
-                        headers={"content-disposition": disposition})
+                        headers={**DATA_HEADERS, "content-disposition": disposition})
 
     async def import_file(request: Request, view: TenantView) -> Any:
         declared = request.headers.get("content-length", "")

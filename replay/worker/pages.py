@@ -7,6 +7,7 @@ static files, and the sign-in form that puts a token in a cookie.
     GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
     GET /bisect/{good}/{bad}       first split    GET /v1/ui/bisect?good=&bad=
     GET, POST /login               the token, kept in a cookie for the pages
+    POST /logout                   the cookie forgotten (the button of a signed-in page)
     GET /ui/<file>                 scripts and style (package data)
 
 Every page and JSON route is declared with :func:`routing.route`, so auth and the caller's
@@ -24,13 +25,27 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rewind.collector.auth import Authenticator, AuthError
+from rewind.collector.auth_backoff import TooManyFailures
 from rewind.collector.filters import TraceFilters, from_query
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.ui import assets, compare, listing, views
-from rewind.replay.worker.auth_middleware import CHALLENGE, LOGIN_PATH, token_cookie, wants_page
+from rewind.replay.worker.auth_middleware import (
+    CHALLENGE,
+    CSRF_FIELD,
+    LOGIN_PATH,
+    LOGOUT_PATH,
+    PAGE,
+    client_address,
+    cookie_token,
+    csrf_token,
+    form_refusal,
+    route_kind,
+    token_cookie,
+    wants_page,
+)
 from rewind.replay.worker.routing import (
     error_status,
     query_limit,
@@ -50,14 +65,22 @@ def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
     traces. Our errors answer with their status: a page for a browser, the API's JSON error
     for any other client."""
     def endpoint(request: Request, view: TenantView) -> Response:
+        csrf, set_cookie = csrf_token(request.scope)
+        sign_out = csrf if cookie_token(request.scope) else None  # signed in by the form
         try:
             title, page, data = handler(request, view)
         except Exception as error:
             status = error_status(error)
             if status is None or not wants_page(request.scope):
                 raise
-            return HTMLResponse(assets.error_html(status, str(error)), status, HEADERS)
-        return HTMLResponse(assets.page_html(title, page, data), headers=HEADERS)
+            response = HTMLResponse(assets.error_html(status, str(error), sign_out), status,
+                                    HEADERS)
+        else:
+            response = HTMLResponse(assets.page_html(title, page, data, sign_out),
+                                    headers=HEADERS)
+        if sign_out and set_cookie:
+            response.headers.append("set-cookie", set_cookie)
+        return response
 
     endpoint.__name__ = handler.__name__
     return endpoint
@@ -143,37 +166,73 @@ def data_routes() -> list[Route]:
 
 
 def _next(value: str) -> str:
-    """Where to go after signing in: a path of this worker only."""
-    return value if value.startswith("/") and not value.startswith(("//", "/\\")) else "/"
+    """Where to go after signing in: a page of this worker only (never a recorded answer
+    under ``/replay/``, an API route or another site)."""
+    path = value.split("?", 1)[0].split("#", 1)[0]
+    if value.startswith("/") and not value.startswith(("//", "/\\")) and \
+            route_kind(path) == PAGE:
+        return value
+    return "/"
+
+
+def _form_page(request: Request, target: str, message: str = "", status: int = 200,
+               headers: dict[str, str] | None = None) -> Response:
+    """The sign-in form, with this browser's CSRF token (and its cookie when it had none)."""
+    csrf, set_cookie = csrf_token(request.scope)
+    response = HTMLResponse(assets.login_html(target, message, csrf), status,
+                            {**HEADERS, **(headers or {})})
+    if set_cookie:
+        response.headers.append("set-cookie", set_cookie)
+    return response
+
+
+async def _form_fields(request: Request) -> dict[str, str] | None:
+    """A posted form's fields (the first value of each); None when it is too large."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    return {name: values[0] for name, values in parse_qs(body.decode("utf-8", "replace")).items()}
 
 
 def login_routes(authenticator: Authenticator | None) -> list[Route]:
     def form(request: Request) -> Response:
-        return HTMLResponse(assets.login_html(_next(request.query_params.get("next", "/"))),
-                            headers=HEADERS)
+        return _form_page(request, _next(request.query_params.get("next", "/")))
 
     async def sign_in(request: Request) -> Response:
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                return HTMLResponse(assets.login_html("/", "That form is too large."), 413,
-                                    HEADERS)
-        fields = parse_qs(body.decode("utf-8", "replace"))
-        token = (fields.get("token") or [""])[0].strip()
-        target = _next((fields.get("next") or ["/"])[0])
+        fields = await _form_fields(request)
+        if fields is None:
+            return _form_page(request, "/", "That form is too large.", 413)
+        token = fields.get("token", "").strip()
+        target = _next(fields.get("next", "/"))
+        refused = form_refusal(request.scope, fields.get(CSRF_FIELD, ""))
+        if refused is not None:
+            return _form_page(request, target, f"Not signed in: {refused}.", 403)
         if authenticator is not None:
             try:
-                authenticator.check(f"Bearer {token}")
+                authenticator.check(f"Bearer {token}", client_address(request.scope))
+            except TooManyFailures as error:
+                return _form_page(request, target, f"{error}.", 429,
+                                  {"retry-after": str(error.retry_after)})
             except AuthError:
-                return HTMLResponse(assets.login_html(target, "Unknown token."), 401,
-                                    {**HEADERS, **CHALLENGE})
+                return _form_page(request, target, "Unknown token.", 401, CHALLENGE)
         response = RedirectResponse(target, status_code=303)
         response.headers["set-cookie"] = token_cookie(token, request.url.scheme == "https")
         return response
 
+    async def sign_out(request: Request) -> Response:
+        fields = await _form_fields(request)
+        refused = form_refusal(request.scope, (fields or {}).get(CSRF_FIELD, ""))
+        if refused is not None:
+            return _form_page(request, "/", f"Still signed in: {refused}.", 403)
+        response = RedirectResponse(LOGIN_PATH, status_code=303)
+        response.headers["set-cookie"] = token_cookie("", request.url.scheme == "https")
+        return response
+
     return [route(LOGIN_PATH, form, public=True),
-            route(LOGIN_PATH, sign_in, methods=["POST"], public=True)]
+            route(LOGIN_PATH, sign_in, methods=["POST"], public=True),
+            route(LOGOUT_PATH, sign_out, methods=["POST"], public=True)]
 
 
 def static_routes() -> list[Route]:

@@ -41,7 +41,7 @@ from rewind.replay.play.session import (
     ReplaySession,
     recorded_answer,
 )
-from rewind.replay.worker.routing import json_response, route
+from rewind.replay.worker.routing import json_response, recorded_headers, route
 from rewind.replay.worker.tenancy import TenantView
 
 SessionKey = tuple[str | None, str]  # (owner tenant, session id)
@@ -155,10 +155,11 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
     hold = session.hold(decision.interaction)  # calls in flight together: the recorded order
     if hold is not None:
         await hold.wait_async()
+    headers = recorded_headers(answer.headers)
     if answer.events is not None:
         return StreamingResponse(answer.iter_async(session.speed), status_code=answer.status,
-                                 headers=answer.headers)
-    return Response(answer.body, status_code=answer.status, headers=answer.headers)
+                                 headers=headers)
+    return Response(answer.body, status_code=answer.status, headers=headers)
 
 
 def routes(sessions: SessionRegistry) -> list[Route]:

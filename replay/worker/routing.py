@@ -27,6 +27,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.exporter.redaction import RESPONSE_HEADERS_KEPT, keep_headers
 from rewind.replay.cassette.ids import is_trace_id, parse_trace_id
 from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.ui.assets import json_default
@@ -36,13 +37,33 @@ Handler = Callable[..., Any]  # (request, view), or (request) for a public route
 
 TRACE_ID_PARAM = "trace_id"
 log = logging.getLogger("rewind.worker")
+# Recorded bytes are data, never a page of this origin: a browser that opens one runs no
+# script, sends no request, guesses no other type and (but for these types) only downloads it.
+DATA_HEADERS = {"content-security-policy": "sandbox; default-src 'none'",
+                "x-content-type-options": "nosniff"}
+SHOWN_INLINE = frozenset({"application/json", "text/event-stream", "text/plain",
+                          "application/x-ndjson"})
+
+
+def recorded_headers(recorded: Mapping[str, str]) -> dict[str, str]:
+    """The headers of a recorded answer served again: only those the exporter records
+    (``redaction.RESPONSE_HEADERS_KEPT``: never a cookie, a hop-by-hop or a security header a
+    span may carry), with :data:`DATA_HEADERS`; anything a browser would render is an
+    attachment."""
+    headers = {**keep_headers(recorded.items(), RESPONSE_HEADERS_KEPT), **DATA_HEADERS}
+    media = headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in SHOWN_INLINE:
+        headers["content-disposition"] = "attachment"
+    return headers
 
 
 def json_response(content: Any, status: int = 200,
                   headers: Mapping[str, str] | None = None) -> Response:
-    """Store rows carry datetimes and raw bytes: both are written as text."""
+    """Store rows carry datetimes and raw bytes: both are written as text; recorded text in
+    it is data (:data:`DATA_HEADERS`)."""
     body = json.dumps(content, default=json_default, ensure_ascii=False).encode("utf-8")
-    return Response(body, status_code=status, headers=headers, media_type="application/json")
+    return Response(body, status_code=status, headers={**DATA_HEADERS, **(headers or {})},
+                    media_type="application/json")
 
 
 def error_response(status: int, message: str,

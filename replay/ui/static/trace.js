@@ -131,14 +131,15 @@
     var edit = el("textarea", {name: "edit", id: "fork-edit", rows: 4}, original);
     var model = el("input", {name: "model", id: "fork-model", placeholder: d.model || "same model"});
     var params = el("textarea", {name: "params", id: "fork-params", rows: 2, placeholder: "temperature=0.2"});
-    var command = el("input", {name: "command", id: "fork-run", value: run.command});
+    /* Left for the user to type: a recorded string is never made a command for them. */
+    var command = el("input", {name: "command", id: "fork-run", placeholder: "python agent.py"});
     var line = el("code", {id: "fork-command"});
     function update() {
       var words = ["rewind", "fork", run.trace_id, "--step", String(d.step)];
       if (edit.value !== original) words.push(d.type === "tool" ? "--tool-result" : "--user-message", edit.value);
       if (model.value.trim()) words.push("--model", model.value.trim());
       params.value.split("\n").forEach(function (p) { if (p.trim()) words.push("--param", p.trim()); });
-      line.textContent = words.map(R.quote).join(" ") + " -- " + command.value;
+      line.textContent = words.map(R.quote).join(" ") + " -- " + (command.value.trim() || command.placeholder);
     }
     [edit, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
     update();
@@ -190,10 +191,14 @@
     else if (source) origin = el("p", {id: "lineage"}, "Replay of ", R.traceLink(source));
     if (origin) R.append(origin, [" · ", compareLinks(source, run.trace_id)]);
     return [el("h1", {}, "Run ", el("span", {class: "id", id: "trace-id"}, run.trace_id)),
-      el("p", {class: "muted"}, run.service + " · " + facts), origin, served(run.inbound),
-      el("p", {class: "hint"}, run.inbound ? "Replay this " + (run.inbound.kind === "job" ? "job" : "request") +
-        " offline (j / k or ↓ / ↑ walk the steps):" : "Replay it offline (j / k or ↓ / ↑ walk the steps):"),
-      R.command("replay-command", run.replay_command)];
+      el("p", {class: "muted"}, run.service + " · " + facts), origin, served(run.inbound)].concat(replayLine(run.replay));
+  }
+
+  /* The line that replays the run, or why the recorded command is not offered. */
+  function replayLine(replay) {
+    var keys = " (j / k or ↓ / ↑ walk the steps)";
+    if (replay.line === null) return [el("p", {class: "hint", id: "replay-refused"}, replay.refused + keys)];
+    return [el("p", {class: "hint", id: "replay-label"}, replay.label + keys + ":"), R.command("replay-command", replay.line)];
   }
 
   /* What the service was asked and answered (a job: called with, returned or raised). */
