@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from rewind.replay.worker.auth_middleware import CSRF_COOKIE
 from tests.support.tenants import bearer, send_run, tenancy
 
 UNKNOWN_TRACE = "0123456789abcdef" * 2
@@ -114,6 +115,9 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                 elif "application/json" in content:
                     kwargs["json"] = {"trace_id": theirs}
                     names["trace"] = theirs
+                elif "application/x-www-form-urlencoded" in content:
+                    client.get("/login")  # a browser form: sent with the form's CSRF token
+                    kwargs["data"] = {"csrf": client.cookies[CSRF_COOKIE]}
                 elif "application/octet-stream" in content:
                     # a file is the caller's own data: its own trace, exported by itself
                     kwargs["content"] = client.get(f"/v1/traces/{own}/export",

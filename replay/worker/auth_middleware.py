@@ -95,12 +95,16 @@ def csrf_token(scope: Scope) -> tuple[str, str | None]:
 
 def cross_site(scope: Scope) -> str | None:
     """Why a form POST did not come from this worker's own page (None when it did): the
-    browser says so in ``Sec-Fetch-Site`` or in an ``Origin`` that is not this host."""
+    browser says so in ``Sec-Fetch-Site`` or in an ``Origin`` that is not this host. Our pages
+    send no referrer, so a browser may send ``Origin: null`` from them: then its
+    ``Sec-Fetch-Site`` decides, and without one the form is refused."""
     headers = dict(scope["headers"])
     fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
     if fetch_site and fetch_site not in ("same-origin", "none"):
         return f"the form was sent from another site ({fetch_site})"
     origin = headers.get(b"origin", b"").decode("latin-1")
+    if origin == "null" and fetch_site:
+        return None
     if origin and urlsplit(origin).netloc != headers.get(b"host", b"").decode("latin-1"):
         return "the form was sent from another origin"
     return None

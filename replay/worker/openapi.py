@@ -9,7 +9,7 @@ from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, que
 from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
 from rewind.replay.worker import analysis, traces
-from rewind.replay.worker.auth_middleware import LOGIN_PATH, TOKEN_COOKIE
+from rewind.replay.worker.auth_middleware import LOGIN_PATH, LOGOUT_PATH, TOKEN_COOKIE
 
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
 _TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}
@@ -100,8 +100,15 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("right")]),
         "/bisect/{good}/{bad}": _page("first divergence", [_path_trace("good"),
                                                            _path_trace("bad")]),
-        LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=: sets the "
-                                                "cookie the pages read with)"}},
+        LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=, csrf=: "
+                                                "sets the cookie the pages read with)"}},
+        LOGOUT_PATH: {"post": {**public, "summary": "Sign-out (the button of a signed-in page: "
+                                                    "forgets the cookie)",
+                               "requestBody": {"content": {
+                                   "application/x-www-form-urlencoded": {}}},
+                               "responses": {"303": {"description": "to the sign-in form"},
+                                             "403": {"description": "not this worker's own "
+                                                                    "form (CSRF)"}}}},
         "/v1/ui/runs": {"get": _op("Runs page data", _filters(TraceFilters, listing.MAX_RUNS))},
         "/v1/ui/traces/{trace_id}": {"get": _op("Run page data: outline, totals, forks",
                                                 [_TRACE_ID])},
@@ -136,7 +143,8 @@ def openapi_document() -> dict[str, Any]:
             "tenant's traces (another tenant's trace or session is a 404, as an unknown one "
             "is) and imports as that tenant; a token without a tenant sees every tenant. "
             f"Browsers sign in at {LOGIN_PATH}: the cookie it sets carries the token on reads "
-            f"(GET, HEAD) only. {SESSION_MODEL}")},
+            f"(GET, HEAD) of the pages and their /v1/ui/ data only, never of the API or of "
+            f"/replay/. Wrong tokens back off: 429 with Retry-After. {SESSION_MODEL}")},
         "components": {"securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"},
             "cookie": {"type": "apiKey", "in": "cookie", "name": TOKEN_COOKIE}}},
