@@ -73,7 +73,7 @@ class Authenticator:
 
     def __init__(self, tokens: dict[str, str | None],
                  backoff: AuthBackoff | None = None) -> None:
-        self.backoff = backoff or AuthBackoff(base_s=auth_backoff_s())
+        self.backoff = backoff if backoff is not None else AuthBackoff(base_s=auth_backoff_s())
         self.replace(tokens)
 
     def replace(self, tokens: dict[str, str | None]) -> None:

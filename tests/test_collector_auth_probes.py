@@ -1,14 +1,19 @@
 """With tokens configured the collector tells a stranger nothing: the token is checked before
 the content type (401, never 415, whatever was sent), ``/metrics`` needs a valid token,
 ``/ready`` gives a caller without one its status code and ``{"ready": ...}`` only (so a probe
-works with no secret), and ``/health`` stays open for liveness probes."""
+works with no secret), and ``/health`` stays open for liveness probes. The back-off on wrong
+tokens remembers a bounded number of addresses (the attack itself: ``test_worker_attacks``)."""
 
 from __future__ import annotations
+
+import secrets
 
 import httpx
 import pytest
 from google.rpc import code_pb2, status_pb2
 
+from rewind.collector.auth import Authenticator, AuthError
+from rewind.collector.auth_backoff import AuthBackoff
 from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
@@ -102,3 +107,12 @@ def test_without_tokens_everything_stays_open_on_loopback(store, tmp_path):
         assert reply.status_code == 415
     finally:
         handle.stop()
+
+
+def test_wrong_tokens_from_a_flood_of_addresses_are_remembered_within_a_bound():
+    auth = Authenticator({"the-right-one": None}, AuthBackoff(base_s=0.05, capacity=100))
+    for number in range(1000):
+        with pytest.raises(AuthError):
+            auth.check(f"Bearer {secrets.token_hex(8)}", f"10.0.{number // 256}.{number % 256}")
+    assert len(auth.backoff) == 100
+    assert auth.check("Bearer the-right-one", "10.0.3.231") is None
