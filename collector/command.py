@@ -50,7 +50,9 @@ def _option(*names: str, key: str, **kwargs: object):  # type: ignore[no-untyped
 @_option("--auth-tokens-file", key="auth_tokens_file", default=None,
          type=click.Path(dir_okay=False, path_type=Path),
          help="Bearer tokens, one per line: 'token' or 'token tenant'. Reloaded when the "
-              "file changes or on SIGHUP.")
+              "file changes or on SIGHUP. Wrong tokens back off: 429/RESOURCE_EXHAUSTED "
+              f"after 5 from one address, {ENV['auth_backoff_seconds']} seconds at first "
+              "(default 1).")
 @_option("--auth-tokens", key="auth_tokens", default=None,
          help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
 @_option("--auth-reload-seconds", key="auth_reload_seconds", type=float,

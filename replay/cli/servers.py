@@ -38,7 +38,8 @@ out = Console()
               help="Bearer tokens, one per line: 'token' or 'token tenant', for sending spans "
                    "and for the API alike. A tenant's token reads only its tenant's traces; "
                    "one without a tenant is an operator's. Reloaded when the file changes or "
-                   "on SIGHUP. Required off loopback.")
+                   "on SIGHUP. Required off loopback. Wrong tokens back off: 429 after 5 from "
+                   f"one address, {ENV['auth_backoff_seconds']} seconds at first (default 1).")
 @click.option("--auth-tokens", envvar=ENV["auth_tokens"], show_envvar=True, default=None,
               help="Bearer tokens inline, comma-separated 'token' or 'token tenant' entries.")
 @click.option("--auth-reload-seconds", envvar=ENV["auth_reload_seconds"], show_envvar=True,
