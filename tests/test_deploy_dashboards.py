@@ -444,6 +444,27 @@ def test_the_replay_command_uses_the_services_own_command_line_when_recorded(dat
         assert row["Service"] == made["service"] and row["LlmCalls"] > 0
 
 
+def test_a_recorded_command_line_with_shell_syntax_is_never_offered(dataset):
+    """A sender can record any command line: one holding a line break or a ``;`` would run
+    more than the recorded command when pasted, so the panel shows the placeholder."""
+    made = next(m for m in dataset.summary if m["service"] == "support-bot")
+    spans = reader.get_trace(dataset.store, made["traces"][0])
+    planted = "ef" * 16
+    try:
+        archive.import_into(dataset.store, archive.pack(planted, [
+            {**s, "TraceId": planted, "ResourceAttributes": {
+                **s["ResourceAttributes"],
+                "process.command_line": "python agent.py; echo INJECTED\ntouch pwned #"}}
+            for s in spans]))
+        ctx = with_values(dataset.ctx, trace_id=[planted])
+        [row] = dataset.panel("rewind-trace", "Replay this trace", ctx)
+        assert row["Command"] == (f"rewind-replay --trace-id {planted} -- "
+                                  "<the command that runs the agent>")
+    finally:
+        for table in (TRACES, LLM_CALLS, TRACE_LOOKUP, TRACE_LIST):
+            dataset.store.command(f"DELETE FROM {table} WHERE TraceId = '{planted}'")
+
+
 def test_the_datasource_is_the_plugin_in_otel_trace_mode():
     config = yaml.safe_load(
         (GRAFANA / "provisioning" / "datasources" / "rewind-clickhouse.yaml").read_text())
