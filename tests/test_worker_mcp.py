@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import MCPError
 
 from tests.support.assistant import data_of, over_http, session, text_of
 from tests.support.listed_runs import worker_on
@@ -157,3 +158,20 @@ def test_a_bad_argument_is_a_tool_error_naming_it(world):
         assert reply.is_error
         assert argument in text_of(reply), text_of(reply)
     assert "Error executing tool" in text_of(replies[1])
+
+
+def test_tenant_b_runs_read_as_resources_as_unknown_ones_do(world):
+    async def read(client):
+        failures = []
+        for trace in (world.b_runs[0], UNKNOWN_TRACE):
+            for uri in (f"rewind://runs/{trace}", f"rewind://runs/{trace}/steps/0"):
+                with pytest.raises(MCPError) as failed:
+                    await client.read_resource(uri)
+                failures.append(str(failed.value).replace(trace, "<id>"))
+        own = await client.read_resource(f"rewind://runs/{world.a_runs[0]}/steps/0")
+        return failures, json.loads(own.contents[0].text)
+
+    failures, own = session(partial(over_http, world.url, "tok-a"), read)
+    assert failures[:2] == failures[2:]
+    assert "not found" in failures[0]
+    assert own["trace_id"] == world.a_runs[0] and own["content"]["offset"] == 0

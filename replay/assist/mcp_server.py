@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -52,13 +52,14 @@ Timeout = Annotated[float, Field(gt=0, le=3600, description="Seconds before the 
                                                              "stopped")]
 
 
-def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Our errors become tool errors with the fix in words."""
+def guarded(fn: Callable[..., Any],
+            kind: type[ToolError | ResourceError] = ToolError) -> Callable[..., Any]:
+    """Our errors become tool (or resource) errors with the fix in words."""
 
-    def failed(error: RewindError) -> ToolError:
+    def failed(error: RewindError) -> Exception:
         where = f" (argument {error.field})" if error.field else ""
         fix = f" Fix: {error.hint}" if error.hint else ""
-        return ToolError(f"{error}{where}.{fix}")
+        return kind(f"{error}{where}.{fix}")
 
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
@@ -290,13 +291,16 @@ def _resources(server: MCPServer, source_for: SourceFor) -> None:
     @server.resource("rewind://runs/{trace_id}", mime_type="application/json",
                      description="A run's outline (get_run's first page)")
     def run_resource(trace_id: str, ctx: Context) -> str:
-        return dumps(guarded(reads.get_run)(source_for(ctx), trace_id, False, 100, 0))
+        return dumps(guarded(reads.get_run, ResourceError)(source_for(ctx), trace_id, False,
+                                                           100, 0))
 
     @server.resource("rewind://runs/{trace_id}/steps/{step}", mime_type="application/json",
                      description="One step's content (get_step's first page)")
     def step_resource(trace_id: str, step: str, ctx: Context) -> str:
-        return dumps(guarded(reads.get_step)(source_for(ctx), trace_id, int(step), False, 0,
-                                             PAGE_CHARS))
+        if not step.isdigit():
+            raise ResourceError(f"step must be a step number, got {step!r}")
+        return dumps(guarded(reads.get_step, ResourceError)(source_for(ctx), trace_id,
+                                                            int(step), False, 0, PAGE_CHARS))
 
     @server.prompt("debug_incident", description="Debug this incident: find the run, replay "
                    "it, bisect it against a good one, fork it with a fix")
