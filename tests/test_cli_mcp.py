@@ -213,6 +213,23 @@ def test_a_bad_argument_is_named_and_the_server_stays_up(desk):
     assert not fine.is_error
 
 
+def test_without_a_worker_it_reads_the_store_itself(desk):
+    """Last: it stops the recording's ``rewind serve``, which holds the embedded store."""
+    recording = desk.recording
+    recording.served.stop()
+    env = {k: v for k, v in desk.env.items() if k != "REWIND_URL"}
+    env["REWIND_CLICKHOUSE_URL"] = recording.served.store_url
+
+    async def read(client):
+        listed = data_of(await client.call_tool("list_runs", {}))
+        outline = data_of(await client.call_tool("get_run", {"trace_id": recording.trace_id}))
+        return listed, outline
+
+    listed, outline = session(partial(over_stdio, env), read)
+    assert recording.trace_id in {r["TraceId"] for r in listed["runs"]}
+    assert outline["totals"]["llm_calls"] == 2
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
