@@ -13,11 +13,11 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rewind.collector.filters import RunFilters, UsageFilters, parse_when
+from rewind.collector.filters import UsageFilters, parse_when
 from rewind.collector.server_settings import ENV_PRICES
 from rewind.collector.store import StoreError
 from rewind.exporter.canonical import json_or_text
-from rewind.exporter.errors import InvalidValue
+from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import (
     ignore_option,
@@ -27,11 +27,12 @@ from rewind.replay.cli.options import (
     timeout_option,
 )
 from rewind.replay.play import launch
-from rewind.replay.sources.locate import TraceSource, open_source
-from rewind.replay.timetravel.bisect import GROUP_BY, RunFacts, bisect, bisect_runs
+from rewind.replay.sources.locate import open_source
+from rewind.replay.timetravel.bisect import GROUP_BY, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs
+from rewind.replay.timetravel.runs import facts_between
 from rewind.replay.timetravel.stats import GROUPINGS, load_prices, summarise
-from rewind.replay.timetravel.timeline import Timeline, load_all
+from rewind.replay.timetravel.timeline import load_all
 
 
 def out() -> Console:
@@ -45,14 +46,6 @@ def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
         print_json(result.to_dict())
     else:
         out().print(view(result))
-
-
-def _event_row(run: Timeline, event: Any) -> dict[str, Any]:
-    return {"index": event.index, "step": event.step, "type": event.type, "name": event.name,
-            "model": event.model, "input_tokens": event.input_tokens,
-            "output_tokens": event.output_tokens,
-            "duration_ms": round(event.duration_ns / 1e6, 3), "cost_usd": run.cost_of(event),
-            "status": event.status, "preview": event.preview}
 
 
 @click.command(cls=Command)
@@ -85,12 +78,9 @@ def inspect(ref: str, show_all: bool, messages_at: int | None, user_messages: bo
         for step, text in [] if as_json else found:
             out().print(f"step {step}: {text}", markup=False, highlight=False)
         return
-    kinds = ("llm", "tool", "agent", "context", "span") if show_all else ("llm", "tool")
+    kinds = ALL_KINDS if show_all else OUTLINE_KINDS
     if as_json:
-        print_json({"trace_id": run.trace_id, "totals": run.totals(),
-                    "lineage": run.lineage, "skipped": [s.__dict__ for s in
-                                                        run.cassette.skipped],
-                    "events": [_event_row(run, e) for e in run.events if e.type in kinds]})
+        print_json(outline(run, kinds))
         return
     console = out()
     console.print(timeline_table(run, kinds, width=console.width))
@@ -140,8 +130,8 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
     if between is not None:
         if runs:
             fail("give either GOOD BAD or --between, not both")
-        facts = attempt(lambda: _run_facts(open_source(api, clickhouse), between, service,
-                                           limit))
+        facts = attempt(lambda: facts_between(open_source(api, clickhouse), between, service,
+                                              limit))
         if not facts:
             fail(f"no runs between {between[0]} and {between[1]}"
                  + (f" of service {service}" if service else ""),
@@ -298,16 +288,3 @@ def _param(text: str) -> tuple[str, Any]:
     if not sep or not key:
         raise click.BadParameter(f"expected KEY=VALUE, got {text!r}", param_hint="--param")
     return key.strip(), json_or_text(value)
-
-
-def _run_facts(source: TraceSource, between: tuple[str, str], service: str | None,
-               limit: int) -> list[RunFacts]:
-    """A period when both ends read as times, else two service versions."""
-    from rewind.replay.timetravel.runs import run_facts
-
-    try:
-        filters = RunFilters(parse_when(between[0]), parse_when(between[1]), service,
-                             limit=limit)
-    except InvalidValue:  # not times: two versions
-        filters = RunFilters(service=service, versions=tuple(between), limit=limit)
-    return run_facts(source, filters)

@@ -85,16 +85,35 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
+_watchers = threading.local()
+
+
+@contextlib.contextmanager
+def watching(started: Any) -> Iterator[None]:
+    """For the duration, every child this thread starts is handed to ``started`` as well:
+    whoever runs a replay or a fork in a thread (the MCP tools) can stop it from another."""
+    previous = getattr(_watchers, "started", None)
+    _watchers.started = started
+    try:
+        yield
+    finally:
+        _watchers.started = previous
+
+
 def start(command: Sequence[str], settings: Settings,
           installers: Sequence[str] = ()) -> subprocess.Popen:
     """Start ``command`` with that environment and return at once."""
     env = environment(settings, installers)
     try:
-        return subprocess.Popen(list(command), env=env)
+        child = subprocess.Popen(list(command), env=env)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
         raise _not_executable(command[0]) from None
+    started = getattr(_watchers, "started", None)
+    if started is not None:
+        started(child)
+    return child
 
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),

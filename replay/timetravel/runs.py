@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from datetime import timezone
 
-from rewind.collector.filters import RunFilters
+from rewind.collector.filters import RunFilters, parse_when
 from rewind.collector.reader_runs import RunSummary
+from rewind.exporter.errors import InvalidValue
 from rewind.replay.sources.locate import TraceSource
 from rewind.replay.timetravel.bisect import RunFacts, prompt_hash
 
@@ -60,3 +61,15 @@ def facts_from_row(row: RunSummary) -> RunFacts:
 def run_facts(source: TraceSource, filters: RunFilters) -> list[RunFacts]:
     """The facts of the runs ``filters`` picks, read from a store or a worker alike."""
     return [facts_from_row(row) for row in source.run_summaries(filters)]
+
+
+def facts_between(source: TraceSource, between: tuple[str, str], service: str | None,
+                  limit: int) -> list[RunFacts]:
+    """``bisect --between A B``: a period when both ends read as times, else two service
+    versions."""
+    try:
+        filters = RunFilters(parse_when(between[0]), parse_when(between[1]), service,
+                             limit=limit)
+    except InvalidValue:  # not times: two versions
+        filters = RunFilters(service=service, versions=tuple(between), limit=limit)
+    return run_facts(source, filters)

@@ -1,7 +1,8 @@
 """The worker's HTTP API (JSON) and web UI, assembled: one module per resource (traces, trace
 files, analysis, replay sessions, the pages), sharing one cassette cache, behind bearer auth
 when tokens are given. How a route answers and fails, and which tenant's data it sees, is
-decided once, in :mod:`routing`."""
+decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
+(``assist/streamable.py``)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from starlette.routing import BaseRoute
 from rewind.collector.auth import Authenticator
 from rewind.collector.store import Store
 from rewind.exporter.servers import unrecorded
+from rewind.replay.assist.streamable import MCP_PATH, Assistant
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
-from rewind.replay.worker.routing import internal_error, route
+from rewind.replay.worker.routing import app_route, internal_error, route
 from rewind.replay.worker.tenancy import StoreAccess
 
 
@@ -31,6 +33,7 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
     if authenticator is None and tokens:
         authenticator = Authenticator(tokens)
     cassettes = CassetteCache(store)
+    assistant = Assistant(authenticated=authenticator is not None)
 
     def health(request: Request) -> Any:
         return {"status": "ok", "store": "embedded" if store.embedded else "server"}
@@ -46,11 +49,13 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         *archives.routes(),
         *analysis.routes(),
         *pages.routes(authenticator),
+        app_route(MCP_PATH, assistant.app, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(routes=routes,
                     middleware=[Middleware(BearerAuth, authenticator=authenticator)],
                     # a bug outside a route (the auth middleware): answered as a route's is
-                    exception_handlers={Exception: lambda request, error: internal_error(error)})
+                    exception_handlers={Exception: lambda request, error: internal_error(error)},
+                    lifespan=lambda app: assistant.running())
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
     return unrecorded(app)

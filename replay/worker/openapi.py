@@ -6,6 +6,7 @@ from dataclasses import fields
 from typing import Any
 
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, query_name
+from rewind.replay.assist.streamable import MCP_PATH
 from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
 from rewind.replay.worker import analysis, traces
@@ -197,6 +198,21 @@ def openapi_document() -> dict[str, Any]:
             "/replay/s/{session_id}/{path}": replayed(
                 "Answer a request within an independent session", [_SESSION_ID,
                                                                    provider_path]),
+            MCP_PATH: _mcp(),
             **ui_paths(),
         },
     }
+
+
+def _mcp() -> dict[str, Any]:
+    """The assistant's tools: JSON-RPC messages of the Model Context Protocol (streamable
+    HTTP), not REST; ``x-protocol`` says so to whatever walks this document."""
+    message = {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "description": "A JSON-RPC message of MCP (tools/list, tools/call, "
+        "resources/read, prompts/get, ...)"}}}}
+    about = ("MCP server (streamable HTTP) for coding assistants: list_runs, get_run, "
+             "get_step, search_runs, diff_runs, bisect_runs, bisect_between, usage_stats, "
+             "export_run, over the caller's tenant's runs")
+    return {"post": _op(about, requestBody=message, **{"x-protocol": "mcp"}),
+            "get": _op("MCP: the server's event stream for a session", **{"x-protocol": "mcp"}),
+            "delete": _op("MCP: end a session", **{"x-protocol": "mcp"})}

@@ -25,9 +25,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.exporter.redaction import RESPONSE_HEADERS_KEPT, keep_headers
+from rewind.replay.assist.streamable import VIEW_KEY
 from rewind.replay.cassette.ids import is_trace_id, parse_trace_id
 from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.ui.assets import json_default
@@ -149,6 +151,29 @@ def route(path: str, handler: Handler, methods: list[str] | None = None,
         return result if isinstance(result, Response) else json_response(result)
 
     return Route(path, endpoint, methods=methods)
+
+
+def app_route(path: str, app: ASGIApp, methods: list[str] | None = None) -> Route:
+    """A route answered by an ASGI app that speaks its own protocol (the MCP server): it gets
+    the caller's :class:`TenantView` in the scope under :data:`VIEW_KEY`, and no caller, no
+    call (401), as every other route."""
+    return Route(path, _ScopedApp(app), methods=methods)
+
+
+class _ScopedApp:
+    """An ASGI app (not a function: Starlette hands it the raw scope) behind the tenant."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if TENANT_KEY not in scope:
+            refused = error_response(401, "not authenticated", {"www-authenticate": "Bearer"})
+            await refused(scope, receive, send)
+            return
+        access: StoreAccess = scope["app"].state.access
+        scope[VIEW_KEY] = access.view(scope[TENANT_KEY])
+        await self.app(scope, receive, send)
 
 
 def _to_whole_id(request: Request, view: Any, raw: str) -> Response:

@@ -62,11 +62,12 @@ def record_listed_runs(lab: Lab) -> ListedRuns:
 
 
 @contextlib.contextmanager
-def worker_on(store: Store) -> Iterator[str]:
-    """The project's worker app over ``store``, served by uvicorn on a loopback port in a
-    thread (the embedded store is opened once per process); yields its URL."""
+def worker_on(store: Store, tokens: dict[str, str | None] | None = None) -> Iterator[str]:
+    """The project's worker app over ``store`` (behind ``tokens``, if given), served by
+    uvicorn on a loopback port in a thread (the embedded store is opened once per process);
+    yields its URL."""
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(store), log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(create_app(store, tokens=tokens), log_level="warning",
                                            access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

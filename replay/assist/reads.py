@@ -1,0 +1,132 @@
+"""The read tools: list, search, outline, one step, usage, export. Each takes the caller's
+source (a worker's API, a store, or, in the worker, the caller's tenant view) and returns
+plain data; the reading itself is the reader's, the timeline's and the archive's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewind.collector.filters import TraceFilters, UsageFilters, parse_when
+from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline, step_document
+from rewind.replay.assist.paging import PAGE_CHARS, clip, dumps, list_page, text_page
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import TraceSource, resolve_trace_id
+from rewind.replay.timetravel.stats import load_prices, summarise
+from rewind.replay.timetravel.timeline import Timeline
+
+MAX_LISTED = 500
+MAX_SCANNED = 10_000  # rows read to filter by route or status
+MAX_OUTLINE = 500
+MAX_SEARCHED = 20
+SNIPPET = 80
+
+
+@dataclass(frozen=True)
+class RunQuery:
+    """What ``list_runs`` and ``search_runs`` filter on (``TraceFilters``, plus a request's
+    route and status, matched on the listed rows)."""
+
+    service: str | None = None
+    errors: bool = False
+    model: str | None = None
+    text: str | None = None
+    since: str | None = None
+    until: str | None = None
+    route: str | None = None
+    status: str | None = None
+
+    def filters(self, limit: int) -> TraceFilters:
+        return TraceFilters(service=self.service, errors=self.errors, model=self.model,
+                            text=self.text, since=parse_when(self.since, flag="since"),
+                            until=parse_when(self.until, flag="until"), limit=limit)
+
+    def keeps(self, row: Any) -> bool:
+        return ((not self.route or self.route.lower() in row.route.lower())
+                and (not self.status or str(row.status) == str(self.status)))
+
+
+def resolve(source: TraceSource, ref: str, argument: str = "trace_id") -> str:
+    """The whole id ``ref`` names; an error says which argument was wrong."""
+    try:
+        return resolve_trace_id(source, ref)
+    except RewindError as error:
+        error.field = error.field or argument
+        raise
+
+
+def load_run(source: TraceSource, ref: str, argument: str = "trace_id") -> Timeline:
+    """The run ``ref`` names (a whole id or a unique prefix of one the caller can see); a
+    source that keeps timelines (the worker's cache) gives its own."""
+    trace_id = resolve(source, ref, argument)
+    cached = getattr(source, "timeline", None)
+    return cached(trace_id) if cached is not None else Timeline.from_source(source, trace_id)
+
+
+def list_runs(source: TraceSource, query: RunQuery, limit: int, offset: int) -> dict[str, Any]:
+    wanted = offset + min(max(1, limit), MAX_LISTED)
+    narrowed = bool(query.route or query.status)
+    rows = source.list_traces(query.filters(MAX_SCANNED if narrowed else wanted))
+    kept = [row.to_dict() for row in rows if query.keeps(row)]
+    page = list_page(kept, offset, limit, MAX_LISTED)
+    return {"runs": page.pop("items"), **page}
+
+
+def get_run(source: TraceSource, trace_id: str, all_events: bool, limit: int,
+            offset: int) -> dict[str, Any]:
+    run = load_run(source, trace_id)
+    found = outline(run, ALL_KINDS if all_events else OUTLINE_KINDS)
+    page = list_page(found.pop("events"), offset, limit, MAX_OUTLINE)
+    return {**found, "events": page.pop("items"), **page}
+
+
+def get_step(source: TraceSource, trace_id: str, step: int, raw: bool, offset: int,
+             max_chars: int) -> dict[str, Any]:
+    """The step's summary, and its whole content (messages; with ``raw`` the wire exchange)
+    as JSON text, one page at a time."""
+    run = load_run(source, trace_id)
+    document = step_document(run, step, raw)
+    summary = {k: v for k, v in document.items()
+               if k not in ("input_messages", "output_messages", "request", "response")}
+    return {**summary, "content": text_page(dumps(document), offset, max_chars or PAGE_CHARS)}
+
+
+def search_runs(source: TraceSource, text: str, query: RunQuery, limit: int) -> dict[str, Any]:
+    """Runs saying ``text`` anywhere, newest first, each with the steps that say it and a
+    snippet around the first place."""
+    if not text.strip():
+        raise InvalidValue("text must not be empty: give the words to look for", field="text")
+    found = []
+    rows = source.list_traces(RunQuery(**{**query.__dict__, "text": text}).filters(MAX_SCANNED))
+    for row in [r for r in rows if query.keeps(r)][:min(max(1, limit), MAX_SEARCHED)]:
+        run = load_run(source, row.trace_id)
+        steps = []
+        for event in run.steps:
+            said = dumps([event.input_messages(), event.output_messages()])
+            at = said.lower().find(text.lower())
+            if at >= 0 and event.step is not None:
+                steps.append({"step": event.step, "type": event.type, "snippet": clip(
+                    said[max(0, at - SNIPPET):at + len(text) + SNIPPET], 2 * SNIPPET + 40)})
+        found.append({"trace_id": row.trace_id, "service": row.service, "start": row.start,
+                      "errors": row.errors, "steps": steps})
+    return {"text": text, "runs": found, "matching_runs": len(rows)}
+
+
+def usage_stats(source: TraceSource, since: str, until: str | None, service: str | None,
+                by: str, include_replays: bool) -> dict[str, Any]:
+    filters = UsageFilters(parse_when(since, flag="since"), parse_when(until, flag="until"),
+                           service, include_replays)
+    return summarise(source.usage(filters), load_prices(), by).to_dict()
+
+
+def export_run(source: TraceSource, trace_id: str, path: str | None) -> dict[str, Any]:
+    """Writes the run's ``.rw`` file (here: the directory the server runs in by default)."""
+    whole = resolve(source, trace_id)
+    target = Path(path or f"{whole}{archive.SUFFIX}").expanduser().resolve()
+    if target.is_dir():
+        target = target / f"{whole}{archive.SUFFIX}"
+    data = source.export_archive(whole)
+    archive.write_file(target, data)
+    return {"trace_id": whole, "path": str(target), "bytes": len(data)}

@@ -1,0 +1,90 @@
+"""The worker's ``/mcp``: the tools over streamable HTTP, behind the worker's auth.
+
+Each call reads through the caller's tenant view, which the worker's routing layer
+(``worker/routing.py``, ``app_route``) puts in the request's scope under :data:`VIEW_KEY`: a
+tenant's assistant sees its tenant's runs only, exactly as on the JSON routes. Tools that would
+run a command or write a file on this machine are not offered here: ``rewind mcp --api URL``
+on the user's machine reads through this worker and runs them there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.exporter.errors import InvalidValue
+from rewind.replay.assist.mcp_server import build_server
+
+MCP_PATH = "/mcp"
+VIEW_KEY = "rewind.view"  # ASGI scope key: the caller's tenant view (worker/tenancy.py)
+
+
+class ViewSource:
+    """The caller's tenant view (``worker.tenancy.TenantView``), read as the CLI reads a
+    source (``locate.TraceSource``)."""
+
+    opens_store = False
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+
+    def trace_ids(self, prefix: str) -> tuple[list[str], str]:
+        return self.view.trace_ids(prefix)
+
+    def list_traces(self, filters: TraceFilters | None = None) -> list[Any]:
+        return self.view.traces(filters or TraceFilters())
+
+    def usage(self, filters: UsageFilters) -> list[Any]:
+        return self.view.usage(filters)
+
+    def run_summaries(self, filters: RunFilters) -> list[Any]:
+        return self.view.runs(filters)
+
+    def spans(self, trace_id: str) -> list[dict[str, Any]]:
+        return self.view.spans(trace_id)
+
+    def cassette(self, trace_id: str) -> Any:
+        return self.view.cassette(trace_id)
+
+    def timeline(self, trace_id: str) -> Any:
+        """The worker's cached timeline (``assist.reads.load_run`` takes it)."""
+        return self.view.timeline(trace_id)
+
+    def export_archive(self, trace_id: str) -> bytes:
+        raise InvalidValue("the worker's MCP tools write no files",
+                           hint=f"download GET /v1/traces/{trace_id}/export")
+
+    def import_archive(self, data: bytes) -> str:
+        raise InvalidValue("import through POST /v1/import")
+
+    def import_traces(self, data: bytes) -> list[str]:
+        raise InvalidValue("import through POST /v1/import")
+
+
+def source_of(ctx: Context) -> ViewSource:
+    return ViewSource(ctx.request_context.request.scope[VIEW_KEY])
+
+
+class Assistant:
+    """The server and its streamable HTTP app (the worker routes ``/mcp`` to it); ``running``
+    is for the worker's lifespan (sessions live in its task group)."""
+
+    def __init__(self, authenticated: bool) -> None:
+        self.server: MCPServer = build_server(source_of, local=False)
+        # Bearer tokens guard a worker with auth; one without (loopback development) only
+        # answers Host and Origin headers naming this machine (no DNS rebinding).
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False) \
+            if authenticated else None
+        self.app: Starlette = self.server.streamable_http_app(
+            streamable_http_path=MCP_PATH, transport_security=security)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.server.session_manager.run():
+            yield
