@@ -67,6 +67,7 @@ ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
 ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
 ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
 DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
+NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -82,9 +83,16 @@ def store_url() -> str | None:
     return os.environ.get(ENV_CLICKHOUSE_URL) or None
 
 
-def worker_url() -> str:
-    """The worker the CLI reads through: ``REWIND_URL``, else the default local one."""
-    return os.environ.get(ENV_WORKER_URL) or DEFAULT_WORKER_URL
+def worker_url() -> str | None:
+    """The worker the CLI reads through: ``REWIND_URL``, else the default local one; None
+    when ``REWIND_URL`` is ``off``."""
+    url = named_worker_url() or DEFAULT_WORKER_URL
+    return None if url.strip().lower() == NO_WORKER else url
+
+
+def named_worker_url() -> str | None:
+    """The worker ``REWIND_URL`` names, if any (``off`` included)."""
+    return os.environ.get(ENV_WORKER_URL) or None
 
 
 def api_token() -> str | None:

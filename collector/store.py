@@ -46,6 +46,19 @@ def redact_url(url: str) -> str:
     return url
 
 
+def public_url(url: str) -> str:
+    """The store's URL without credentials (user, password, query): what a worker's
+    ``/health`` says it serves, so that a client can tell whether it is the store it wants."""
+    parts = urlsplit(url)
+    if parts.scheme == "chdb":
+        path = parts.netloc + parts.path if parts.netloc else parts.path
+        return "chdb://" + os.path.realpath(unquote(path))
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port or (8443 if parts.scheme == "https" else 8123)
+    return f"{parts.scheme}://{host.lower()}:{port}/{parts.path.strip('/')}"
+
+
 def check_url(url: str) -> None:
     """Refuses URLs no connection attempt could fix (scheme, relative embedded path)."""
     parts = urlsplit(url)
