@@ -66,6 +66,7 @@ ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
 ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
 ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
 ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
+ENV_WORKERS = "REWIND_WORKERS"  # API processes of ``rewind serve`` / ``rewind worker``
 DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
 NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
@@ -93,6 +94,14 @@ def worker_url() -> str | None:
 def named_worker_url() -> str | None:
     """The worker ``REWIND_URL`` names, if any (``off`` included)."""
     return os.environ.get(ENV_WORKER_URL) or None
+
+
+def token_settings() -> tuple[str | None, str | None, float]:
+    """The tokens file, inline tokens and reload interval a server reads (an API process of
+    ``--workers`` gets them from its parent this way)."""
+    return (os.environ.get(ENV["auth_tokens_file"]) or None,
+            os.environ.get(ENV["auth_tokens"]) or None,
+            float(os.environ.get(ENV["auth_reload_seconds"]) or 2.0))
 
 
 def api_token() -> str | None:

@@ -7,6 +7,7 @@ module is the same for both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -74,13 +75,15 @@ def check_url(url: str) -> None:
 
 
 class Store:
-    """Thread-safe wrapper: the embedded engine takes one statement at a time."""
+    """Thread-safe wrapper: the embedded engine takes one statement at a time; a server takes
+    statements from several threads at once (no session, so none waits on another's)."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = resolve_url(url)
         self.embedded = self.url.startswith("chdb:")
         self.database = "default"
-        self._lock = threading.RLock()
+        # a server's client is shared without a lock: its connection pool serves each thread
+        self._lock: Any = threading.RLock() if self.embedded else contextlib.nullcontext()
         self._closed = False
         self._client = self._connect()
 
@@ -102,6 +105,7 @@ class Store:
                 password=unquote(parts.password or ""),
                 database=self.database,
                 secure=parts.scheme == "https",
+                autogenerate_session_id=False,  # a session takes one query at a time
             )
         except StoreError:
             raise
