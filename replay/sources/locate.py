@@ -290,10 +290,10 @@ def _worker_for(url: str, wanted: str | None, named: bool) -> str | None:
         raise SourceError(f"the worker at {url} {which}, not {public_url(wanted or '')}",
                           f"pick one: --api / {ENV_API} for that worker, or --clickhouse / "
                           f"{ENV_URL} alone for the store")
-    if wanted is not None:
-        print(f"note: reading {public_url(wanted)} as asked, not through the worker at {url} "
-              f"(it {which}); pass --api {url} (or {ENV_API}) to use that worker",
-              file=sys.stderr)
+    asked = "as asked" if wanted else "(the default store)"
+    print(f"note: reading {public_url(resolve_url(wanted))} {asked}, not through the worker at "
+          f"{url} (it {which}); pass --api {url} (or {ENV_API}) to use that worker",
+          file=sys.stderr)
     return None
 
 
