@@ -18,14 +18,21 @@ from rewind.exporter.errors import RewindError
 
 from .otlp_json import JsonPayloadError, parse_json
 from .server_settings import Limits
-from .store import MAX_TIME_NS
+from .span_rules import (
+    SPAN_ID_BYTES,
+    TRACE_ID_BYTES,
+    count_error,
+    id_error,
+    size_error,
+    text_error,
+    time_error,
+)
 
 PROTOBUF = "protobuf"
 JSON = "json"
 CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF,
                  "application/json": JSON}
 MAX_REPORTED_ERRORS = 3
-# OTLP times are unsigned, so a valid request can carry one the store cannot hold.
 
 
 class Refused(RewindError):
@@ -117,55 +124,48 @@ class Screened:
                                                                else "")
 
 
-def _id_error(raw: bytes, size: int, name: str, optional: bool = False) -> str | None:
-    if optional and not raw:
-        return None
-    if len(raw) != size:
-        return f"{name} has {len(raw)} bytes, expected {size}"
-    if not any(raw):
-        return f"{name} is all zeroes"
-    return None
-
-
 def _attribute_error(attributes: Any, limit: int, where: str) -> str | None:
     for kv in attributes:
-        size = kv.value.ByteSize()
-        if size > limit:
-            return f"{where}attribute {kv.key!r} is {size} bytes, the limit is {limit}"
+        error = size_error(kv.value.ByteSize(), f"{where}attribute {kv.key!r}", limit)
+        if error:
+            return error
     return None
 
 
 def _time_error(span: Any) -> str | None:
-    if span.start_time_unix_nano > MAX_TIME_NS:
-        name, value = "start_time_unix_nano", span.start_time_unix_nano
-    elif span.end_time_unix_nano > MAX_TIME_NS:
-        name, value = "end_time_unix_nano", span.end_time_unix_nano
-    else:
-        late = [(n, event.time_unix_nano) for n, event in enumerate(span.events)
-                if event.time_unix_nano > MAX_TIME_NS]
-        if not late:
-            return None
-        name, value = f"events[{late[0][0]}].time_unix_nano", late[0][1]
-    return (f"{name} {value} is beyond the latest time the store holds ({MAX_TIME_NS} ns, "
-            "2262-04-11)")
+    return (time_error(span.start_time_unix_nano, "start_time_unix_nano")
+            or time_error(span.end_time_unix_nano, "end_time_unix_nano")
+            or next((error for n, event in enumerate(span.events)
+                     if (error := time_error(event.time_unix_nano,
+                                             f"events[{n}].time_unix_nano"))), None))
+
+
+def _count_error(span: Any) -> str | None:
+    return (count_error(len(span.attributes), "attributes")
+            or count_error(len(span.events), "events")
+            or count_error(len(span.links), "links")
+            or next((error for n, event in enumerate(span.events)
+                     if (error := count_error(len(event.attributes),
+                                              f"events[{n}].attributes"))), None))
 
 
 def span_error(span: Any, limits: Limits, sizes: bool = True) -> str | None:
     """Why one span cannot be stored, or None. ``sizes``: check value sizes too."""
-    error = (_id_error(span.trace_id, 16, "trace_id")
-             or _id_error(span.span_id, 8, "span_id")
-             or _id_error(span.parent_span_id, 8, "parent_span_id", optional=True)
-             or _time_error(span))
+    error = (id_error(span.trace_id, TRACE_ID_BYTES, "trace_id")
+             or id_error(span.span_id, SPAN_ID_BYTES, "span_id")
+             or id_error(span.parent_span_id, SPAN_ID_BYTES, "parent_span_id", optional=True)
+             or _time_error(span) or _count_error(span))
     if error:
         return error
     for n, link in enumerate(span.links):
-        error = (_id_error(link.trace_id, 16, f"links[{n}].trace_id")
-                 or _id_error(link.span_id, 8, f"links[{n}].span_id"))
+        error = (id_error(link.trace_id, TRACE_ID_BYTES, f"links[{n}].trace_id")
+                 or id_error(link.span_id, SPAN_ID_BYTES, f"links[{n}].span_id"))
         if error:
             return error
     if not sizes or span.ByteSize() <= limits.max_attribute_bytes:
         return None  # no value inside can exceed the limit
-    error = _attribute_error(span.attributes, limits.max_attribute_bytes, "")
+    error = text_error(span.name, "name", limits.max_attribute_bytes)
+    error = error or _attribute_error(span.attributes, limits.max_attribute_bytes, "")
     for n, event in enumerate(span.events):
         error = error or _attribute_error(event.attributes, limits.max_attribute_bytes,
                                           f"events[{n}] ")

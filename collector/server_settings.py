@@ -67,7 +67,9 @@ ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
 ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
 ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
 ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
+ENV_WORKERS = "REWIND_WORKERS"  # API processes of ``rewind serve`` / ``rewind worker``
 DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
+NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -83,9 +85,24 @@ def store_url() -> str | None:
     return os.environ.get(ENV_CLICKHOUSE_URL) or None
 
 
-def worker_url() -> str:
-    """The worker the CLI reads through: ``REWIND_URL``, else the default local one."""
-    return os.environ.get(ENV_WORKER_URL) or DEFAULT_WORKER_URL
+def worker_url() -> str | None:
+    """The worker the CLI reads through: ``REWIND_URL``, else the default local one; None
+    when ``REWIND_URL`` is ``off``."""
+    url = named_worker_url() or DEFAULT_WORKER_URL
+    return None if url.strip().lower() == NO_WORKER else url
+
+
+def named_worker_url() -> str | None:
+    """The worker ``REWIND_URL`` names, if any (``off`` included)."""
+    return os.environ.get(ENV_WORKER_URL) or None
+
+
+def token_settings() -> tuple[str | None, str | None, float]:
+    """The tokens file, inline tokens and reload interval a server reads (an API process of
+    ``--workers`` gets them from its parent this way)."""
+    return (os.environ.get(ENV["auth_tokens_file"]) or None,
+            os.environ.get(ENV["auth_tokens"]) or None,
+            float(os.environ.get(ENV["auth_reload_seconds"]) or 2.0))
 
 
 def api_token() -> str | None:

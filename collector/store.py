@@ -7,6 +7,7 @@ module is the same for both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -46,6 +47,19 @@ def redact_url(url: str) -> str:
     return url
 
 
+def public_url(url: str) -> str:
+    """The store's URL without credentials (user, password, query): what a worker's
+    ``/health`` says it serves, so that a client can tell whether it is the store it wants."""
+    parts = urlsplit(url)
+    if parts.scheme == "chdb":
+        path = parts.netloc + parts.path if parts.netloc else parts.path
+        return "chdb://" + os.path.realpath(unquote(path))
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port or (8443 if parts.scheme == "https" else 8123)
+    return f"{parts.scheme}://{host.lower()}:{port}/{parts.path.strip('/')}"
+
+
 def check_url(url: str) -> None:
     """Refuses URLs no connection attempt could fix (scheme, relative embedded path)."""
     parts = urlsplit(url)
@@ -61,13 +75,15 @@ def check_url(url: str) -> None:
 
 
 class Store:
-    """Thread-safe wrapper: the embedded engine takes one statement at a time."""
+    """Thread-safe wrapper: the embedded engine takes one statement at a time; a server takes
+    statements from several threads at once (no session, so none waits on another's)."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = resolve_url(url)
         self.embedded = self.url.startswith("chdb:")
         self.database = "default"
-        self._lock = threading.RLock()
+        # a server's client is shared without a lock: its connection pool serves each thread
+        self._lock: Any = threading.RLock() if self.embedded else contextlib.nullcontext()
         self._closed = False
         self._client = self._connect()
 
@@ -89,6 +105,7 @@ class Store:
                 password=unquote(parts.password or ""),
                 database=self.database,
                 secure=parts.scheme == "https",
+                autogenerate_session_id=False,  # a session takes one query at a time
             )
         except StoreError:
             raise

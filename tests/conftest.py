@@ -13,6 +13,11 @@ import pytest
 pytest.register_assert_rewrite("tests.support")
 # LiteLLM fetches its price table from the network when imported unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Hermetic: the suite reaches only servers it started, never a `rewind serve` left running on
+# the default ports (tests/support/ambient.py says which settings do that).
+from tests.support.ambient import NO_AMBIENT  # noqa: E402
+
+os.environ.update(NO_AMBIENT)
 
 from rewind import exporter  # noqa: E402  (after the rewrite hook, like every support import)
 from rewind.collector.migrate import migrate  # noqa: E402

@@ -11,14 +11,13 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from rewind.collector import reader
-from rewind.collector.server_settings import DEFAULT_WORKER_URL as DEFAULT_API
 from rewind.collector.store import Store
 from rewind.collector.writer import TraceWriter
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive, blobs
 from rewind.replay.sources.archive import ArchiveError, CredentialInTrace
 from rewind.replay.sources.credentials import attribute_findings
-from rewind.replay.sources.locate import StoreSource, worker_reachable
+from rewind.replay.sources.locate import StoreSource
 from rewind.replay.worker.app import create_app
 from tests.support.trace_files import SYSTEM, TRACE, chat_spans, tampered
 
@@ -242,9 +241,8 @@ def test_replay_from_the_file_alone_with_the_llm_gone(parcel_recording, parcel_f
 
 
 def test_import_into_a_fresh_store_then_replay_by_trace_id(parcel_recording, parcel_file):
-    """No worker configured: the CLI opens the store itself (when none answers by default)."""
-    if worker_reachable(DEFAULT_API):
-        pytest.skip(f"a worker answers at {DEFAULT_API}; the CLI would use it, not the store")
+    """No worker configured, a store named: the CLI opens that store itself (a worker on the
+    default port serves another store: explicit beats ambient)."""
     rec, fresh = parcel_recording, f"chdb://{parcel_recording.tmp / 'fresh-store'}"
     done = rec.rewind("import", str(parcel_file), "--clickhouse", fresh, REWIND_URL="")
     assert done.returncode == 0, done.stderr

@@ -85,6 +85,24 @@ BYPASSES = {
     "private key block": (
         lambda s: s["ResourceAttributes"].update({"deploy.key": PRIVATE_KEY}),
         "ResourceAttributes['deploy.key']", "Private Key (BEGIN …)", PRIVATE_KEY),
+    # base64 and base64url text with no body_encoding to say so, as secret scanners read it
+    "base64 body without a marker": (
+        lambda s: attrs(s).update({"rewind.request.body": base64.b64encode(
+            json.dumps({"api_key": OPENAI}).encode()).decode()}),
+        "SpanAttributes['rewind.request.body']", "OpenAI-style API key (sk-pro…)", OPENAI),
+    "base64 inside a message": (
+        lambda s: attrs(s).update({"gen_ai.input.messages": json.dumps([{
+            "role": "user", "content": "config: " + base64.b64encode(
+                f"GITHUB_TOKEN={GITHUB}\n".encode()).decode()}])}),
+        "SpanAttributes['gen_ai.input.messages']", "GitHub Token (ghp…)", GITHUB),
+    "base64url without padding in a tool result": (
+        lambda s: attrs(s).update({"rewind.tool.result": "state=" + base64.urlsafe_b64encode(
+            f"??>{SLACK}~~".encode()).decode().rstrip("=") + "&ok=1"}),
+        "SpanAttributes['rewind.tool.result']", "Slack Token (xoxb-2…)", SLACK),
+    "base64 inside base64": (
+        lambda s: s["EventAttributes"][0].update({"payload": base64.b64encode(
+            base64.b64encode(f"key: {OPENAI}".encode())).decode()}),
+        "Events[0].Attributes['payload']", "OpenAI-style API key (sk-pro…)", OPENAI),
 }
 
 
@@ -136,6 +154,10 @@ def test_a_span_named_with_a_key_is_not_named_in_full_by_the_message():
         ("gen_ai.input.messages", "the sha256 is " + "ab" * 32 + " and the id is "
          "4bf92f3577b34da6a3ce929d0e0e4736; see https://example.com/a%20b?q=1%2B1"),
         ("gen_ai.output.messages", "JSON escapes like \\u00e9t\\u00e9 and \\\\n are text"),
+        ("gen_ai.input.messages", base64.b64encode(b"an ordinary sentence, base64 encoded, "
+                                                   b"says nothing secret").decode()),
+        ("rewind.tool.result", "ids " + "9f86d081884c7d659a2feaa0c55ad015" * 3 + " "
+         + base64.urlsafe_b64encode(bytes(range(200))).decode()),
     ],
 )
 def test_ordinary_values_are_not_taken_for_credentials(name, value):

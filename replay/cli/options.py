@@ -43,8 +43,9 @@ api_option = click.option(
     "--api",
     envvar=ENV_API,
     default=None,
-    help="URL of a running worker (rewind serve / rewind worker). Default http://127.0.0.1:8787;"
-    f" when none answers, the store is opened directly. A token it wants: {ENV_API_TOKEN}.",
+    help="URL of a running worker (rewind serve / rewind worker); 'off': the store itself. "
+    "Default: http://127.0.0.1:8787 when its /health names the store wanted (or none was "
+    f"named), else the store directly. A token it wants: {ENV_API_TOKEN}.",
 )
 
 

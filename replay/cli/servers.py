@@ -13,6 +13,7 @@ from rewind.collector.server_settings import (
     ENV_CLICKHOUSE_DATABASE,
     ENV_WORKER_HOST,
     ENV_WORKER_PORT,
+    ENV_WORKERS,
 )
 from rewind.collector.store import StoreError, redact_url
 from rewind.exporter.errors import RewindError
@@ -20,6 +21,10 @@ from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option
 
 out = Console()
+workers_option = click.option(
+    "--workers", envvar=ENV_WORKERS, type=int, default=1, show_default=True,
+    help="API processes sharing the port, for reads and replay sessions on several cores; "
+    "more than 1 needs a ClickHouse server (one process opens an embedded store).")
 
 @click.command(cls=Command)
 @clickhouse_option
@@ -47,14 +52,19 @@ out = Console()
               help="How often the tokens file is checked for changes (0: only on SIGHUP).")
 @click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Allow a non-loopback --host without authentication.")
+@workers_option
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
-          auth_reload_seconds: float, allow_insecure_bind: bool) -> None:
+          auth_reload_seconds: float, allow_insecure_bind: bool, workers: int) -> None:
     """Collector and replay worker together, on the embedded store by default."""
     from rewind.replay.cli.preflight import check_ports, check_store
-    from rewind.replay.worker.server import ServeOptions
+    from rewind.replay.worker.server import ServeOptions, check_workers
     from rewind.replay.worker.server import serve as run
 
+    try:
+        check_workers(clickhouse, workers)
+    except RewindError as error:
+        fail(str(error), fix_for(error))
     check_store(clickhouse)
     check_ports(host, {"--grpc-port": (grpc_port, ENV["grpc_port"]),
                        "--http-port": (http_port, ENV["http_port"]),
@@ -63,7 +73,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
         run(
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
                          auth_tokens_file, auth_tokens, auth_reload_seconds,
-                         allow_insecure_bind),
+                         allow_insecure_bind, workers),
             announce=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
@@ -83,14 +93,16 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
               help="Bearer tokens, one per line ('token [tenant]'); required off loopback.")
 @click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Serve on a non-loopback address without tokens.")
+@workers_option
 def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
-           allow_insecure_bind: bool) -> None:
+           allow_insecure_bind: bool, workers: int) -> None:
     """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP)."""
     from rewind.replay.worker.server import WorkerOptions
     from rewind.replay.worker.server import worker as run
 
     try:
-        run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind),
+        run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind,
+                          workers=workers),
             announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         return

@@ -168,7 +168,7 @@ def wait_until_readable(outcome: RecordOutcome, timeout: float = READABLE_TIMEOU
     if not exported or totals.get("failed_spans") or not outcome.trace_ids:
         return
     url = worker_url()
-    if not worker_reachable(url):
+    if url is None or not worker_reachable(url):
         return
     outcome.worker = url
     outcome.readable = ApiSource(url).wait_for_spans(outcome.trace_ids, exported, timeout)

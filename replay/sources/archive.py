@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rewind.collector.store import MAX_TIME_NS
+from rewind.collector.server_settings import Limits
+from rewind.collector.span_rules import SPAN_ID_BYTES, hex_id_error, shown, stored_span_error
 from rewind.exporter import attributes as A
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
@@ -48,11 +49,6 @@ SPAN_FIELDS = (
     "Duration", "StatusCode", "StatusMessage", "EventTimesNs", "EventNames", "EventAttributes",
     "LinkTraceIds", "LinkSpanIds", "LinkTraceStates", "LinkAttributes",
 )
-_TEXT_FIELDS = ("TraceState", "SpanName", "SpanKind", "ServiceName", "ScopeName",
-                "ScopeVersion", "StatusCode", "StatusMessage")
-_MAX_DURATION_NS = 2**64 - 1  # the Duration column is UInt64
-_LIST_FIELDS = ("EventTimesNs", "EventNames", "EventAttributes", "LinkTraceIds",
-                "LinkSpanIds", "LinkTraceStates", "LinkAttributes")
 
 
 class CredentialInTrace(ArchiveError):
@@ -115,47 +111,28 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
     })
 
 
-def _check_nanoseconds(value: Any, top: int, what: str) -> None:
-    """Times must fit the store's DateTime64(9) (durations its UInt64): refused here, with
-    the span and field, rather than failing the insert."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ArchiveError(f"{what} is not an integer (nanoseconds)")
-    if not 0 <= value <= top:
-        raise ArchiveError(f"{what} = {value} is out of range: nanoseconds from 0 to {top:,}"
-                           + (" (2262-04-11)" if top == MAX_TIME_NS else ""))
-
-
 def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
                   ) -> dict[str, Any]:
+    """A file's span in the reader's shape, checked by the rules intake applies
+    (``collector.span_rules``); refused naming the span and the field."""
     if not isinstance(entry, dict):
         raise ArchiveError(f"span #{index} is not an object")
-    where = f"span {entry.get('SpanId', f'#{index}')}"
+    span_id = entry.get("SpanId")
+    valid_id = hex_id_error(span_id, SPAN_ID_BYTES, "SpanId") is None
+    where = f"span {span_id}" if valid_id else f"span #{index}"
     missing = [name for name in SPAN_FIELDS if name not in entry]
     if missing:
         raise ArchiveError(f"{where} lacks {', '.join(missing)}")
     if entry["TraceId"] != trace_id:
-        raise ArchiveError(f"{where} belongs to trace {entry['TraceId']!r}, not {trace_id}")
+        raise ArchiveError(f"{where} belongs to trace {shown(entry['TraceId'])}, not {trace_id}")
     span = {name: entry[name] for name in SPAN_FIELDS}
     span["SpanAttributes"] = resolve(entry["SpanAttributes"], blobs, f"{where} SpanAttributes")
-    span["EventAttributes"] = [
-        resolve(m, blobs, f"{where} Events[{i}].Attributes")
-        for i, m in enumerate(entry["EventAttributes"] or [])
-    ]
-    for name in ("ResourceAttributes", "LinkAttributes"):
-        maps = [span[name]] if name == "ResourceAttributes" else span[name]
-        for value in maps or []:
-            resolve(value, {}, f"{where} {name}")
-    if any(not isinstance(span[name], str) for name in ("SpanId", "ParentSpanId", *_TEXT_FIELDS)):
-        raise ArchiveError(f"{where}: an id, name or status field is not text")
-    for name, top in (("StartNs", MAX_TIME_NS), ("Duration", _MAX_DURATION_NS)):
-        _check_nanoseconds(span[name], top, f"{where}: {name}")
-    lists = [span[name] for name in _LIST_FIELDS]
-    if any(not isinstance(value, list) for value in lists):
-        raise ArchiveError(f"{where}: event and link fields must be lists")
-    if len({len(v) for v in lists[:3]}) > 1 or len({len(v) for v in lists[3:]}) > 1:
-        raise ArchiveError(f"{where}: event or link fields have different lengths")
-    for i, time in enumerate(span["EventTimesNs"]):
-        _check_nanoseconds(time, MAX_TIME_NS, f"{where}: EventTimesNs[{i}]")
+    if isinstance(entry["EventAttributes"], list):
+        span["EventAttributes"] = [resolve(m, blobs, f"{where} Events[{i}].Attributes")
+                                   for i, m in enumerate(entry["EventAttributes"])]
+    error = stored_span_error(span, Limits().max_attribute_bytes)
+    if error:
+        raise ArchiveError(f"{where}: {error}")
     return span
 
 

@@ -4,7 +4,9 @@ The exporter already keeps credentials out of what it records; spans from other
 instrumentations, hand-made files and old recordings give no such promise, so a trace file is
 checked on its way out of a store and again on its way in. Every string of a span is read,
 names included (span, scope, event and attribute names), and each is also read as it would be
-decoded: base64 bodies (per ``*.body_encoding``), JSON escapes, URL encoding. Key shapes are
+decoded: base64 bodies (per ``*.body_encoding``), JSON escapes, URL encoding, and any run of
+24 or more base64/base64url characters that decodes to text, marked or not (as secret scanners
+read them). Key shapes are
 detect-secrets' detectors plus the providers we record. Pure: strings in, findings out.
 Findings name what was found and show at most a few characters of it.
 """
@@ -106,6 +108,10 @@ _DETECTOR_LITERALS: dict[type, tuple[str, ...]] = {
 _BLANKED = re.compile(r"[\s*x.<>\[\]()-]*(redacted|hidden|removed)?[\s*x.<>\[\]()-]*", re.I)
 _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\([\\/\"])")
 _URL_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
+# A run of base64 or base64url long enough to hide a key (as secret scanners look for them).
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+_TO_STANDARD = str.maketrans("-_", "+/")
+_BASE64_DEPTH = 2  # base64 inside base64, and no deeper
 
 
 @dataclass(frozen=True)
@@ -127,8 +133,22 @@ def _json_unescaped(text: str) -> str:
     return _JSON_ESCAPE.sub(lambda m: chr(int(m[1], 16)) if m[1] else m[2], text)
 
 
-def decoded_forms(text: str) -> list[str]:
-    """The text, and the text with JSON escapes and URL encoding undone (each, and both)."""
+def _as_text(run: str) -> str | None:
+    """A base64 or base64url run decoded, when what it holds is text."""
+    run = run.rstrip("=").translate(_TO_STANDARD)
+    run = run[: len(run) - len(run) % 4] if len(run) % 4 == 1 else run
+    try:
+        text = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    printable = text.replace("\n", "").replace("\r", "").replace("\t", "")
+    return text if printable.isprintable() else None
+
+
+def decoded_forms(text: str, depth: int = _BASE64_DEPTH) -> list[str]:
+    """The text, the text with JSON escapes and URL encoding undone (each, and both), and the
+    text hidden in base64/base64url runs of 24 characters or more inside any of them, with no
+    ``body_encoding`` to say so (``depth``: runs inside those too)."""
     forms = [text]
     for form in list(forms):
         if "\\" in form:
@@ -139,6 +159,11 @@ def decoded_forms(text: str) -> list[str]:
     for form in forms[1:]:
         if "\\" in form and _json_unescaped(form) not in forms:
             forms.append(_json_unescaped(form))
+    for form in list(forms) if depth else []:
+        for match in _BASE64_RUN.finditer(form):
+            hidden = _as_text(match.group())
+            if hidden:
+                forms += decoded_forms(hidden, depth - 1)
     return list(dict.fromkeys(forms))
 
 

@@ -7,16 +7,24 @@ says so and names the flags that point at one.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, to_query
-from rewind.collector.server_settings import ENV_API_TOKEN, api_token, worker_url
+from rewind.collector.server_settings import (
+    ENV_API_TOKEN,
+    NO_WORKER,
+    api_token,
+    named_worker_url,
+    store_url,
+    worker_url,
+)
 from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
 from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
-from rewind.collector.store import Store, redact_url, resolve_url
+from rewind.collector.store import Store, public_url, redact_url, resolve_url
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
@@ -237,42 +245,94 @@ def resolve_trace_id(source: TraceSource, ref: str) -> str:
 def worker_reachable(url: str) -> bool:
     """Whether a worker answers ``/health`` at ``url``; the connection stays open for the
     calls that follow."""
+    return worker_health(url) is not None
+
+
+def worker_health(url: str) -> dict[str, Any] | None:
+    """What a worker's ``/health`` says (``store_url``: the store it serves, when it says),
+    None when no worker answers at ``url``."""
     from rewind.exporter.errors import InvalidValue
     from rewind.replay.sources.api_client import ApiUnreachable, client_for
 
     try:
-        return client_for(url).request("GET", "/health", timeout=1.0).status_code == 200
+        answer = client_for(url).request("GET", "/health", timeout=1.0)
     except (ApiUnreachable, InvalidValue):
-        return False
+        return None
+    if answer.status_code != 200:
+        return None
+    try:
+        health = answer.json()
+    except ValueError:
+        return {}
+    return health if isinstance(health, dict) else {}
+
+
+def _served_store(health: dict[str, Any]) -> str | None:
+    served = health.get("store_url")
+    return served if isinstance(served, str) and served else None
+
+
+def _worker_for(url: str, wanted: str | None, named: bool) -> str | None:
+    """``url`` when the worker there serves the store wanted (``named``: the worker was
+    named by --api / REWIND_URL: any store it serves will do when none was named); else None,
+    and a worker that answers with another store is one line on stderr (explicit beats ambient)
+    or, when it was named, an error."""
+    health = worker_health(url)
+    if health is None:
+        return None
+    served = _served_store(health)
+    if served is not None and (wanted is None or served == public_url(wanted)):
+        return url
+    if named and wanted is None:
+        return url  # a worker that does not say which store it serves, asked for by name
+    which = (f"serves {served}" if served else "does not say which store it serves")
+    if named:
+        raise SourceError(f"the worker at {url} {which}, not {public_url(wanted or '')}",
+                          f"pick one: --api / {ENV_API} for that worker, or --clickhouse / "
+                          f"{ENV_URL} alone for the store")
+    asked = "as asked" if wanted else "(the default store)"
+    print(f"note: reading {public_url(resolve_url(wanted))} {asked}, not through the worker at "
+          f"{url} (it {which}); pass --api {url} (or {ENV_API}) to use that worker",
+          file=sys.stderr)
+    return None
 
 
 def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
                 create: bool = False) -> TraceSource:
-    """The worker at ``api_url`` (or ``REWIND_URL``) if it answers, else the store directly.
-    Without ``create`` (only an import makes a store) a store that is not there is an error
-    naming where it was looked for, never an empty store made on the spot."""
-    url = api_url or worker_url()
-    if clickhouse_url and not api_url and not clickhouse_url.startswith("chdb:"):
-        server = Store(clickhouse_url)  # a server: read it directly
-        return StoreSource(server if create else _existing(server))
-    if worker_reachable(url):
-        return ApiSource(url)
-    if api_url:
-        raise SourceError(f"no Rewind worker answers at {api_url}",
+    """Explicit beats ambient: a worker named by ``api_url`` (or ``REWIND_URL``) and a store
+    named by ``clickhouse_url`` (or ``REWIND_CLICKHOUSE_URL``) are the ones used; the local
+    worker on the default port is used only when its ``/health`` names the store it serves and
+    that is the one wanted (or none was named). Otherwise the store itself. Without ``create``
+    (only an import makes a store) a store that is not there is an error naming where it was
+    looked for, never an empty store made on the spot."""
+    named = api_url or named_worker_url()
+    named = None if named and named.strip().lower() == NO_WORKER else named
+    wanted = clickhouse_url or store_url()
+    if named:
+        if _worker_for(named, wanted, named=True):
+            return ApiSource(named)
+        raise SourceError(f"no Rewind worker answers at {named}",
                           "start `rewind serve` or `rewind worker`, or fix --api / "
                           f"{ENV_API}")
-    store_url = resolve_url(clickhouse_url)
+    url = worker_url()
+    if wanted and not wanted.startswith("chdb:"):
+        server = Store(wanted)  # a server: read it directly
+        return StoreSource(server if create else _existing(server))
+    if url is not None and _worker_for(url, wanted, named=False):
+        return ApiSource(url)
+    store_url_ = resolve_url(wanted)
+    where = f"no worker answers at {url}" if url else f"{ENV_API} is {NO_WORKER}"
     if create:
-        return StoreSource(Store(store_url))
-    path = _embedded_path(store_url)
+        return StoreSource(Store(store_url_))
+    path = _embedded_path(store_url_)
     if path is not None and not path.is_dir():
-        raise SourceError(f"no Rewind store in {path} and no worker answers at {url}",
+        raise SourceError(f"no Rewind store in {path} and {where}",
                           f"start `rewind serve` where you recorded, or {ENV_HINT}")
-    if store_in_use(store_url):
+    if store_in_use(store_url_):
         raise SourceError(f"the store in {path} is open in another process (a `rewind serve`?) "
-                          f"and no worker answers at {url}", "point --api / "
+                          f"and {where}", "point --api / "
                           f"{ENV_API} at that process's worker URL, or stop it")
-    return StoreSource(_existing(Store(store_url)))
+    return StoreSource(_existing(Store(store_url_)))
 
 
 def store_in_use(url: str) -> bool:

@@ -98,12 +98,31 @@ def _proto_requests(data: bytes) -> list[ExportTraceServiceRequest]:
                         "as the Collector's file exporter writes with format: proto)")
 
 
+def _check_spans(request: ExportTraceServiceRequest) -> None:
+    """Each span by the rules the receivers apply (``collector.intake.span_error``): a file
+    brought in is checked no more loosely than a span sent."""
+    from rewind.collector.intake import span_error
+    from rewind.collector.server_settings import Limits
+    from rewind.replay.sources.document import ArchiveError
+
+    limits = Limits()
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for n, span in enumerate(scope_spans.spans):
+                error = span_error(span, limits)
+                if error:
+                    label = span.span_id.hex() if len(span.span_id) == 8 else f"#{n}"
+                    raise ArchiveError(f"span {label} ({span.name[:60]!r}): {error}")
+
+
 def rows_of(data: bytes) -> list[list[Any]]:
     """Every span of an OTLP file as an ``otel_traces`` row (``schema.TRACE_COLUMNS``)."""
     from rewind.collector.rows import span_rows
 
     text = data.lstrip()
     requests = list(_json_requests(data)) if text.startswith(b"{") else _proto_requests(data)
+    for request in requests:
+        _check_spans(request)
     rows = [row for request in requests for row in span_rows(request)]
     if not rows:
         raise OtlpFileError("the file holds no spans")

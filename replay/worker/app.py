@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
-from rewind.collector.store import Store
+from rewind.collector.store import Store, public_url
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist.streamable import MCP_PATH, Assistant
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
@@ -36,7 +36,9 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
     assistant = Assistant(authenticated=authenticator is not None)
 
     def health(request: Request) -> Any:
-        return {"status": "ok", "store": "embedded" if store.embedded else "server"}
+        # the store it serves, without credentials: a client tells whether it is the one wanted
+        return {"status": "ok", "store": "embedded" if store.embedded else "server",
+                "store_url": public_url(store.url)}
 
     def openapi(request: Request) -> Any:
         return openapi_document()

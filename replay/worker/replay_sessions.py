@@ -146,12 +146,14 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
     path = request.path_params["path"]
     body = await request.body()
     url = f"http://replay/{path.lstrip('/')}"
-    session, decision = decide(request.method, url, dict(request.headers), body)
+    # matching and building the answer are CPU work: in a thread, so the loop keeps serving
+    session, decision = await run_in_threadpool(decide, request.method, url,
+                                                dict(request.headers), body)
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
     if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
-    answer = recorded_answer(decision.interaction, body, url)
+    answer = await run_in_threadpool(recorded_answer, decision.interaction, body, url)
     hold = session.hold(decision.interaction)  # calls in flight together: the recorded order
     if hold is not None:
         await hold.wait_async()

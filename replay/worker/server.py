@@ -3,11 +3,17 @@
 With the embedded store this is the only way to both ingest and read: chDB opens a store in one
 process at a time. Both sides share one set of tokens (the collector's settings): the tenant a
 token stamps on the spans it sends is the tenant whose traces it reads.
+
+One process serves reads and replay sessions in threads; Python's work in them (pages,
+matching, answers) uses one core. Against a ClickHouse server, ``--workers N`` serves the API
+from N processes sharing the port (each with its own connection and tokens), so throughput
+grows with cores; the embedded store cannot be opened by several processes, and says so.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -16,13 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 
 from rewind.collector.auth import Authenticator, TokenReloader, TokenSource
 from rewind.collector.migrate import migrate
 from rewind.collector.receivers_http import bind_socket
-from rewind.collector.server_settings import ENV_API_TOKENS_FILE, IngestOptions, is_loopback
+from rewind.collector.server_settings import (
+    ENV,
+    ENV_API_TOKENS_FILE,
+    ENV_CLICKHOUSE_URL,
+    ConfigError,
+    IngestOptions,
+    is_loopback,
+    store_url,
+    token_settings,
+)
 from rewind.collector.service import start_ingest
-from rewind.collector.store import Store, redact_url
+from rewind.collector.store import Store, public_url, redact_url, resolve_url
 from rewind.replay.worker.app import create_app
 
 log = logging.getLogger("rewind.server")
@@ -40,6 +56,7 @@ class ServeOptions:
     auth_tokens: str | None = None  # inline 'token [tenant]' entries, comma-separated
     auth_reload_s: float = 2.0
     allow_insecure_bind: bool = False
+    workers: int = 1
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -54,13 +71,69 @@ class WorkerOptions:
     tokens_file: str | None = None
     allow_insecure_bind: bool = False
     auth_reload_s: float = 2.0
+    workers: int = 1
+
+
+def check_workers(store_url: str | None, workers: int) -> None:
+    """Several API processes need a ClickHouse server: only one process opens an embedded
+    store. Refused before anything starts, saying what the limit is and how to scale out."""
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: give 1 or more API processes")
+    url = resolve_url(store_url)
+    if workers > 1 and url.startswith("chdb:"):
+        raise ConfigError(
+            f"--workers {workers}: the embedded store {public_url(url)} can be opened by one "
+            "process only, so one process serves it (reads and replay sessions in threads; "
+            "their Python work uses one core)",
+            hint="to use more cores, keep the spans in a ClickHouse server (--clickhouse "
+            f"http://user:password@host:8123/db, {ENV_CLICKHOUSE_URL}) and run `rewind serve` or "
+            "`rewind worker` with --workers N against it (several workers, on several machines "
+            "too, may serve one server)")
+
+
+def api_process_app() -> Starlette:
+    """The app of one API process of ``--workers``: its own connection to the store and its
+    own tokens (kept current by its own reloader), from the variables its parent set."""
+    store = Store(store_url())
+    tokens_file, inline, reload_s = token_settings()
+    if not (tokens_file or inline):
+        return create_app(store)
+    source = TokenSource(tokens_file, inline)
+    auth = Authenticator(source.load())
+    TokenReloader(auth, source, reload_s).start()
+    return create_app(store, authenticator=auth)
+
+
+def run_processes(sock: socket.socket, store: Store, workers: int,
+                   tokens: tuple[str | None, str | None, float]) -> None:
+    """``workers`` processes serving the API on ``sock`` until SIGINT/SIGTERM (uvicorn's
+    supervisor restarts one that dies; SIGHUP restarts them all, reading the tokens again)."""
+    from uvicorn.supervisors import Multiprocess
+
+    tokens_file, inline, reload_s = tokens
+    os.environ[ENV_CLICKHOUSE_URL] = store.url  # what api_process_app reads in each process
+    for name, value in (("auth_tokens_file", tokens_file), ("auth_tokens", inline),
+                        ("auth_reload_seconds", str(reload_s))):
+        os.environ.pop(ENV[name], None)
+        if value:
+            os.environ[ENV[name]] = value
+    config = uvicorn.Config(f"{__name__}:api_process_app", factory=True, workers=workers,
+                            log_level="warning", access_log=False)
+    Multiprocess(config, sockets=[sock]).run()
 
 
 def run_api(store: Store, host: str, port: int, authenticator: Authenticator | None,
-            announce: Callable[[int], None], reloader: TokenReloader | None = None) -> None:
+            announce: Callable[[int], None], reloader: TokenReloader | None = None,
+            workers: int = 1, tokens: tuple[str | None, str | None, float] = (None, None, 2.0)
+            ) -> None:
     """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port. SIGHUP
-    reloads the tokens through ``reloader``."""
+    reloads the tokens through ``reloader``. ``workers`` > 1: that many processes (a
+    ClickHouse server only), each reading ``tokens`` (file, inline, reload seconds)."""
     sock = bind(host, port)
+    if workers > 1:
+        announce(sock.getsockname()[1])
+        run_processes(sock, store, workers, tokens)
+        return
     server = uvicorn.Server(uvicorn.Config(create_app(store, authenticator=authenticator),
                                            log_level="warning", access_log=False))
     announce(sock.getsockname()[1])
@@ -83,6 +156,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
             f"--tokens-file ({ENV_API_TOKENS_FILE}) or pass --allow-insecure-bind if the "
             "network is trusted"
         )
+    check_workers(options.clickhouse_url, options.workers)
     auth = Authenticator(tokens) if tokens else None
     reloader = TokenReloader(auth, source, options.auth_reload_s) if auth and source else None
     store = Store(options.clickhouse_url)
@@ -92,8 +166,8 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
             reloader.start()
         run_api(store, options.host, options.port, auth, lambda port: announce(
             f"rewind worker ready: api=http://{options.host}:{port} "
-            f"store={redact_url(store.url)}"
-        ), reloader)
+            f"store={redact_url(store.url)}" + _processes(options.workers)
+        ), reloader, options.workers, (options.tokens_file, None, options.auth_reload_s))
     finally:
         if reloader is not None:
             reloader.stop()
@@ -103,6 +177,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
 def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> None:
     """Blocks until interrupted (SIGINT/SIGTERM), then stops both servers and the store."""
     has_tokens = options.auth_tokens_file or options.auth_tokens
+    check_workers(options.clickhouse_url, options.workers)
     store = Store(options.clickhouse_url)
     try:
         applied = migrate(store)
@@ -126,10 +201,16 @@ def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> Non
                 reloader.auth if reloader is not None else None, lambda api_port: announce(
                     f"rewind serve ready: otlp-grpc={ingest.grpc_endpoint} "
                     f"api=http://{options.host}:{api_port} otlp-http={ingest.http_url} "
-                    f"store={redact_url(store.url)}"), reloader)
+                    f"store={redact_url(store.url)}" + _processes(options.workers)), reloader,
+                options.workers,
+                (options.auth_tokens_file, options.auth_tokens, options.auth_reload_s))
     finally:
         ingest.stop()  # writes what is queued; the rest stays in the spool
         store.close()
+
+
+def _processes(workers: int) -> str:
+    return f" api-processes={workers}" if workers > 1 else ""
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -1,6 +1,7 @@
 """The ``rewind`` CLI as a user runs it, for the ``test_cli_*`` modules: a subprocess in a
 100-column terminal, with the store and the environment the test gives and nothing inherited
-that would point it elsewhere (``REWIND_URL``, ``REWIND_CLICKHOUSE_URL``)."""
+that would point it elsewhere (``REWIND_CLICKHOUSE_URL``; ``REWIND_URL`` is ``off`` unless the
+test names a worker: never one left running on the default port)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource
+from tests.support.ambient import NO_AMBIENT
 from tests.support.harness import lab_in
 
 BIN = Path(sys.executable).parent  # where the console scripts are installed
@@ -25,6 +27,7 @@ def user_env(store: Path | None = None, columns: str | None = COLUMNS,
     """This environment without our pointers, then ``store`` (a directory holding an embedded
     store), the terminal width (None: as when piped) and ``extra``."""
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_AWAY}
+    env.update(NO_AMBIENT)
     if columns:
         env["COLUMNS"] = columns
     if store is not None:

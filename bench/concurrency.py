@@ -1,0 +1,191 @@
+"""Concurrency benchmark: how a worker's throughput grows with concurrent clients, as ratios
+to one client measured in the same run.
+
+Two loads against one `rewind serve`: replay sessions over HTTP (each client opens a session
+for a recorded 10-call run and makes its calls with the real ``openai`` SDK, as a replayed
+agent does) and reads (each client loads a run's page and the runs listing, in turn). Clients
+are separate processes, so the client side never shares one interpreter's lock. Printed for
+1, 4 and 16 clients: calls (or requests) per second, the ratio to one client, the median
+latency, and the cores the machine has.
+
+The default is the embedded store: one process serves it (reads and replay sessions in
+threads), so Python's work there uses one core. Against a ClickHouse server give
+``--clickhouse http://...`` and ``--workers N``: N API processes share the port.
+
+    python bench/concurrency.py [--clients 1,4,16] [--rounds 8]
+        [--clickhouse http://user:pass@host:8123/db --workers 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import httpx
+import openai
+
+from rewind.replay.testing.fakellm import FakeLLMServer
+
+BIN = Path(sys.executable).parent
+CALLS = 10
+READY = re.compile(r"otlp-grpc=(\S+) api=(\S+) ")
+TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
+SYSTEM = "You are a careful assistant. Answer from the context only. " * 8
+
+
+def question(i: int) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"question {i}: " + "context " * 200}]
+
+
+AGENT = textwrap.dedent(f"""
+    import os, sys
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    import openai
+    from concurrency import CALLS, question
+
+    client = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-bench",
+                           max_retries=0)
+    for i in range(CALLS):
+        client.chat.completions.create(model="gpt-4o", messages=question(i))
+""")
+
+
+class Serve:
+    """`rewind serve` on free ports, on ``store`` (embedded unless a server URL is given)."""
+
+    def __init__(self, store: str, workers: int) -> None:
+        self.process = subprocess.Popen(
+            [str(BIN / "rewind"), "serve", "--clickhouse", store, "--grpc-port", "0",
+             "--http-port", "0", "--api-port", "0", "--workers", str(workers)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            found = READY.search(line)
+            if found:
+                self.grpc, self.api = found.groups()
+                return
+        raise SystemExit("rewind serve did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
+
+def record(serve: Serve, directory: Path, llm: FakeLLMServer) -> str:
+    agent = directory / "agent.py"
+    agent.write_text(AGENT)
+    env = {**os.environ, "LLM_URL": llm.base_url, "REWIND_URL": serve.api}
+    command = [str(BIN / "rewind"), "record", "--endpoint", f"http://{serve.grpc}", "--",
+               sys.executable, str(agent)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode:
+        raise SystemExit(f"recording failed:\n{done.stderr}")
+    return TRACE_ID.findall(done.stderr)[0]
+
+
+# -- what one client process does: timings of each call ---------------------------------------
+
+Timed = tuple[float, float, list[float]]  # a client's first start, last end, each call's time
+
+
+def replay_client(api: str, trace_id: str, rounds: int) -> Timed:
+    """``rounds`` replays of the run, each in its own session, with the openai SDK."""
+    timings: list[float] = []
+    first = 0.0  # perf_counter is the system's monotonic clock: the same in every process
+    sdk = openai.OpenAI(base_url=api, api_key="sk-replay", max_retries=0)  # one connection pool
+    with httpx.Client(timeout=60) as http:
+        for round_ in range(rounds + 1):  # round 0 warms the SDK and the connections: untimed
+            first = time.perf_counter() if round_ == 1 else first
+            session = http.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id})
+            session.raise_for_status()
+            client = sdk.with_options(base_url=api + session.json()["base_path"] + "/v1")
+            for i in range(CALLS):
+                started = time.perf_counter()
+                client.chat.completions.create(model="gpt-4o", messages=question(i))
+                if round_:
+                    timings.append(time.perf_counter() - started)
+    return first, time.perf_counter(), timings
+
+
+def read_client(api: str, trace_id: str, rounds: int) -> Timed:
+    """``rounds`` x (the run's page, the runs listing)."""
+    timings: list[float] = []
+    first = 0.0
+    with httpx.Client(timeout=60) as http:
+        for round_ in range(rounds + 1):  # round 0 warms the connection: untimed
+            first = time.perf_counter() if round_ == 1 else first
+            for path in (f"/traces/{trace_id}", "/"):
+                started = time.perf_counter()
+                http.get(api + path).raise_for_status()
+                if round_:
+                    timings.append(time.perf_counter() - started)
+    return first, time.perf_counter(), timings
+
+
+def _ready(_: int) -> None:
+    """Run in each client process before timing: its interpreter and the SDK's lazily
+    imported parts are up."""
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-warm")
+    _ = client.chat.completions.with_raw_response
+
+
+def measure(pool: ProcessPoolExecutor, clients: int, job, *args) -> tuple[float, float]:
+    """(operations per second, median latency in ms) for ``clients`` processes at once."""
+    results = list(pool.map(job, *([arg] * clients for arg in args)))
+    elapsed = max(end for _, end, _ in results) - min(start for start, _, _ in results)
+    timings = [t for _, _, result in results for t in result]
+    return len(timings) / elapsed, statistics.median(timings) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--rounds", type=int, default=8,
+                        help="replays (and page + listing pairs) per client")
+    parser.add_argument("--clickhouse", default=None, help="a ClickHouse server URL; "
+                        "default: an embedded store in a temporary directory")
+    parser.add_argument("--workers", type=int, default=1, help="API processes (a server only)")
+    options = parser.parse_args()
+    counts = [int(n) for n in options.clients.split(",")]
+    with tempfile.TemporaryDirectory(prefix="rewind-bench-concurrency-") as tmp, \
+            FakeLLMServer() as llm:
+        store = options.clickhouse or f"chdb://{tmp}/store"
+        serve = Serve(store, options.workers)
+        try:
+            trace_id = record(serve, Path(tmp), llm)
+            rows = []
+            with ProcessPoolExecutor(max(counts)) as pool:
+                list(pool.map(_ready, range(max(counts) * 2)))
+                replay_client(serve.api, trace_id, 1)  # the worker's caches are warm
+                read_client(serve.api, trace_id, 1)
+                for clients in counts:
+                    rows.append((clients,
+                                 measure(pool, clients, replay_client, serve.api, trace_id,
+                                         options.rounds),
+                                 measure(pool, clients, read_client, serve.api, trace_id,
+                                         options.rounds)))
+        finally:
+            serve.stop()
+    kind = "a ClickHouse server" if options.clickhouse else "the embedded store"
+    print(f"rewind serve on {kind}, {options.workers} API process(es); {os.cpu_count()} cores; "
+          f"clients are processes; {options.rounds} rounds per client")
+    print(f"{'clients':>7}  {'replay calls/s':>14} {'ratio':>6} {'p50 ms':>7}  "
+          f"{'reads/s':>8} {'ratio':>6} {'p50 ms':>7}")
+    (_, (replay_one, _), (read_one, _)) = rows[0]
+    for clients, (replay, replay_p50), (reads, read_p50) in rows:
+        print(f"{clients:>7}  {replay:>14.1f} {replay / replay_one:>5.2f}x {replay_p50:>7.1f}  "
+              f"{reads:>8.1f} {reads / read_one:>5.2f}x {read_p50:>7.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""The suite reaches only servers it started. A `rewind serve` left running on the default
+ports (8787 for the worker, 4317/4318 for the collector) must change no test: the CLI looks
+for a worker on the default port only when ``REWIND_URL`` does not say otherwise, so the suite
+says ``off`` (read the store itself) unless a test names its own worker."""
+
+from __future__ import annotations
+
+from rewind.collector.server_settings import ENV_WORKER_URL, NO_WORKER
+
+NO_AMBIENT = {ENV_WORKER_URL: NO_WORKER}
