@@ -140,6 +140,32 @@ MESSAGE_EVENTS = {
 }
 CHOICE_EVENT = "gen_ai.choice"
 
+# OpenInference (Arize Phoenix's instrumentations), read at intake into the names above.
+OI_SPAN_KIND = "openinference.span.kind"  # LLM, EMBEDDING, TOOL, AGENT, CHAIN, ...
+OI_INPUT_VALUE = "input.value"  # the call's input; the provider's request JSON when mime is JSON
+OI_INPUT_MIME = "input.mime_type"
+OI_OUTPUT_VALUE = "output.value"
+OI_OUTPUT_MIME = "output.mime_type"
+OI_MODEL_NAME = "llm.model_name"
+OI_PROVIDER = "llm.provider"
+OI_SYSTEM = "llm.system"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"  # JSON
+OI_INPUT_MESSAGES = "llm.input_messages."  # llm.input_messages.{i}.message.{field}
+OI_OUTPUT_MESSAGES = "llm.output_messages."
+OI_TOOLS = "llm.tools."  # llm.tools.{i}.tool.json_schema
+OI_PROMPT_TOKENS = "llm.token_count.prompt"
+OI_COMPLETION_TOKENS = "llm.token_count.completion"
+OI_CACHE_READ_TOKENS = "llm.token_count.prompt_details.cache_read"
+OI_REASONING_TOKENS = "llm.token_count.completion_details.reasoning"
+OI_FINISH_REASON = "llm.finish_reason"
+OI_EMBEDDING_MODEL = "embedding.model_name"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_AGENT_NAME = "agent.name"
+OI_SESSION_ID = "session.id"
+OPERATION_INVOKE_AGENT = "invoke_agent"
+
 # What each capture mode leaves out (see config.CaptureMode).
 RAW_ATTRIBUTES = frozenset(
     {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR,
