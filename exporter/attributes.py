@@ -124,6 +124,10 @@ URL_QUERY = "url.query"
 # gen_ai.operation.name values that are one call to a model (one row each in rewind_llm_calls).
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
 OPERATION_EXECUTE_TOOL = "execute_tool"
+# Operations that all name one call generating content, whatever an instrumentation calls it
+# (ADK's span is generate_content whatever the model's provider; OpenLLMetry's legacy
+# completion is "completion"): one call for the one-call rule.
+GENERATION_OPERATIONS = ("chat", "text_completion", "generate_content", "responses", "completion")
 
 # Read, never written: what other and older instrumentations put on their spans.
 SYSTEM = "gen_ai.system"  # the provider, before gen_ai.provider.name

@@ -210,9 +210,10 @@ SELECT * EXCEPT (Peers)
 FROM (SELECT *, groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) OVER (PARTITION BY TraceId) AS Peers FROM rewind_llm_calls)
 WHERE NOT arrayExists(p -> (p.1 != SpanId
         AND (p.7 != ScopeName OR p.7 = '' OR ScopeName = '')
-        AND (p.4 = Operation OR p.4 = '' OR Operation = '')
-        AND (p.5 = '' OR RequestModel = '' OR startsWith(p.5, RequestModel)
-             OR startsWith(RequestModel, p.5))
+        AND (p.4 = Operation OR p.4 = '' OR Operation = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND Operation IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR RequestModel = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(RequestModel, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(RequestModel, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
         AND p.2 <= toInt64(toUnixTimestamp64Nano(Timestamp) + Duration) AND toInt64(toUnixTimestamp64Nano(Timestamp)) <= p.3
         AND NOT (p.6 AND toUInt8(Step >= 0))
         AND (1 - p.6, p.2, p.2 - p.3, p.1)
@@ -292,9 +293,10 @@ FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider
 UNION ALL
 SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
         AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
-        AND (p.4 = c.4 OR p.4 = '' OR c.4 = '')
-        AND (p.5 = '' OR c.5 = '' OR startsWith(p.5, c.5)
-             OR startsWith(c.5, p.5))
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
         AND p.2 <= c.3 AND c.2 <= p.3
         AND NOT (p.6 AND c.6)
         AND (1 - p.6, p.2, p.2 - p.3, p.1)
