@@ -326,3 +326,25 @@ SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (6, 'rewind_llm_steps without a window function');
+
+CREATE OR REPLACE VIEW default.rewind_llm_steps ON CLUSTER rewind AS
+SELECT f.1 AS Timestamp, f.2 AS TraceId, f.3 AS SpanId, f.4 AS ServiceName, f.5 AS Step, f.6 AS Operation, f.7 AS Provider, f.8 AS RequestModel, f.9 AS ResponseModel, f.10 AS InputTokens, f.11 AS OutputTokens, f.12 AS Duration, f.13 AS StatusCode, f.14 AS MatchKey, f.15 AS FinishReasons, f.16 AS ScopeName
+FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName) AS f FROM default.rewind_llm_calls WHERE (1) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
+        AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
+        AND p.2 <= c.3 AND c.2 <= p.3
+        AND NOT (p.6 AND c.6)
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - c.6, c.2, c.2 - c.3, c.1)), peers), facts, mine)) AS f FROM (
+    SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0) AS mine,
+           groupArrayIf((Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName), Step < 0) AS facts
+    FROM default.rewind_llm_calls WHERE 1
+    GROUP BY TraceId));
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (7, 'rewind_llm_steps: operation aliases and provider-prefixed models');
