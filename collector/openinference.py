@@ -139,9 +139,8 @@ def _chat_message(fields: dict[str, str]) -> dict[str, Any]:
             calls.setdefault(int(match[1]), {})[match[2]] = value
         elif (match := _CONTENTS.match(key)) and match[2] == "text":
             texts[int(match[1])] = value
-    message: dict[str, Any] = {"role": fields.get("role", "user"),
-                               "content": fields.get("content")
-                               if "content" in fields else "".join(texts[i] for i in sorted(texts))}
+    text = fields.get("content") or "".join(texts[i] for i in sorted(texts))
+    message: dict[str, Any] = {"role": fields.get("role", "user"), "content": text or None}
     if calls:
         message["tool_calls"] = [
             {"id": c.get("id"), "type": "function",

@@ -163,3 +163,48 @@ def test_a_span_says_what_it_was_read_as(runs):
         assert re.match(r"gpt-4o-\d{4}", attrs["gen_ai.response.model"])
         assert json.loads(attrs["gen_ai.input.messages"])[0]["role"] == "system"
         assert "llm.input_messages.0.message.role" in attrs
+
+
+def test_flattened_messages_are_read_when_the_input_is_no_provider_json():
+    """OpenInference instrumentations of frameworks (and the JS ones, with their options) may
+    leave ``input.value`` as text: the flattened messages, tools and usage are read then; an
+    embedding, a tool and an agent span get their operation."""
+    from rewind.collector.openinference import read_openinference
+    from rewind.replay.cassette.build import build_cassette
+
+    llm = {"openinference.span.kind": "LLM", "llm.provider": "openai",
+           "llm.model_name": "gpt-4o-mini", "input.value": "what is the weather in Paris",
+           "input.mime_type": "text/plain",
+           "llm.input_messages.0.message.role": "user",
+           "llm.input_messages.0.message.contents.0.message_content.type": "text",
+           "llm.input_messages.0.message.contents.0.message_content.text": "weather in Paris?",
+           "llm.output_messages.0.message.role": "assistant",
+           "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+           "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather",
+           "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments":
+               '{"city": "Paris"}',
+           "llm.tools.0.tool.json_schema": json.dumps(
+               {"type": "function", "function": {"name": "get_weather"}}),
+           "llm.token_count.prompt": "9", "llm.token_count.completion": "4"}
+    read = read_openinference(llm)
+    assert read["gen_ai.operation.name"] == "chat" and read["gen_ai.usage.input_tokens"] == "9"
+    assert json.loads(read["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "weather in Paris?"}]}]
+    assert json.loads(read["gen_ai.tool.definitions"])[0]["name"] == "get_weather"
+    span = {"TraceId": "ab" * 16, "SpanId": "s1", "ParentSpanId": "", "SpanName": "ChatOpenAI",
+            "ScopeName": "openinference.instrumentation.langchain", "StartNs": 1,
+            "Duration": 5, "SpanAttributes": read}
+    [step] = build_cassette("ab" * 16, [span]).interactions
+    [call] = step.synthetic["parts"]
+    assert (call["name"], call["arguments"]) == ("get_weather", {"city": "Paris"})
+
+    kinds = {"EMBEDDING": {"embedding.model_name": "text-embedding-3-small"},
+             "TOOL": {"tool.name": "get_weather", "tool.parameters": '{"city": "Paris"}'},
+             "AGENT": {"agent.name": "planner"}, "CHAIN": {}}
+    read = {k: read_openinference({"openinference.span.kind": k, **v}) for k, v in kinds.items()}
+    assert read["EMBEDDING"]["gen_ai.operation.name"] == "embeddings"
+    assert read["EMBEDDING"]["gen_ai.request.model"] == "text-embedding-3-small"
+    assert (read["TOOL"]["gen_ai.operation.name"], read["TOOL"]["gen_ai.tool.name"]) == (
+        "execute_tool", "get_weather")
+    assert read["AGENT"]["gen_ai.agent.name"] == "planner"
+    assert "gen_ai.operation.name" not in read["CHAIN"]
