@@ -143,6 +143,8 @@ MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 CHOICE_EVENT = "gen_ai.choice"
+# The current conventions' event (a log record) with a call's whole content in its attributes.
+OPERATION_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 # OpenInference (Arize Phoenix's instrumentations), read at intake into the names above.
 OI_SPAN_KIND = "openinference.span.kind"  # LLM, EMBEDDING, TOOL, AGENT, CHAIN, ...

@@ -14,6 +14,7 @@ from . import (
     m005_trace_list,
     m006_steps_by_trace,
     m007_generation_aliases,
+    m008_logs,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -24,4 +25,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m005_trace_list.MIGRATION,
     m006_steps_by_trace.MIGRATION,
     m007_generation_aliases.MIGRATION,
+    m008_logs.MIGRATION,
 )

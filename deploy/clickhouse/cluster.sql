@@ -348,3 +348,41 @@ SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (7, 'rewind_llm_steps: operation aliases and provider-prefixed models');
+
+CREATE TABLE IF NOT EXISTS default.otel_logs_local ON CLUSTER rewind (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TimestampTime DateTime DEFAULT toDateTime(Timestamp),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    TraceFlags UInt8,
+    SeverityText LowCardinality(String) CODEC(ZSTD(1)),
+    SeverityNumber UInt8,
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(1)),
+    ResourceSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    LogAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    EventName String CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_key mapKeys(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_value mapValues(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_key mapKeys(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_value mapValues(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_body Body TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/otel_logs_local', '{replica}')
+PARTITION BY toDate(TimestampTime)
+PRIMARY KEY (ServiceName, TimestampTime)
+ORDER BY (ServiceName, TimestampTime, Timestamp)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, replicated_deduplication_window = 10000;
+
+CREATE TABLE IF NOT EXISTS default.otel_logs ON CLUSTER rewind AS default.otel_logs_local
+ENGINE = Distributed(rewind, 'default', otel_logs_local, cityHash64(TraceId));
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (8, 'otel_logs: log records (GenAI events) received over OTLP');
