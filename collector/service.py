@@ -12,7 +12,7 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,9 +115,11 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
                         options.spool_max_bytes, options.retry_after_s)
     pipeline.start()
     # Log records take the same way through a spool of their own (one insert per segment is
-    # one table); their counts stay out of the spans' metrics.
+    # one table), converted in the writer thread (they are few next to spans); their counts
+    # stay out of the spans' metrics.
     logs = Pipeline(Spool(spool_dir / LOG_SIGNAL.name), link, Metrics(), options.limits,
-                    options.batch, options.spool_max_bytes, options.retry_after_s, LOG_SIGNAL)
+                    replace(options.batch, convert_workers=0), options.spool_max_bytes,
+                    options.retry_after_s, LOG_SIGNAL)
     logs.start()
     grpc_server = http = None
     try:
