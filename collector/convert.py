@@ -1,4 +1,4 @@
-"""Spool segment -> one Native-format insert block for ``otel_traces``.
+"""Spool segment -> one Native-format insert block for ``otel_traces`` (or ``otel_logs``).
 
 Turning OTLP into rows and rows into ClickHouse's Native format is the CPU-heavy half of ingest.
 Done on the receiving process it competes for one GIL with the receivers; ``Converter`` runs it
@@ -22,13 +22,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from rewind.exporter.errors import RewindError
 
-from .rows import span_rows
-from .schema import TRACE_COLUMN_TYPES, TRACE_COLUMNS, TRACES
 from .segments import Record, scan_segment, set_aside_record
+from .signals import SIGNALS, TRACE_SIGNAL, Signal
 from .writer import warm_insert_path
 
 log = logging.getLogger("rewind.collector.convert")
@@ -66,24 +63,25 @@ def block_path(segment_path: Path) -> Path:
     return segment_path.with_suffix(BLOCK_SUFFIX)
 
 
-def record_rows(record: Record) -> list[list[Any]]:
-    return list(span_rows(ExportTraceServiceRequest.FromString(record.payload), record.tenant))
+def record_rows(record: Record, signal: Signal = TRACE_SIGNAL) -> list[list[Any]]:
+    return list(signal.rows(record.payload, record.tenant))
 
 
 @cache
-def _column_types() -> tuple[Any, ...]:
+def _column_types(signal: str = TRACE_SIGNAL.name) -> tuple[Any, ...]:
     from clickhouse_connect.datatypes.registry import get_from_name
 
-    return tuple(get_from_name(name) for name in TRACE_COLUMN_TYPES)
+    return tuple(get_from_name(name) for name in SIGNALS[signal].column_types)
 
 
-def write_native(rows: list[list[Any]], target: BinaryIO) -> None:
-    """Rows in ``TRACE_COLUMNS`` order -> the body of ``INSERT ... FORMAT Native``, written as
-    the encoder produces it (a block is tens of megabytes: joining or slicing it would copy)."""
+def write_native(rows: list[list[Any]], target: BinaryIO, signal: Signal = TRACE_SIGNAL) -> None:
+    """Rows in the signal's column order (``TRACE_COLUMNS``) -> the body of ``INSERT ...
+    FORMAT Native``, written as the encoder produces it (a block is tens of megabytes: joining
+    or slicing it would copy)."""
     from clickhouse_connect.driver.insert import InsertContext
     from clickhouse_connect.driver.transform import NativeTransform
 
-    context = InsertContext(TRACES, TRACE_COLUMNS, _column_types(), data=rows)
+    context = InsertContext(signal.table, signal.columns, _column_types(signal.name), data=rows)
     failures: list[Exception] = []
     header = True
     for chunk in NativeTransform.build_insert(context, failures.append):
@@ -108,19 +106,21 @@ class _Discard:
         pass
 
 
-def _encodable(rows: list[list[Any]]) -> str | None:
+def _encodable(rows: list[list[Any]], signal: Signal) -> str | None:
     try:
-        write_native(rows, _Discard())  # type: ignore[arg-type]
+        write_native(rows, _Discard(), signal)  # type: ignore[arg-type]
         return None
     except ConversionError as error:
         return str(error.__cause__ or error)
 
 
-def convert_segment(path: str) -> Block:
+def convert_segment(path: str, signal_name: str = TRACE_SIGNAL.name) -> Block:
     """Every intact record of a sealed segment, as one block written next to it (a file: the
     store reads it directly, and no process has to pass tens of megabytes to another).
     A record that cannot be decoded or encoded for the store is set aside alone in ``dead/``
-    with its reason, named and counted: every other record still lands."""
+    with its reason, named and counted: every other record still lands. ``signal_name``: what
+    the segment's records are (``signals.SIGNALS``)."""
+    signal = SIGNALS[signal_name]
     segment = Path(path)
     scan = scan_segment(segment)
     block = Block(None, 0, problems=[f"segment {path} damaged: {scan.problem}"]
@@ -131,26 +131,26 @@ def convert_segment(path: str) -> Block:
     aside: list[tuple[int, Record, str]] = []
     for number, record in enumerate(scan.records):
         try:
-            decoded.append((number, record, record_rows(record)))
+            decoded.append((number, record, record_rows(record, signal)))
         except Exception as error:
             aside.append((number, record, f"cannot be decoded: {error}"))
     rows = [row for _, _, record_rows_ in decoded for row in record_rows_]
     target = block_path(segment)
     try:
         if rows:
-            _write_block(rows, target)
+            _write_block(rows, target, signal)
     except ConversionError:
         # One record's values the store's types cannot hold: find it, keep the others.
         kept = []
         for number, record, record_rows_ in decoded:
-            reason = _encodable(record_rows_)
+            reason = _encodable(record_rows_, signal)
             if reason is None:
                 kept.append(record_rows_)
             else:
                 aside.append((number, record, f"cannot be stored: {reason}"))
         rows = [row for record_rows_ in kept for row in record_rows_]
         if rows:
-            _write_block(rows, target)
+            _write_block(rows, target, signal)
     for number, record, reason in sorted(aside, key=lambda item: item[0]):
         kind = "undecodable" if reason.startswith("cannot be decoded") else "unstorable"
         block.dropped_by[kind] = block.dropped_by.get(kind, 0) + record.spans
@@ -162,14 +162,14 @@ def convert_segment(path: str) -> Block:
     return block
 
 
-def _write_block(rows: list[list[Any]], target: Path) -> None:
+def _write_block(rows: list[list[Any]], target: Path, signal: Signal) -> None:
     # A name of its own: two conversions of one segment never share a half-written file.
     fd, name = tempfile.mkstemp(prefix=target.stem + ".", suffix=PARTIAL_SUFFIX,
                                 dir=target.parent)
     partial = Path(name)
     try:
         with open(fd, "wb") as out:
-            write_native(rows, out)
+            write_native(rows, out, signal)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -198,8 +198,10 @@ class Converter:
     """Runs ``convert_segment`` in ``workers`` processes (or, with none, the caller converts
     with ``inline``). ``scratch`` is where conversions write their partial files."""
 
-    def __init__(self, workers: int, scratch: Path | None = None) -> None:
+    def __init__(self, workers: int, scratch: Path | None = None,
+                 signal_name: str = TRACE_SIGNAL.name) -> None:
         self.workers = workers
+        self.signal_name = signal_name
         self.scratch = scratch
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -225,19 +227,18 @@ class Converter:
             if self._pool is None:
                 return None
             try:
-                return self._pool.submit(convert_segment, str(path))
+                return self._pool.submit(convert_segment, str(path), self.signal_name)
             except BrokenProcessPool as error:  # reported where the result is awaited
                 future: Future[Block] = Future()
                 future.set_exception(error)
                 return future
 
-    @staticmethod
-    def inline(path: Path, into: Future[Block] | None = None) -> Future[Block]:
+    def inline(self, path: Path, into: Future[Block] | None = None) -> Future[Block]:
         """Converts here; the outcome goes to ``into`` (a placeholder others already wait on)
         or a new future."""
         future: Future[Block] = into if into is not None else Future()
         try:
-            future.set_result(convert_segment(str(path)))
+            future.set_result(convert_segment(str(path), self.signal_name))
         except Exception as error:
             future.set_exception(error)
         return future

@@ -3,8 +3,9 @@ SQL over ``rewind_llm_calls`` (or ``otel_traces``) allows.
 
 Several spans may describe one call: an SDK's own span (anthropic's), another
 instrumentation's, Rewind's. A row is a *shadow* when another LLM row of the same trace,
-written by another instrumentation (scope), with the same operation (or one unnamed) and an
-agreeing model (the same, one unnamed, or one a prefix of the other), overlaps it in time and
+written by another instrumentation (scope), with the same operation (or one unnamed, or both
+generating content) and an agreeing model (the same, one unnamed, or one a prefix of the other,
+provider prefixes left out), overlaps it in time and
 is preferred: Rewind's exchange first, then the one that started first, then the longer one.
 Two rows with Rewind's exchange are never one call (each is one HTTP request). Ancestry, which
 the pure rule also requires, is not in these rows: two concurrent calls to one model written
@@ -33,15 +34,23 @@ def shadowed_by(peer: str, span_id: str, start: str, end: str, operation: str, m
     """True when the row described by the other arguments is a shadow of ``peer``, a tuple
     (SpanId, StartNs, EndNs, Operation, Model, Exact, Scope)."""
     p = [f"{peer}.{i}" for i in range(1, 8)]
+    ops = ", ".join(f"'{op}'" for op in A.GENERATION_OPERATIONS)
+    mine, theirs = _bare(model), _bare(p[4])
     return f"""({p[0]} != {span_id}
         AND ({p[6]} != {scope} OR {p[6]} = '' OR {scope} = '')
-        AND ({p[3]} = {operation} OR {p[3]} = '' OR {operation} = '')
-        AND ({p[4]} = '' OR {model} = '' OR startsWith({p[4]}, {model})
-             OR startsWith({model}, {p[4]}))
+        AND ({p[3]} = {operation} OR {p[3]} = '' OR {operation} = ''
+             OR ({p[3]} IN ({ops}) AND {operation} IN ({ops})))
+        AND ({p[4]} = '' OR {model} = '' OR startsWith({theirs}, {mine})
+             OR startsWith({mine}, {theirs}))
         AND {p[1]} <= {end} AND {start} <= {p[2]}
         AND NOT ({p[5]} AND {exact})
         AND (1 - {p[5]}, {p[1]}, {p[1]} - {p[2]}, {p[0]})
             < (1 - {exact}, {start}, {start} - {end}, {span_id}))"""
+
+
+def _bare(model: str) -> str:
+    """A model's name without a provider prefix (``openai/gpt-4o-mini``: ``gpt-4o-mini``)."""
+    return f"replaceRegexpOne({model}, '^.*/', '')"
 
 
 def _row(span_id: str, start: str, end: str, operation: str, model: str, exact: str,

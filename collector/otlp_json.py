@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rewind.exporter.errors import RewindError
@@ -60,7 +61,8 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
-def parse_json(body: bytes) -> ExportTraceServiceRequest:
+def _load(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or the reason it is not one."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -74,7 +76,11 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     except RecursionError:  # the input's fault: a 400, never a retryable 503
         raise JsonPayloadError("JSON nested too deeply: OTLP/JSON needs only a few levels "
                                "(attribute values nested at most 100 deep)") from None
-    document = _object(document, "body")
+    return _object(document, "body")
+
+
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    document = _load(body)
     for r, resource_spans in enumerate(_list(document, "resourceSpans", "resource_spans", "")):
         where_r = f"resourceSpans[{r}]"
         resource_spans = _object(resource_spans, where_r)
@@ -94,6 +100,28 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
                                      ignore_unknown_fields=True)
     except json_format.ParseError as error:
         raise JsonPayloadError(f"not an OTLP ExportTraceServiceRequest: {error}") from None
+    except RecursionError:
+        raise JsonPayloadError("JSON nested too deeply: attribute values may nest at most "
+                               "100 levels") from None
+
+
+def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
+    """An OTLP/JSON logs request (hex trace and span ids on each log record)."""
+    document = _load(body)
+    for r, resource_logs in enumerate(_list(document, "resourceLogs", "resource_logs", "")):
+        where_r = f"resourceLogs[{r}]"
+        for s, scope_logs in enumerate(_list(_object(resource_logs, where_r), "scopeLogs",
+                                             "scope_logs", where_r)):
+            where_s = f"{where_r}.scopeLogs[{s}]"
+            for k, record in enumerate(_list(_object(scope_logs, where_s), "logRecords",
+                                             "log_records", where_s)):
+                where_k = f"{where_s}.logRecords[{k}]"
+                _hex_to_base64(_object(record, where_k), _LINK_IDS, where_k)
+    try:
+        return json_format.ParseDict(document, ExportLogsServiceRequest(),
+                                     ignore_unknown_fields=True)
+    except json_format.ParseError as error:
+        raise JsonPayloadError(f"not an OTLP ExportLogsServiceRequest: {error}") from None
     except RecursionError:
         raise JsonPayloadError("JSON nested too deeply: attribute values may nest at most "
                                "100 levels") from None

@@ -25,9 +25,10 @@ from rewind.exporter.errors import RewindError
 
 from .ahead import ConversionsAhead
 from .convert import Converter
-from .intake import PROTOBUF, Refused, Screened, count_spans, decode, screen
+from .intake import PROTOBUF, Refused, Screened
 from .metrics import Metrics
 from .server_settings import BatchPolicy, Limits
+from .signals import TRACE_SIGNAL, Signal
 from .spool import Record, Segment, Spool, SpoolError
 from .writer import StoreFailure, StoreLink
 
@@ -67,7 +68,11 @@ def request_digest(request: ExportTraceServiceRequest, tenant: str | None) -> by
 
 class Pipeline:
     def __init__(self, spool: Spool, link: StoreLink, metrics: Metrics, limits: Limits,
-                 batch: BatchPolicy, spool_max_bytes: int, retry_after_s: int = 5) -> None:
+                 batch: BatchPolicy, spool_max_bytes: int, retry_after_s: int = 5,
+                 signal: Signal = TRACE_SIGNAL) -> None:
+        """``signal``: what the requests carry (spans, or log records through a pipeline, a
+        spool and a metrics registry of their own)."""
+        self.signal = signal
         self.spool = spool
         self.link = link
         self.metrics = metrics
@@ -82,7 +87,7 @@ class Pipeline:
         self._give_up_at = float("inf")
         self._stopping = False
         self._full = False
-        self.converter = Converter(batch.convert_workers, spool.dir)
+        self.converter = Converter(batch.convert_workers, spool.dir, signal.name)
         self._ahead = ConversionsAhead(self.converter, spool, metrics, batch.convert_ahead_bytes,
                                        self._set_aside)
         self._thread = threading.Thread(target=self._run, name="rewind-writer", daemon=True)
@@ -134,11 +139,12 @@ class Pipeline:
     def _prepare(self, body: bytes, fmt: str, tenant: str | None, protocol: str,
                  ) -> tuple[Screened, Record | None]:
         """Decode and screen: the request's spans as they will be spooled."""
-        request = decode(body, fmt)
-        total = count_spans(request)
+        request = self.signal.decode(body, fmt)
+        total = self.signal.count(request)
         self.metrics.received.labels(protocol).inc(total)
         try:
-            screened = screen(request, self.limits, len(body) if fmt == PROTOBUF else None)
+            screened = self.signal.screen(request, self.limits,
+                                          len(body) if fmt == PROTOBUF else None)
         except Refused as refused:
             self.metrics.rejected.labels(refused.reason).inc(total)
             raise
@@ -149,7 +155,7 @@ class Pipeline:
             return screened, None
         payload = body if fmt == PROTOBUF and not screened.rejected else \
             request.SerializeToString()
-        return screened, Record(request_digest(request, tenant), spans, tenant, payload)
+        return screened, Record(self.signal.digest(request, tenant), spans, tenant, payload)
 
     def _append(self, record: Record) -> tuple[tuple[Segment, int] | None, bool]:
         try:
@@ -218,7 +224,8 @@ class Pipeline:
             started = time.perf_counter()
             try:
                 if block.path is not None:
-                    self.link.write_block(block.path, block.spans, segment.token)
+                    self.link.write_block(block.path, block.spans, segment.token,
+                                          (self.signal.table, self.signal.columns))
                 break
             except StoreFailure as failure:
                 self._store_failed(failure)
@@ -257,7 +264,7 @@ class Pipeline:
         if failure.store_up:
             log.error("the store refused a batch: %s", failure,
                       extra={"store": self.link.description})
-        elif self.store_up is not False:
+        elif self.store_up is not False and self.signal is TRACE_SIGNAL:  # said once, by spans
             log.warning("store unreachable, spans stay in the spool until it is back: %s",
                         failure, extra={"store": self.link.description,
                                         "queued_spans": self.queued_spans()})
@@ -265,7 +272,7 @@ class Pipeline:
         self.metrics.store_up.set(1 if failure.store_up else 0)
 
     def _store_ok(self) -> None:
-        if self.store_up is False:
+        if self.store_up is False and self.signal is TRACE_SIGNAL:
             log.warning("store reachable again; draining %d queued spans", self.queued_spans(),
                         extra={"store": self.link.description})
         self.store_up = True
@@ -313,9 +320,11 @@ class Pipeline:
             "spool_limit_bytes": self.spool_max_bytes,
         }
 
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Refuses new requests, writes what is queued (up to ``timeout``), closes. True when
-        nothing was left behind (what is left stays in the spool for the next start)."""
+    def stop(self, timeout: float = 30.0, close_link: bool = True) -> bool:
+        """Refuses new requests, writes what is queued (up to ``timeout``), closes (the store
+        link too unless ``close_link`` is False: another pipeline still writes through it).
+        True when nothing was left behind (what is left stays in the spool for the next
+        start)."""
         self._stopping = True
         with self._lock:
             self._seal_locked()
@@ -330,6 +339,7 @@ class Pipeline:
         if left:
             log.warning("stopped with %d spans still in the spool %s; they are written on the "
                         "next start", left, self.spool.dir)
-        self.link.close()
+        if close_link:
+            self.link.close()
         self.spool.close()
         return not left

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 
 from rewind.exporter import attributes as A
 
+from . import genai_events
 from .filters import TraceFilters
 from .llm_steps import SPAN_CALL_ROW, calls_counted
-from .schema import IS_LLM_CALL, TRACE_LIST, TRACES, span_attribute, sql_string
+from .schema import IS_LLM_CALL, LOGS, TRACE_LIST, TRACES, span_attribute, sql_string
 from .store import Store
 
 # A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
@@ -111,10 +112,11 @@ def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[di
     ``rewind_traces`` narrows the scan to the trace's time range (as Grafana's trace view does
     with the lookup table) and to its services: ``otel_traces`` is sorted by service, span name
     and time, so of the spans stored in that time range (interleaved with other traces), only
-    the granules of the trace's own services are read, bodies included."""
+    the granules of the trace's own services are read, bodies included. GenAI events received
+    as log records are joined to their spans (``genai_events``) when an LLM span lacks content."""
     trace_id = trace_id.strip().lower()
     params: dict[str, Any] = {"tid": trace_id}
-    return store.query(
+    spans = store.query(
         f"""
 WITH (SELECT (min(Start), max(End)) FROM {TRACE_LIST} WHERE TraceId = {{tid:String}}) AS bounds
 {SPAN_SELECT}
@@ -126,6 +128,17 @@ WHERE TraceId = {{tid:String}}
 ORDER BY Timestamp, SpanId""",
         params,
     )
+    if not spans or not genai_events.wants_events(spans):
+        return spans
+    return genai_events.joined(spans, store.query(f"""
+WITH (SELECT (min(Start), max(End)) FROM {TRACE_LIST} WHERE TraceId = {{tid:String}}) AS bounds
+SELECT SpanId, EventName, LogAttributes, Body, toUnixTimestamp64Nano(Timestamp) AS TimeNs
+FROM {LOGS}
+WHERE TraceId = {{tid:String}} AND startsWith(EventName, 'gen_ai.')
+  AND TimestampTime >= toDateTime(bounds.1) - 60
+  AND TimestampTime <= toDateTime(fromUnixTimestamp64Nano(bounds.2)) + 60
+  AND {tenant_condition(tenant, params)}
+ORDER BY Timestamp""", params))
 
 
 def trace_version(store: Store, trace_id: str,

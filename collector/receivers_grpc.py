@@ -1,4 +1,5 @@
-"""OTLP/gRPC receiver (TraceService/Export), gzip handled by grpc itself.
+"""OTLP/gRPC receiver (TraceService/Export, and LogsService/Export through the same handler),
+gzip handled by grpc itself.
 
 The method is registered with a generic handler so the request arrives as bytes: a malformed
 message then gets a precise INVALID_ARGUMENT instead of grpc's opaque deserialization error, and
@@ -10,6 +11,7 @@ when the collector pushes back.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,10 @@ import grpc
 from google.protobuf.any_pb2 import Any as AnyMessage
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
@@ -33,6 +39,7 @@ from .server_settings import Limits, TlsFiles
 log = logging.getLogger("rewind.collector.grpc")
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
 def retry_trailers(code: int, message: str, retry_after: int) -> list[tuple[str, bytes]]:
@@ -64,12 +71,24 @@ def export_response(outcome: Outcome) -> ExportTraceServiceResponse:
     return response
 
 
-class TraceExportHandler:
-    def __init__(self, pipeline: Pipeline, metrics: Metrics,
-                 auth: Authenticator | None = None) -> None:
+def export_logs_response(outcome: Outcome) -> ExportLogsServiceResponse:
+    """:func:`export_response` for log records."""
+    response = ExportLogsServiceResponse()
+    if outcome.rejected:
+        response.partial_success.CopyFrom(ExportLogsPartialSuccess(
+            rejected_log_records=outcome.rejected, error_message=outcome.message))
+    return response
+
+
+class ExportHandler:
+    """One signal's Export method: ``respond`` builds its response (spans' by default)."""
+
+    def __init__(self, pipeline: Pipeline, metrics: Metrics, auth: Authenticator | None = None,
+                 respond: Callable[[Outcome], Any] = export_response) -> None:
         self.pipeline = pipeline
         self.metrics = metrics
         self.auth = auth
+        self.respond = respond
 
     def _count(self, outcome: str) -> None:
         self.metrics.requests.labels("grpc", outcome).inc()
@@ -107,12 +126,14 @@ class TraceExportHandler:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"collector error: {error}")
         self._count("duplicate" if outcome.duplicate else
                     "partial" if outcome.rejected else "ok")
-        return export_response(outcome).SerializeToString()
+        return self.respond(outcome).SerializeToString()
 
 
-def start_grpc(handler: TraceExportHandler, host: str, port: int, limits: Limits,
-               tls: TlsFiles | None = None, workers: int = 16) -> tuple[Any, int]:
-    """Starts the receiver; returns the server and the port it bound."""
+def start_grpc(handler: ExportHandler, host: str, port: int, limits: Limits,
+               tls: TlsFiles | None = None, workers: int = 16,
+               more: dict[str, ExportHandler] | None = None) -> tuple[Any, int]:
+    """Starts the receiver (``handler`` for TraceService, ``more``: other services' handlers
+    by service name); returns the server and the port it bound."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="otlp-grpc"),
         options=[
@@ -120,8 +141,10 @@ def start_grpc(handler: TraceExportHandler, host: str, port: int, limits: Limits
             ("grpc.so_reuseport", 0),  # a busy port is an error, not a shared one
         ],
     )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(handler.export)}),))
+    server.add_generic_rpc_handlers(tuple(
+        grpc.method_handlers_generic_handler(
+            service, {"Export": grpc.unary_unary_rpc_method_handler(each.export)})
+        for service, each in {SERVICE: handler, **(more or {})}.items()))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls:

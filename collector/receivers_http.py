@@ -1,6 +1,6 @@
-"""OTLP/HTTP receiver (``POST /v1/traces``, protobuf or JSON, gzip/deflate) plus the operations
-endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness: 503 while the spool
-is full or the store cannot take writes), ``/metrics``.
+"""OTLP/HTTP receiver (``POST /v1/traces`` and ``/v1/logs``, protobuf or JSON, gzip/deflate)
+plus the operations endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness:
+503 while the spool is full or the store cannot take writes), ``/metrics``.
 
 With tokens configured, a token is checked before anything else is looked at, and ``/metrics``
 needs one (any valid token) too; ``/ready`` answers a caller without one with its status code
@@ -18,6 +18,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -37,7 +38,7 @@ from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .metrics import Metrics
 from .otlp_json import dump_json
 from .pipeline import Outcome, Pipeline, Pushback
-from .receivers_grpc import export_response
+from .receivers_grpc import export_logs_response, export_response
 from .server_settings import Limits, TlsFiles
 
 log = logging.getLogger("rewind.collector.http")
@@ -55,8 +56,9 @@ def status_response(http_status: int, code: int, message: str, fmt: str = JSON,
     return Response(body, http_status, headers=headers, media_type=MEDIA[fmt])
 
 
-def success_response(outcome: Outcome, fmt: str) -> Response:
-    return Response(_encode(export_response(outcome), fmt), 200, media_type=MEDIA[fmt])
+def success_response(outcome: Outcome, fmt: str,
+                     respond: Callable[[Outcome], Any] = export_response) -> Response:
+    return Response(_encode(respond(outcome), fmt), 200, media_type=MEDIA[fmt])
 
 
 def _error_format(request: Request) -> str:
@@ -81,19 +83,20 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
-               auth: Authenticator | None = None) -> Starlette:
+               auth: Authenticator | None = None, logs: Pipeline | None = None) -> Starlette:
+    """``logs``: the pipeline of log records (``/v1/logs``), when they are received."""
     def count(outcome: str) -> None:
         metrics.requests.labels("http", outcome).inc()
 
-    def process(body: bytes, encoding: str | None, fmt: str,
+    def process(into: Pipeline, body: bytes, encoding: str | None, fmt: str,
                 tenant: str | None) -> Outcome | Refused | Pushback:
         """Runs on a worker thread. A refusal comes back as a value, without its traceback: an
         exception carried back across the thread would keep the frames holding the inflated
         body alive in a reference cycle, until a cyclic collection that, with the collector's
         raised GC thresholds, may not come for a long time."""
         try:
-            return pipeline.accept(decompress(body, encoding, limits.max_message_bytes), fmt,
-                                   tenant, protocol="http")
+            return into.accept(decompress(body, encoding, limits.max_message_bytes), fmt,
+                               tenant, protocol="http")
         except (Refused, Pushback) as turned_down:
             return turned_down.with_traceback(None)
 
@@ -122,7 +125,8 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         return auth.check(request.headers.get("authorization"),
                           request.client.host if request.client else None)
 
-    async def export(request: Request) -> Response:
+    async def export(request: Request, into: Pipeline = pipeline,
+                     respond: Callable[[Outcome], Any] = export_response) -> Response:
         fmt = JSON
         try:
             tenant = None
@@ -135,7 +139,7 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
             fmt = payload_format(request.headers.get("content-type"))
             body = await read_body(request, limits.max_message_bytes)
             outcome = await run_in_threadpool(
-                process, body, request.headers.get("content-encoding"), fmt, tenant)
+                process, into, body, request.headers.get("content-encoding"), fmt, tenant)
         except Refused as refused:
             return refuse(refused, request, fmt)
         except Exception as error:  # never acknowledged, so the client may retry
@@ -149,7 +153,10 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         if isinstance(outcome, Pushback):
             return push_back(outcome, fmt)
         count("duplicate" if outcome.duplicate else "partial" if outcome.rejected else "ok")
-        return success_response(outcome, fmt)
+        return success_response(outcome, fmt, respond)
+
+    async def export_logs(request: Request) -> Response:
+        return await export(request, logs, export_logs_response)  # type: ignore[arg-type]
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -183,6 +190,7 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
 
     return unrecorded(Starlette(routes=[
         Route("/v1/traces", export, methods=["POST"]),
+        *([Route("/v1/logs", export_logs, methods=["POST"])] if logs is not None else []),
         Route("/health", health, methods=["GET"]),
         Route("/ready", ready, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),

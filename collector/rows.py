@@ -16,6 +16,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from rewind.exporter import attributes as A
 
+from .openinference import read_openinference
+
 SPAN_KINDS = {
     Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
     Span.SPAN_KIND_INTERNAL: "SPAN_KIND_INTERNAL",
@@ -110,7 +112,7 @@ def span_rows(
                     resource_map,
                     scope.name,
                     scope.version,
-                    attribute_map(span.attributes),
+                    read_openinference(attribute_map(span.attributes)),
                     max(end - start, 0),
                     STATUS_CODES.get(span.status.code, "STATUS_CODE_UNSET"),
                     span.status.message,

@@ -113,6 +113,29 @@ TRACE_COLUMNS_TYPED = (
 TRACE_COLUMNS = tuple(name for name, _ in TRACE_COLUMNS_TYPED)
 TRACE_COLUMN_TYPES = tuple(kind for _, kind in TRACE_COLUMNS_TYPED)
 
+LOGS = "otel_logs"
+# Columns of otel_logs the writer fills, in row order (TimestampTime is its DEFAULT).
+LOG_COLUMNS_TYPED = (
+    ("Timestamp", "DateTime64(9)"),
+    ("TraceId", "String"),
+    ("SpanId", "String"),
+    ("TraceFlags", "UInt8"),
+    ("SeverityText", "LowCardinality(String)"),
+    ("SeverityNumber", "UInt8"),
+    ("ServiceName", "LowCardinality(String)"),
+    ("Body", "String"),
+    ("ResourceSchemaUrl", "LowCardinality(String)"),
+    ("ResourceAttributes", "Map(LowCardinality(String), String)"),
+    ("ScopeSchemaUrl", "LowCardinality(String)"),
+    ("ScopeName", "String"),
+    ("ScopeVersion", "LowCardinality(String)"),
+    ("ScopeAttributes", "Map(LowCardinality(String), String)"),
+    ("LogAttributes", "Map(LowCardinality(String), String)"),
+    ("EventName", "String"),
+)
+LOG_COLUMNS = tuple(name for name, _ in LOG_COLUMNS_TYPED)
+LOG_COLUMN_TYPES = tuple(kind for _, kind in LOG_COLUMNS_TYPED)
+
 
 def span_attribute(name: str) -> str:
     """A span attribute in SQL: its value, '' when the span lacks it."""

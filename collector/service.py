@@ -12,16 +12,17 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .auth import Authenticator, TokenReloader
 from .metrics import Metrics
 from .pipeline import Pipeline
-from .receivers_grpc import TraceExportHandler, start_grpc
+from .receivers_grpc import LOGS_SERVICE, ExportHandler, export_logs_response, start_grpc
 from .receivers_http import HttpServer, create_app
 from .server_settings import IngestOptions, check_bind, default_spool_dir
+from .signals import LOG_SIGNAL
 from .spool import Spool
 from .store import Store, StoreError, check_url, redact_url
 from .writer import StoreLink
@@ -42,6 +43,7 @@ class IngestHandle:
     _http: HttpServer
     _shutdown_timeout: float
     reloader: TokenReloader | None = None
+    logs: Pipeline | None = None  # log records: a pipeline and spool (spool_dir/logs) of their own
     _stopped: bool = False
 
     @property
@@ -57,7 +59,8 @@ class IngestHandle:
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Writes everything acknowledged so far; True when nothing is left queued."""
-        return self.pipeline.flush(timeout)
+        logs = self.logs.flush(timeout) if self.logs is not None else True
+        return self.pipeline.flush(timeout) and logs
 
     def reload_tokens(self) -> bool:
         """Reads the auth tokens file again now (SIGHUP); False when the old tokens stay."""
@@ -74,7 +77,9 @@ class IngestHandle:
             self.reloader.stop()
         self._grpc.stop(grace=5).wait()
         self._http.stop()
-        return self.pipeline.stop(self._shutdown_timeout if timeout is None else timeout)
+        timeout = self._shutdown_timeout if timeout is None else timeout
+        logs = self.logs.stop(timeout, close_link=False) if self.logs is not None else True
+        return self.pipeline.stop(timeout) and logs
 
 
 def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | None = None,
@@ -108,29 +113,38 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
         reloader = TokenReloader(
             auth, options.auth_source, options.auth_reload_s,
             on_reload=lambda ok: metrics.auth_reloads.labels("ok" if ok else "error").inc())
-    pipeline = Pipeline(spool, StoreLink(store, migrate=options.migrate, url=url), metrics,
-                        options.limits, options.batch, options.spool_max_bytes,
-                        options.retry_after_s)
+    link = StoreLink(store, migrate=options.migrate, url=url)
+    pipeline = Pipeline(spool, link, metrics, options.limits, options.batch,
+                        options.spool_max_bytes, options.retry_after_s)
     pipeline.start()
+    # Log records take the same way through a spool of their own (one insert per segment is
+    # one table), converted in the writer thread (they are few next to spans); their counts
+    # stay out of the spans' metrics.
+    logs = Pipeline(Spool(spool_dir / LOG_SIGNAL.name), link, Metrics(), options.limits,
+                    replace(options.batch, convert_workers=0), options.spool_max_bytes,
+                    options.retry_after_s, LOG_SIGNAL)
+    logs.start()
     grpc_server = http = None
     try:
-        grpc_server, grpc_port = start_grpc(TraceExportHandler(pipeline, metrics, auth),
-                                            options.host, options.grpc_port, options.limits,
-                                            options.tls)
-        http = HttpServer(create_app(pipeline, metrics, options.limits, auth), options.host,
-                          options.http_port, options.tls)
+        grpc_server, grpc_port = start_grpc(
+            ExportHandler(pipeline, metrics, auth),
+            options.host, options.grpc_port, options.limits, options.tls,
+            more={LOGS_SERVICE: ExportHandler(logs, metrics, auth, export_logs_response)})
+        http = HttpServer(create_app(pipeline, metrics, options.limits, auth, logs),
+                          options.host, options.http_port, options.tls)
         http.start()
     except BaseException:
         if grpc_server is not None:
             grpc_server.stop(grace=0)
         if http is not None:
             http.stop()
+        logs.stop(timeout=0, close_link=False)
         pipeline.stop(timeout=0)
         raise
     if reloader is not None:
         reloader.start()
     return IngestHandle(options.host, grpc_port, http.port, http.scheme, spool_dir, pipeline,
-                        metrics, grpc_server, http, options.shutdown_timeout_s, reloader)
+                        metrics, grpc_server, http, options.shutdown_timeout_s, reloader, logs)
 
 
 def store_opener(url: str) -> Callable[[], Store]:

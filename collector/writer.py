@@ -145,9 +145,11 @@ class StoreLink:
         except StoreFailure:
             return False
 
-    def write_block(self, path: Path, spans: int, token: str) -> None:
-        """Inserts a Native file of ``spans`` rows (from ``convert``) under ``token``."""
-        self._insert(lambda store: store.insert_native_file(TRACES, TRACE_COLUMNS, path, token,
+    def write_block(self, path: Path, spans: int, token: str,
+                    table: tuple[str, tuple[str, ...]] = (TRACES, TRACE_COLUMNS)) -> None:
+        """Inserts a Native file of ``spans`` rows (from ``convert``) under ``token`` into
+        ``table`` (its name and columns)."""
+        self._insert(lambda store: store.insert_native_file(*table, path, token,
                                                             _DEDUP_SETTINGS), spans)
 
     def _insert(self, insert: Callable[[Store], object], spans: int) -> None:

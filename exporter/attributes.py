@@ -126,6 +126,10 @@ URL_QUERY = "url.query"
 # gen_ai.operation.name values that are one call to a model (one row each in rewind_llm_calls).
 LLM_OPERATIONS = ("chat", "text_completion", "generate_content", "embeddings", "responses")
 OPERATION_EXECUTE_TOOL = "execute_tool"
+# Operations that all name one call generating content, whatever an instrumentation calls it
+# (ADK's span is generate_content whatever the model's provider; OpenLLMetry's legacy
+# completion is "completion"): one call for the one-call rule.
+GENERATION_OPERATIONS = ("chat", "text_completion", "generate_content", "responses", "completion")
 
 # Read, never written: what other and older instrumentations put on their spans.
 SYSTEM = "gen_ai.system"  # the provider, before gen_ai.provider.name
@@ -141,6 +145,34 @@ MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 CHOICE_EVENT = "gen_ai.choice"
+# The current conventions' event (a log record) with a call's whole content in its attributes.
+OPERATION_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+
+# OpenInference (Arize Phoenix's instrumentations), read at intake into the names above.
+OI_SPAN_KIND = "openinference.span.kind"  # LLM, EMBEDDING, TOOL, AGENT, CHAIN, ...
+OI_INPUT_VALUE = "input.value"  # the call's input; the provider's request JSON when mime is JSON
+OI_INPUT_MIME = "input.mime_type"
+OI_OUTPUT_VALUE = "output.value"
+OI_OUTPUT_MIME = "output.mime_type"
+OI_MODEL_NAME = "llm.model_name"
+OI_PROVIDER = "llm.provider"
+OI_SYSTEM = "llm.system"
+OI_INVOCATION_PARAMETERS = "llm.invocation_parameters"  # JSON
+OI_INPUT_MESSAGES = "llm.input_messages."  # llm.input_messages.{i}.message.{field}
+OI_OUTPUT_MESSAGES = "llm.output_messages."
+OI_TOOLS = "llm.tools."  # llm.tools.{i}.tool.json_schema
+OI_PROMPT_TOKENS = "llm.token_count.prompt"
+OI_COMPLETION_TOKENS = "llm.token_count.completion"
+OI_CACHE_READ_TOKENS = "llm.token_count.prompt_details.cache_read"
+OI_REASONING_TOKENS = "llm.token_count.completion_details.reasoning"
+OI_FINISH_REASON = "llm.finish_reason"
+OI_EMBEDDING_MODEL = "embedding.model_name"
+OI_TOOL_NAME = "tool.name"
+OI_TOOL_PARAMETERS = "tool.parameters"
+OI_TOOL_CALL_ID = "tool_call.id"
+OI_AGENT_NAME = "agent.name"
+OI_SESSION_ID = "session.id"
+OPERATION_INVOKE_AGENT = "invoke_agent"
 
 # What each capture mode leaves out (see config.CaptureMode).
 RAW_ATTRIBUTES = frozenset(

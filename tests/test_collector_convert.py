@@ -99,7 +99,7 @@ def test_converter_workers_produce_the_same_block_as_the_collector_itself(tmp_pa
     spool.append(spool_record(otlp_request([raw_span(n) for n in range(1, 50)])))
     segment = spool.seal()
     assert segment is not None
-    inline = Converter.inline(segment.path).result()
+    inline = Converter(0).inline(segment.path).result()
     assert inline.path is not None
     here = inline.path.read_bytes()
     converter = Converter(1)

@@ -1,7 +1,7 @@
 """Traces written by other instrumentations alone (no Rewind code in the agent, spans sent with
 the standard OTLP exporter) replay with identical output, when the model writes text beside
-its tool calls, streamed and not: the official GenAI instrumentations for OpenAI and Anthropic
-and OpenLLMetry's for both."""
+its tool calls, streamed and not: the official GenAI instrumentations for OpenAI and Anthropic,
+OpenLLMetry's for both and OpenInference's (Arize Phoenix) for OpenAI."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ CASES = {
     "official-anthropic": ("opentelemetry.instrumentation.genai.anthropic", ANTHROPIC),
     "openllmetry-openai": ("opentelemetry.instrumentation.openai", OPENAI),
     "openllmetry-anthropic": ("opentelemetry.instrumentation.anthropic", ANTHROPIC),
+    "openinference-openai": ("openinference.instrumentation.openai", OPENAI),
 }
 CONTENT_ON = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",

@@ -75,3 +75,25 @@ def _row(span: dict) -> list:
     empty = {"Array": [], "Map": {}, "UInt64": 0, "String": ""}
     return [values.get(name, next((v for k, v in empty.items() if k in kind), ""))
             for name, kind in TRACE_COLUMNS_TYPED]
+
+
+def test_a_framework_naming_the_call_generate_content_with_a_provider_prefix_is_one_call(store):
+    """ADK over LiteLLM: its ``generate_content openai/gpt-4o-mini`` span wraps Rewind's
+    ``chat gpt-4o-mini``; an embedding beside them stays a call of its own."""
+    adk = span("adk", "root", "gcp.vertex.agent", 2_000, 100, tokens=5)
+    adk["SpanAttributes"].update({"gen_ai.operation.name": "generate_content",
+                                  "gen_ai.request.model": "openai/gpt-4o-mini"})
+    ours = span("rw2", "adk", REWIND, 2_010, 50, step=0, tokens=5)
+    ours["SpanAttributes"]["gen_ai.request.model"] = "gpt-4o-mini"
+    embed = span("emb", "adk", "other.embedder", 2_020, 30, tokens=2)
+    embed["SpanAttributes"].update({"gen_ai.operation.name": "embeddings",
+                                    "gen_ai.request.model": "openai/gpt-4o-mini"})
+    calls = llm_calls([adk, ours, embed])
+    assert sorted((c.span["SpanId"], [s["SpanId"] for s in c.shadows]) for c in calls) == [
+        ("emb", []), ("rw2", ["adk"])]
+    trace = "cd" * 16
+    TraceWriter(store).write([_row({**s, "TraceId": trace}) for s in (adk, ours, embed)],
+                             "generate-content")
+    kept = store.query(f"SELECT SpanId FROM {LLM_STEPS} WHERE TraceId = '{trace}' "
+                       "ORDER BY SpanId")
+    assert [r["SpanId"] for r in kept] == ["emb", "rw2"]

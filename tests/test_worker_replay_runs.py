@@ -1,10 +1,12 @@
 """Replay over HTTP serves run after run: the worker's ``/replay/<trace-id>/v1`` answers a
 second and third run of the agent (the real ``openai`` SDK) from the top without a restart, a
-run cut short or diverged does not block the next one, ``DELETE`` resets by hand, and sessions
-made with ``POST /v1/replay/sessions`` serve one run each, independently."""
+run cut short or diverged does not block the next one (which counts its steps from its own
+first request), ``DELETE`` resets by hand, and sessions made with ``POST /v1/replay/sessions``
+serve one run each, independently, looking past the paths they are given to ignore."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import httpx
@@ -77,6 +79,34 @@ def test_a_divergence_is_a_409_naming_the_reset_and_the_next_run_still_works(rec
     assert run_agent(base, QUESTIONS[:1]) == [f"echo: {QUESTIONS[0]}"]
     status = httpx.get(f"{api}/v1/replay/sessions/{trace_id}").json()
     assert status["replayed"] == 1 and status["divergence"] is None
+
+
+def test_each_run_after_a_divergence_counts_from_its_own_first_request(recording):
+    api, trace_id = recording.served.api_url, recording.trace_id
+    base = f"{api}/replay/{trace_id}/v1"
+    httpx.delete(f"{api}/v1/replay/sessions/{trace_id}")  # whatever the tests before left
+    for _ in range(3):
+        with pytest.raises(openai.ConflictError) as raised:
+            run_agent(base, ("find a boat to Lisbon",))
+        assert "diverged at step 0" in str(raised.value)
+    assert run_agent(base) == [f"echo: {q}" for q in QUESTIONS]
+
+
+def test_a_session_looks_past_the_paths_it_is_given_to_ignore(recording):
+    api = recording.served.api_url
+    changed = ("find a flight to Porto", QUESTIONS[1])
+    plain = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": recording.trace_id})
+    with pytest.raises(openai.ConflictError) as raised:
+        run_agent(f"{api}{plain.json()['base_path']}/v1", changed)
+    [path] = re.findall(r"--ignore '([^']+)'", str(raised.value))
+    made = httpx.post(f"{api}/v1/replay/sessions",
+                      json={"trace_id": recording.trace_id, "ignore": [path]})
+    assert made.status_code == 201, made.text
+    assert run_agent(f"{api}{made.json()['base_path']}/v1", changed) == [
+        f"echo: {q}" for q in QUESTIONS]
+    bad = httpx.post(f"{api}/v1/replay/sessions",
+                     json={"trace_id": recording.trace_id, "ignore": "body"})
+    assert bad.status_code == 400
 
 
 def test_explicit_sessions_are_independent_and_serve_one_run(recording):

@@ -13,6 +13,8 @@ from . import (
     m004_llm_steps,
     m005_trace_list,
     m006_steps_by_trace,
+    m007_generation_aliases,
+    m008_logs,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -22,4 +24,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_llm_steps.MIGRATION,
     m005_trace_list.MIGRATION,
     m006_steps_by_trace.MIGRATION,
+    m007_generation_aliases.MIGRATION,
+    m008_logs.MIGRATION,
 )

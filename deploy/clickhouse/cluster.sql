@@ -225,9 +225,10 @@ SELECT * EXCEPT (Peers)
 FROM (SELECT *, groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) OVER (PARTITION BY TraceId) AS Peers FROM default.rewind_llm_calls)
 WHERE NOT arrayExists(p -> (p.1 != SpanId
         AND (p.7 != ScopeName OR p.7 = '' OR ScopeName = '')
-        AND (p.4 = Operation OR p.4 = '' OR Operation = '')
-        AND (p.5 = '' OR RequestModel = '' OR startsWith(p.5, RequestModel)
-             OR startsWith(RequestModel, p.5))
+        AND (p.4 = Operation OR p.4 = '' OR Operation = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND Operation IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR RequestModel = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(RequestModel, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(RequestModel, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
         AND p.2 <= toInt64(toUnixTimestamp64Nano(Timestamp) + Duration) AND toInt64(toUnixTimestamp64Nano(Timestamp)) <= p.3
         AND NOT (p.6 AND toUInt8(Step >= 0))
         AND (1 - p.6, p.2, p.2 - p.3, p.1)
@@ -310,9 +311,10 @@ FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider
 UNION ALL
 SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
         AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
-        AND (p.4 = c.4 OR p.4 = '' OR c.4 = '')
-        AND (p.5 = '' OR c.5 = '' OR startsWith(p.5, c.5)
-             OR startsWith(c.5, p.5))
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
         AND p.2 <= c.3 AND c.2 <= p.3
         AND NOT (p.6 AND c.6)
         AND (1 - p.6, p.2, p.2 - p.3, p.1)
@@ -324,3 +326,63 @@ SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (6, 'rewind_llm_steps without a window function');
+
+CREATE OR REPLACE VIEW default.rewind_llm_steps ON CLUSTER rewind AS
+SELECT f.1 AS Timestamp, f.2 AS TraceId, f.3 AS SpanId, f.4 AS ServiceName, f.5 AS Step, f.6 AS Operation, f.7 AS Provider, f.8 AS RequestModel, f.9 AS ResponseModel, f.10 AS InputTokens, f.11 AS OutputTokens, f.12 AS Duration, f.13 AS StatusCode, f.14 AS MatchKey, f.15 AS FinishReasons, f.16 AS ScopeName
+FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName) AS f FROM default.rewind_llm_calls WHERE (1) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
+        AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
+        AND p.2 <= c.3 AND c.2 <= p.3
+        AND NOT (p.6 AND c.6)
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - c.6, c.2, c.2 - c.3, c.1)), peers), facts, mine)) AS f FROM (
+    SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0) AS mine,
+           groupArrayIf((Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName), Step < 0) AS facts
+    FROM default.rewind_llm_calls WHERE 1
+    GROUP BY TraceId));
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (7, 'rewind_llm_steps: operation aliases and provider-prefixed models');
+
+CREATE TABLE IF NOT EXISTS default.otel_logs_local ON CLUSTER rewind (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TimestampTime DateTime DEFAULT toDateTime(Timestamp),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    TraceFlags UInt8,
+    SeverityText LowCardinality(String) CODEC(ZSTD(1)),
+    SeverityNumber UInt8,
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    Body String CODEC(ZSTD(1)),
+    ResourceSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeSchemaUrl LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion LowCardinality(String) CODEC(ZSTD(1)),
+    ScopeAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    LogAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    EventName String CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_key mapKeys(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_scope_attr_value mapValues(ScopeAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_key mapKeys(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_log_attr_value mapValues(LogAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_body Body TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/otel_logs_local', '{replica}')
+PARTITION BY toDate(TimestampTime)
+PRIMARY KEY (ServiceName, TimestampTime)
+ORDER BY (ServiceName, TimestampTime, Timestamp)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, replicated_deduplication_window = 10000;
+
+CREATE TABLE IF NOT EXISTS default.otel_logs ON CLUSTER rewind AS default.otel_logs_local
+ENGINE = Distributed(rewind, 'default', otel_logs_local, cityHash64(TraceId));
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (8, 'otel_logs: log records (GenAI events) received over OTLP');

@@ -89,8 +89,11 @@ def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
     conversation = conversation_of(span)
     if conversation is None:
         return Skipped(span["SpanId"], span["SpanName"],
-                       "no recorded exchange and no message content on the span "
-                       "(was content capture off?)")
+                       f"no recorded exchange and no message content: none in the span's "
+                       f"attributes ({A.INPUT_MESSAGES}, {A.PROMPT_PREFIX}*, OpenInference's "
+                       f"llm.input_messages.*), its events, or GenAI events among the log "
+                       f"records of its trace and span id (was content capture off, or were "
+                       f"the instrumentation's logs not sent to the collector?)")
     provider = provider_of(attrs)
     if provider not in PATHS:
         return Skipped(span["SpanId"], span["SpanName"],

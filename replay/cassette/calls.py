@@ -9,10 +9,11 @@ allows: ``collector/llm_steps.py``) by stats, listings and views:
     of the other or they have the same parent (OpenLLMetry does not make its span current, so
     the SDK's and Rewind's spans sit beside it), they were written by different
     instrumentations (scope names differ, or one is unknown), their operations are the same
-    (or one is unnamed), their models agree (the same, one unnamed, or one a dated version of
-    the other) and their times overlap. A call holds one span per instrumentation and at most
-    one exchange recorded by Rewind (one HTTP request: a retry is a new call); when a span
-    could join several, the one closest in start time wins.
+    (or one is unnamed, or both generate content: ``chat`` and ADK's ``generate_content``),
+    their models agree (the same, one unnamed, or one a dated version of the other, a
+    provider prefix such as ``openai/`` left out) and their times overlap. A call holds one
+    span per instrumentation and at most one exchange recorded by Rewind (one HTTP request: a
+    retry is a new call); when a span could join several, the one closest in start time wins.
 
 The call is stood for by the span with the exact exchange (Rewind's), else one with message
 content, else the outermost; the others are its *shadows*: shown as context, never counted,
@@ -75,7 +76,8 @@ def rank(span: Span) -> int:
 def _models_agree(a: Span, b: Span) -> bool:
     def model(span: Span) -> str:
         attrs = _attrs(span)
-        return attrs.get(A.REQUEST_MODEL) or attrs.get(A.RESPONSE_MODEL) or ""
+        named = attrs.get(A.REQUEST_MODEL) or attrs.get(A.RESPONSE_MODEL) or ""
+        return named.rpartition("/")[2]  # LiteLLM's and ADK's "openai/gpt-4o-mini"
 
     first, second = model(a), model(b)
     return not first or not second or first.startswith(second) or second.startswith(first)
@@ -105,7 +107,8 @@ def _alike(a: Span, b: Span) -> bool:
     if scope_a and scope_a == scope_b:
         return False
     first, second = operation_of(a), operation_of(b)
-    if first and second and first != second:
+    if first and second and first != second and not (
+            first in A.GENERATION_OPERATIONS and second in A.GENERATION_OPERATIONS):
         return False
     return _models_agree(a, b) and _overlap(a, b)
 

@@ -6,7 +6,8 @@ answer, and an exhausted queue is a divergence, never a silent repeat.
 Three strategies, tried in order and chosen once per recording: the request's exact key; its
 key rebuilt from content (only for a recording with calls rebuilt from another
 instrumentation's spans, ``semantic.py``); the first recorded request it differs from only in
-values that change every run (``volatile.py``).
+values that change every run or in ignored paths (``volatile.py``), for an exchange and a call
+rebuilt from content alike.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def rebuilt_from_content(matcher: Matcher, asked: Asked, keys: list[str]) -> Int
 
 def tolerated_values(matcher: Matcher, asked: Asked, keys: list[str]) -> Interaction | None:
     """The first unused recorded request that differs from this one only in values that change
-    every run (not tried for a request compared by its content)."""
-    return matcher.tolerated_match(asked.form) if asked.semantic is None else None
+    every run or in ignored paths: an exchange compared by its request, a call rebuilt from
+    content by what it says (its semantic form, the paths a divergence prints for it)."""
+    return matcher.tolerated_match(asked.form, asked.semantic)
 
 
 class Matcher:
@@ -153,12 +155,19 @@ class Matcher:
             form = self._forms[id(interaction)] = interaction.canonical_request()
         return form
 
-    def tolerated_match(self, request: dict[str, Any]) -> Interaction | None:
+    def tolerated_match(self, request: dict[str, Any],
+                        semantic: dict[str, Any] | None = None) -> Interaction | None:
         """The first unused recorded request (same method and path) that differs from
-        ``request`` only in values that change every run; taken out of its queue."""
+        ``request`` only in values that change every run; a call rebuilt from content compared
+        with ``semantic`` (the request's semantic form) instead. Taken out of its queue."""
         tool = "tool" in request
         for candidate in self._all:
-            if id(candidate) in self._used or candidate.semantic is not None:
+            if id(candidate) in self._used:
+                continue
+            if candidate.semantic is not None:
+                if semantic is not None and tolerable(
+                        diff_fields(candidate.semantic, semantic), self.tolerance):
+                    return self._take_tolerated(candidate)
                 continue
             if tool:
                 if candidate.kind != A.KIND_TOOL or candidate.tool_name != request["tool"]:
@@ -168,9 +177,11 @@ class Matcher:
                   or candidate.method.upper() != request.get("method")):
                 continue
             if tolerable(diff_fields(self._form(candidate), request), self.tolerance):
-                queue = self._queues[candidate.match_key or candidate.semantic_key]
-                queue.remove(candidate)
-                self._used.add(id(candidate))
-                self.tolerated += 1
-                return candidate
+                return self._take_tolerated(candidate)
         return None
+
+    def _take_tolerated(self, candidate: Interaction) -> Interaction:
+        self._queues[candidate.match_key or candidate.semantic_key].remove(candidate)
+        self._used.add(id(candidate))
+        self.tolerated += 1
+        return candidate

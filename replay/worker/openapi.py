@@ -166,6 +166,9 @@ def openapi_document() -> dict[str, Any]:
                     "properties": {"trace_id": _TRACE_ID_SCHEMA,
                                    "speed": {"type": "number", "description": "answers with "
                                              "recorded latency divided by this"},
+                                   "ignore": {"type": "array", "items": {"type": "string"},
+                                              "description": "request paths (globs) whose "
+                                              "values may differ, as --ignore"},
                                    "mode": {"type": "string", "enum": ["strict"]}}}}}}),
                 "responses": {"201": created, "400": _ERROR, "401": _ERROR, "404": _ERROR}}},
             "/v1/replay/sessions/{session_id}": {

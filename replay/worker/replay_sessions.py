@@ -7,9 +7,11 @@ cassette, so an agent in any language replays by changing its base URL.
 Each session keeps its own cursor. ``/replay/<trace_id>/…`` uses one implicit session per
 trace, so a run needs no set-up; a new run starts it again from the top: a request the
 session cannot answer that the recording's first step answers (the previous run completed,
-stopped or diverged) begins a new run, and ``DELETE /v1/replay/sessions/<trace_id>`` resets
-it by hand. ``POST /v1/replay/sessions`` makes independent sessions, one run each, served
-under ``/replay/s/<session_id>/…`` (for runs of one trace at the same time).
+stopped or diverged), or any request after a divergence, begins a new run, and
+``DELETE /v1/replay/sessions/<trace_id>`` resets it by hand. ``POST /v1/replay/sessions``
+makes independent sessions, one run each, served under ``/replay/s/<session_id>/…`` (for runs
+of one trace at the same time); such a session takes ``ignore`` (request paths whose values
+may differ, as ``rewind replay --ignore``).
 
 A session belongs to the tenant that made it: another tenant's session is unknown (404), and
 each tenant has its own default session per trace. An operator (tenant None) sees them all.
@@ -62,8 +64,11 @@ class SessionRegistry:
         self._limit = limit
 
     def create(self, view: TenantView, trace_id: str, session_id: str | None = None,
-               speed: float | None = None) -> tuple[str, ReplaySession]:
-        session = ReplaySession(view.cassette(trace_id), mode=STRICT, speed=speed)
+               speed: float | None = None,
+               ignore: tuple[str, ...] = ()) -> tuple[str, ReplaySession]:
+        """``ignore``: request paths (globs) whose values may differ, as ``--ignore``."""
+        session = ReplaySession(view.cassette(trace_id), mode=STRICT, speed=speed,
+                                ignore=ignore)
         sid = session_id or secrets.token_hex(8)
         with self._lock:
             if len(self._sessions) >= self._limit:  # forget the oldest
@@ -93,16 +98,20 @@ class SessionRegistry:
                        headers: dict[str, str], body: bytes
                        ) -> tuple[ReplaySession, Decision]:
         """A request to the trace's implicit session, and the session that took it: a fresh
-        one when the current one cannot answer it and the recording's first step does (a new
-        run), else the current one."""
+        one when the current one cannot answer it and either the recording's first step does
+        or the current run has ended in a divergence (a new run, counted from its own first
+        request), else the current one."""
         session = self.default(view, trace_id)
+        ended = session.divergence is not None
         found = session.decide(method, url, headers, body)
         if not isinstance(found, Diverged):
             return session, found
-        fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed)
+        fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed,
+                              ignore=session.ignore)
         again = fresh.decide(method, url, headers, body)
-        if not isinstance(again, Replayed) or \
-                again.interaction is not _first_llm_step(fresh.cassette):
+        first = isinstance(again, Replayed) and \
+            again.interaction is _first_llm_step(fresh.cassette)
+        if not first and not ended:
             return session, found
         with self._lock:
             key = (view.tenant, trace_id)
@@ -190,13 +199,17 @@ def routes(sessions: SessionRegistry) -> list[Route]:
             payload = json.loads(await request.body() or b"{}")
             raw_id = payload["trace_id"]
             speed = float(payload["speed"]) if payload.get("speed") else None
+            ignore = payload.get("ignore") or []
+            if isinstance(ignore, str) or not all(isinstance(i, str) for i in ignore):
+                raise TypeError("ignore is a list of paths")
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidValue(f"expected JSON {{'trace_id': …}}: {error}") from None
         if payload.get("mode", STRICT) != STRICT:
             raise InvalidValue("replay over HTTP is strict only: the worker has no upstream to "
                                "go live to")
         trace_id = parse_trace_id(raw_id)
-        sid, _ = await run_in_threadpool(sessions.create, view, trace_id, speed=speed)
+        sid, _ = await run_in_threadpool(sessions.create, view, trace_id, speed=speed,
+                                         ignore=tuple(ignore))
         return json_response({"session_id": sid, "trace_id": trace_id,
                               "base_path": f"/replay/s/{sid}"}, 201)
 
