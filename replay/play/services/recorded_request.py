@@ -138,7 +138,8 @@ def replaying(session: ReplaySession, clock_mode: str = CLOCK_RECORDED) -> Itera
     try:
         with contextlib.ExitStack() as stack:
             player.plug(stack, player.TransportResponder(session, announce=False),
-                        player.ToolResponder(session, announce=False))
+                        player.ToolResponder(session, announce=False),
+                        database=player.database_responder(session, announce=False))
             yield
     finally:
         if moved:
