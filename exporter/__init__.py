@@ -92,7 +92,7 @@ def instrument(
     enrichment.configure(chosen, recorder.redactor)
     transport.set_recorder(recorder)
     tools.configure(provider, chosen)
-    from .databases import calls as databases
+    from .databases import db_calls as databases
 
     databases.configure(provider, chosen)  # drivers hooked when the application imports them
     from . import frameworks  # light: no framework is imported before the application does
@@ -109,7 +109,7 @@ def instrument(
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
     from . import scope, tools, transport
-    from .databases import calls as databases
+    from .databases import db_calls as databases
 
     transport.set_recorder(None)
     tools.configure(None)

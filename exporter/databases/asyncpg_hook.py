@@ -15,8 +15,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from . import calls
-from .calls import DbCall
+from . import db_calls as calls
+from .db_calls import DbCall
 
 SYSTEM = "postgresql"
 _replayed: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -51,12 +51,20 @@ def _facts(conn: Any) -> dict[str, Any]:
 
 
 def _replayed_connection(cls: type, facts: dict[str, Any]) -> Any:
-    from asyncpg.connection import ServerVersion
+    from asyncpg.types import ServerVersion
 
     conn = object.__new__(cls)
     conn._aborted = False
     conn._protocol = _NoProtocol()
     conn._top_xact = None
+    conn._pool_release_ctr = 0
+    conn._proxy = conn._pool_holder = conn._source_traceback = None
+    conn._addr, conn._params = None, None
+    for name in ("_listeners",):
+        setattr(conn, name, {})
+    for name in ("_stmts_to_close", "_log_listeners", "_cancellations",
+                 "_termination_listeners", "_query_loggers"):
+        setattr(conn, name, set())
     conn._server_version = ServerVersion(*facts.get("server_version") or (0, 0, 0, "final", 0))
     _replayed.add(conn)
     return conn

@@ -19,8 +19,8 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from . import calls
-from .calls import DbCall
+from . import db_calls as calls
+from .db_calls import DbCall
 
 SYSTEM = "postgresql"
 # What a server reports of itself at connection (parameter_status).

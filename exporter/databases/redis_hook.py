@@ -12,8 +12,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from . import calls
-from .calls import DbCall
+from . import db_calls as calls
+from .db_calls import DbCall
 
 SYSTEM = "redis"
 _patched: set[str] = set()

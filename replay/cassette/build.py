@@ -77,7 +77,7 @@ def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
 def _db_interaction(span: Mapping[str, Any]) -> Interaction:
     """A database call: its form (what a replay matches) in the request body, the rows or
     reply in the response body, the error as a tool's."""
-    from rewind.exporter.databases.calls import db_form
+    from rewind.exporter.databases.db_calls import db_form
 
     attrs: Mapping[str, str] = span["SpanAttributes"]
     span_id = span["SpanId"]

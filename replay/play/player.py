@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import frameworks, tools, transport
-from rewind.exporter.databases import calls as databases
+from rewind.exporter.databases import db_calls as databases
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock, guard

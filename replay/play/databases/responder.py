@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from rewind.exporter.databases.calls import DbAnswer, DbCall
+from rewind.exporter.databases.db_calls import DbAnswer, DbCall
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.play.session import Decision, ReplaySession
 
