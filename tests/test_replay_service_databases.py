@@ -1,7 +1,8 @@
 """A service that reads PostgreSQL and Redis in its handler before it asks the model, recorded
 as its owner records it (uvicorn under ``opentelemetry-instrument``), then one request replayed
 with ``rewind replay-request`` with both database servers stopped: the same answer, and not one
-connection reaches their ports (sinks listen there). A changed query is a divergence, exit 3."""
+connection reaches their ports (sinks listen there). A changed query is a divergence, exit 3,
+and so is a connection no hook answers (the guard refuses it)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,13 @@ def test_a_query_the_recording_does_not_hold_diverges(recorded):
     assert "replay diverged at step 1" in done.stderr
     assert "field query:" in done.stderr and "name, plan, balance" in done.stderr
     assert pg_sink.accepted == 0 and redis_sink.accepted == 0
+
+
+def test_a_connection_no_hook_answers_is_refused_by_the_guard(recorded):
+    with Sink() as audit:
+        done = rewind("replay-request", recorded["trace"], "--app", customers.APP,
+                      store=recorded["store"],
+                      **{**recorded["env"], customers.AUDIT_PORT: str(audit.port)})
+    assert done.returncode == 3, done.stderr
+    assert f"tcp connection to 127.0.0.1:{audit.port} is not in the recording" in done.stderr
+    assert audit.accepted == 0

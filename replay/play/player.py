@@ -147,6 +147,12 @@ def database_responder(session: ReplaySession, announce: bool = True) -> DbRespo
     return DbResponder(session, lambda decision: _checked(session, decision, announce))
 
 
+def guard_of(session: ReplaySession, announce: bool = True) -> guard.Guard:
+    """The socket guard of a replay by ``session``: a refused connection is its divergence."""
+    return guard.Guard(session, lambda found: _checked(session, session._diverged(found),
+                                                       announce))
+
+
 def plug(stack: ExitStack, http: transport.Responder | None,
          tool: tools.ToolResponder | None, preparer: transport.Preparer | None = None,
          database: databases.DbResponder | None = None) -> None:
@@ -223,7 +229,7 @@ def install_from_env() -> ReplaySession | None:
         ignore=settings.ignore,
     )
     replaying(session, settings.clock).start()  # till the end
-    guard.Guard(session, lambda found: _checked(session, session._diverged(found))).install()
+    guard_of(session).install()
     guard.arm(session.write_report, settings.grace if settings.grace is not None else guard.GRACE_S)
     atexit.register(_report_at_exit, session)
     if not settings.debug:

@@ -3,7 +3,9 @@ FastAPI app whose ``POST /chat`` loads the customer from PostgreSQL (psycopg, as
 the visit in Redis (redis-py, asyncio), then asks an ``AsyncOpenAI`` model with both in its
 system prompt. No Rewind code: it is recorded under ``opentelemetry-instrument``.
 
-``CUSTOMERS_WITH_BALANCE=1`` is a changed service: its query reads one more column.
+``CUSTOMERS_WITH_BALANCE=1`` is a changed service: its query reads one more column;
+``CUSTOMERS_AUDIT_PORT=N`` another: it first tells an audit service on that loopback port
+over a plain socket (no client Rewind hooks).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ PG_DSN = "CUSTOMERS_PG_DSN"
 REDIS_PORT = "CUSTOMERS_REDIS_PORT"
 LLM_URL = "CUSTOMERS_LLM_URL"
 WITH_BALANCE = "CUSTOMERS_WITH_BALANCE"
+AUDIT_PORT = "CUSTOMERS_AUDIT_PORT"
 APP = "tests.support.customers_service:app"
 SCHEMA = ("CREATE TABLE customers (id int PRIMARY KEY, name text, plan text, balance numeric)",
           "INSERT INTO customers VALUES (7, 'Ada', 'gold', 12.50), (8, 'Bob', 'free', 0)")
@@ -30,6 +33,11 @@ async def chat(body: dict[str, Any]) -> dict[str, Any]:
     from openai import AsyncOpenAI
     from redis.asyncio import Redis
 
+    if os.environ.get(AUDIT_PORT):
+        import socket
+
+        with socket.create_connection(("127.0.0.1", int(os.environ[AUDIT_PORT])), 5) as audit:
+            audit.sendall(b"chat\n")
     columns = "name, plan, balance" if os.environ.get(WITH_BALANCE) else "name, plan"
     async with await psycopg.AsyncConnection.connect(os.environ[PG_DSN]) as conn:
         cur = await conn.execute(f"SELECT {columns} FROM customers WHERE id = %s",
