@@ -250,3 +250,24 @@ def test_a_query_not_in_the_recording_diverges_naming_step_and_field(run):
     message = str(raised.value)
     assert "step 1" in message and "parameters[0]" in message, message
     assert sink.accepted == 0
+
+
+def test_a_fork_reads_the_recorded_rows_before_its_fork_point_and_the_live_ones_after(run):
+    from rewind.replay.timetravel.fork import fork
+
+    def program(where: dict[str, Any]) -> Any:
+        with psycopg.connect(where["dsn"]) as conn:
+            return [conn.execute("SELECT name FROM people WHERE id = %s", (n,)).fetchone()[0]
+                    for n in (1, 2)]
+
+    with psycopg.connect(run.pg.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE people (id int PRIMARY KEY, name text)")
+        conn.execute("INSERT INTO people VALUES (1, 'Ada'), (2, 'Bob')")
+        live, cassette = run.record(program)
+        conn.execute("UPDATE people SET name = name || ' (since changed)'")
+    assert live == ["Ada", "Bob"]
+    at_second_query = cassette.interactions[2].step  # connect, first query, second query
+    done = fork(cassette, at_second_query).continue_from(
+        lambda: program({"dsn": run.pg.dsn}), tracer_provider=run.lab.provider())
+    assert done.result == ["Ada", "Bob (since changed)"] and done.divergence is None
+    assert done.replayed == 1 and done.live == 1

@@ -98,3 +98,23 @@ def test_a_connection_no_hook_answers_is_refused_by_the_guard(recorded):
     assert done.returncode == 3, done.stderr
     assert f"tcp connection to 127.0.0.1:{audit.port} is not in the recording" in done.stderr
     assert audit.accepted == 0
+
+
+def test_the_service_under_its_server_replays_the_request_and_refuses_what_is_unrecorded(
+        recorded):
+    def under_uvicorn(**env: str):
+        port = free_port()
+        return rewind("replay-request", recorded["trace"], "--url", f"http://127.0.0.1:{port}",
+                      "--", sys.executable, "-m", "uvicorn", customers.APP, "--port", str(port),
+                      store=recorded["store"], **{**recorded["env"], **env})
+
+    with Sink(recorded["ports"][0]) as pg_sink, Sink(recorded["ports"][1]) as redis_sink, \
+            Sink() as audit:
+        done = under_uvicorn()
+        assert done.returncode == 0, done.stderr
+        assert "POST /chat: same answer as recorded" in done.stderr
+        refused = under_uvicorn(**{customers.AUDIT_PORT: str(audit.port)})
+        assert refused.returncode != 0, refused.stderr
+        assert f"tcp connection to 127.0.0.1:{audit.port} is not in the recording" \
+            in refused.stderr
+    assert pg_sink.accepted == 0 and redis_sink.accepted == 0 and audit.accepted == 0

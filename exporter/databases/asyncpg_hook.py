@@ -42,7 +42,7 @@ def _connect_call(dsn: str | None, options: dict[str, Any]) -> DbCall:
     user = options.get("user") or (unquote(parts.username) if parts.username else None)
     host = options.get("host") or parts.hostname or ""
     port = options.get("port") or parts.port
-    return DbCall(SYSTEM, "CONNECT", {"dbname": database, "user": user}, str(database or ""),
+    return DbCall(SYSTEM, calls.CONNECT, {"dbname": database, "user": user}, str(database or ""),
                   str(host), int(port) if str(port or "").isdigit() else None)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rewind.exporter")
 _SPACES = re.compile(r"\s+")
+CONNECT = "CONNECT"  # the query of a connection made: what the server said of itself is its result
 
 
 @dataclass(frozen=True)

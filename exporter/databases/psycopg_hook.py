@@ -90,9 +90,9 @@ def _connect_call(conninfo: str, kwargs: dict[str, Any]) -> DbCall:
     except Exception:
         params = {}
     port = params.get("port")
-    return DbCall(SYSTEM, "CONNECT", {"dbname": params.get("dbname"), "user": params.get("user")},
-                  str(params.get("dbname") or ""), str(params.get("host") or ""),
-                  int(port) if str(port or "").isdigit() else None)
+    who = {"dbname": params.get("dbname"), "user": params.get("user")}
+    return DbCall(SYSTEM, calls.CONNECT, who, str(params.get("dbname") or ""),
+                  str(params.get("host") or ""), int(port) if str(port or "").isdigit() else None)
 
 
 def _replayed_connection(cls: type, facts: dict[str, Any], options: dict[str, Any]) -> Any:
