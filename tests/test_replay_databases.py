@@ -53,9 +53,10 @@ class Run:
     def __init__(self, lab: Any, servers: Any) -> None:
         self.lab, (self.pg, self.rd) = lab, servers
 
-    def record(self, program: Callable[[dict[str, Any]], Any]) -> tuple[Any, Any]:
+    def record(self, program: Callable[[dict[str, Any]], Any], **capture: Any
+               ) -> tuple[Any, Any]:
         where = {"dsn": self.pg.dsn, "url": self.pg.url, "redis_port": self.rd.port}
-        instrument(tracer_provider=self.lab.provider())
+        instrument(tracer_provider=self.lab.provider(), **capture)
         try:
             with agent("db") as span:
                 live = program(where)
@@ -125,6 +126,32 @@ def test_a_database_call_is_a_db_client_span_with_its_parameters_apart(run, lab)
     assert json.loads(attrs["rewind.db.parameters"]) == [1]
     assert json.loads(attrs["rewind.db.result"])["rows"][0][:2] == [1, "Ada"]
     assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == str(run.pg.port)
+
+
+def _stored(lab: Any, cassette: Any, step: int) -> dict[str, str]:
+    """The stored attributes of the recorded step ``step`` (replayable or not)."""
+    from rewind.collector import reader
+
+    return next(s["SpanAttributes"] for s in reader.get_trace(lab.store, cassette.trace_id)
+                if s["SpanAttributes"].get("rewind.step") == str(step))
+
+
+def test_parameters_and_rows_are_redacted_and_limited_as_bodies_are(run, lab):
+    def tokens(where: dict[str, Any]) -> Any:
+        client = redis.Redis(port=where["redis_port"])
+        client.set("session", "secret-abc123")
+        return client.get("session"), client.get("session")
+
+    _, cassette = run.record(tokens, redact=[r"secret-\w+"])
+    stored = _stored(lab, cassette, 0)
+    assert json.loads(stored["rewind.db.parameters"]) == ["session", "[REDACTED]"]
+    assert "secret" not in json.dumps(_stored(lab, cassette, 1))
+    _, cassette = run.record(tokens, max_body_bytes=20)
+    stored = _stored(lab, cassette, 0)
+    assert "rewind.db.parameters" not in stored and "exceeds 20" in stored["rewind.capture_error"]
+    _, cassette = run.record(tokens, capture="metadata")
+    stored = _stored(lab, cassette, 1)
+    assert stored["db.query.text"] == "GET" and "rewind.db.result" not in stored
 
 
 def psycopg_async(where: dict[str, Any]) -> Any:
