@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import decimal
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -298,3 +299,18 @@ def test_a_fork_reads_the_recorded_rows_before_its_fork_point_and_the_live_ones_
         lambda: program({"dsn": run.pg.dsn}), tracer_provider=run.lab.provider())
     assert done.result == ["Ada", "Bob (since changed)"] and done.divergence is None
     assert done.replayed == 1 and done.live == 1
+
+
+def test_values_that_change_every_run_do_not_stop_a_replay(run):
+    def program(where: dict[str, Any]) -> Any:
+        with psycopg.connect(where["dsn"]) as conn:
+            seen = conn.execute(
+                "SELECT %s::uuid IS NOT NULL, %s::timestamptz <= now() + interval '1 day'",
+                (uuid.uuid4(), datetime.datetime.now(datetime.timezone.utc))).fetchone()
+        client = redis.Redis(port=where["redis_port"])
+        client.set(f"seen:{uuid.uuid4()}", "1")
+        return seen
+
+    live, cassette = run.record(program)
+    assert live == (True, True)
+    assert run.replay(program, cassette) == live  # a fresh uuid and time in each parameter
