@@ -10,6 +10,7 @@
    their install); the CPU of ``rewind serve`` and its child processes is counted.
 2. In-process replay per call: the same N interactions replayed through the same ``httpx``
    client code by Rewind and by vcrpy, each loading its cassette from its file every round.
+   The same for a run of 5 PostgreSQL queries and 5 calls (``replay_databases.py``).
 3. Cassette build time for a 1,000-step trace in a store holding at least 1,000,000 spans:
    reading the trace through the lookup table plus building the cassette, against the 1 s limit.
 
@@ -196,20 +197,26 @@ def end_to_end(calls: int, rounds: int) -> None:
                         cpu[name].append(used)
         finally:
             serve.stop()
-    live_wall, live_cpu = statistics.median(wall["live"]), statistics.median(cpu["live"])
-    print(f"end to end, {calls} sequential openai calls with 8 KB prompts, median of {rounds} "
-          "rounds (min-max):")
-    print(f"  {'':34} {'wall ms':>8} {'x live':>15} {'CPU ms':>8} {'x live':>6}")
-    for name in variants:
-        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        spread = f"({min(wall[name]) / live_wall:.2f}-{max(wall[name]) / live_wall:.2f})"
-        print(f"  {name:34} {w * 1e3:8.0f} {w / live_wall:5.2f}x {spread:>11} "
-              f"{c * 1e3:8.0f} {c / live_cpu:5.2f}x")
+    live_wall = print_runs(f"end to end, {calls} sequential openai calls with 8 KB prompts, "
+                           f"median of {rounds} rounds (min-max):", wall, cpu)
     vcrpy = statistics.median(wall["vcrpy (fresh process)"])
     for name in list(variants)[1:3]:
         ours = statistics.median(wall[name])
         print(f"  {name}: {ours / live_wall:.2f}x live (target <= 1.15), "
               f"{ours / vcrpy:.2f}x vcrpy (target < 1)")
+
+
+def print_runs(title: str, wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> float:
+    """Each variant's median wall and CPU time and its ratio to the ``live`` one (returned)."""
+    live_wall, live_cpu = statistics.median(wall["live"]), statistics.median(cpu["live"])
+    print(title)
+    print(f"  {'':34} {'wall ms':>8} {'x live':>15} {'CPU ms':>8} {'x live':>6}")
+    for name in wall:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        spread = f"({min(wall[name]) / live_wall:.2f}-{max(wall[name]) / live_wall:.2f})"
+        print(f"  {name:34} {w * 1e3:8.0f} {w / live_wall:5.2f}x {spread:>11} "
+              f"{c * 1e3:8.0f} {c / live_cpu:5.2f}x")
+    return live_wall
 
 
 # -- 2. per call -------------------------------------------------------------------------------
@@ -372,6 +379,9 @@ def main() -> None:
     compile_bytecode()
     for calls in sizes:
         end_to_end(calls, args.rounds)
+    from replay_databases import databases_end_to_end  # 5 PostgreSQL queries, 5 LLM calls
+
+    databases_end_to_end(args.rounds)
     for calls in sizes:
         per_call(calls)
     from replay_tools import per_call_tools_http  # the same, for a tool's HTTP and @tool calls

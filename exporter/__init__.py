@@ -92,6 +92,9 @@ def instrument(
     enrichment.configure(chosen, recorder.redactor)
     transport.set_recorder(recorder)
     tools.configure(provider, chosen)
+    from .databases import db_calls as databases
+
+    databases.configure(provider, chosen)  # drivers hooked when the application imports them
     from . import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
@@ -106,9 +109,11 @@ def instrument(
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
     from . import scope, tools, transport
+    from .databases import db_calls as databases
 
     transport.set_recorder(None)
     tools.configure(None)
+    databases.configure(None)
     scope.set_tracer_provider(None)
 
 

@@ -113,6 +113,20 @@ INBOUND_KIND_JOB = "job"
 KIND_LLM = "llm"
 KIND_TOOL = "tool"
 KIND_HTTP = "http"  # any other outbound HTTP call of the run (a tool's API, a search service)
+KIND_DB = "db"  # a call to a database (PostgreSQL, Redis)
+
+# OpenTelemetry database client semantic conventions, on the spans of database calls; the
+# parameters apart from the query text, and what came back, in rewind.db.* (JSON, tagged
+# values: exporter/databases/values.py).
+DB_SYSTEM_NAME = "db.system.name"  # "postgresql", "redis"
+DB_QUERY_TEXT = "db.query.text"
+DB_OPERATION_NAME = "db.operation.name"
+DB_NAMESPACE = "db.namespace"
+DB_RESPONSE_STATUS = "db.response.status_code"  # SQLSTATE, Redis error prefix
+DB_PARAMETERS = "rewind.db.parameters"
+DB_RESULT = "rewind.db.result"  # rows and their columns, or the reply
+DB_ERROR = "rewind.db.error"  # JSON {type, module, message}
+DB_REPLAYED = "rewind.db.replayed"
 
 # OpenTelemetry HTTP client semantic conventions, on the spans of other HTTP calls.
 HTTP_REQUEST_METHOD = "http.request.method"
@@ -178,7 +192,7 @@ OPERATION_INVOKE_AGENT = "invoke_agent"
 RAW_ATTRIBUTES = frozenset(
     {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR,
      INBOUND_REQUEST_BODY, INBOUND_RESPONSE_BODY, INBOUND_RESPONSE_EVENTS, INBOUND_ARGUMENTS,
-     INBOUND_RESULT, INBOUND_ERROR}
+     INBOUND_RESULT, INBOUND_ERROR, DB_PARAMETERS, DB_RESULT, DB_ERROR}
 )
 CONTENT_ATTRIBUTES = frozenset(
     {

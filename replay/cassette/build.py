@@ -32,6 +32,8 @@ def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
     span_id = span["SpanId"]
     if attrs.get(A.KIND) == A.KIND_TOOL:
         return _tool_interaction(span)
+    if attrs.get(A.KIND) == A.KIND_DB:
+        return _db_interaction(span)
     events = _json_field(attrs, A.RESPONSE_EVENTS, span_id)
     return Interaction(
         step=int(attrs[A.STEP]),
@@ -69,6 +71,32 @@ def _tool_interaction(span: Mapping[str, Any]) -> Interaction:
         request_body=arguments,
         response_body=attrs.get(A.TOOL_RESULT),
         tool_error=attrs.get(A.TOOL_ERROR),
+    )
+
+
+def _db_interaction(span: Mapping[str, Any]) -> Interaction:
+    """A database call: its form (what a replay matches) in the request body, the rows or
+    reply in the response body, the error as a tool's."""
+    from rewind.exporter.databases.db_calls import db_form
+
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    span_id = span["SpanId"]
+    form = db_form(attrs.get(A.DB_SYSTEM_NAME, ""), attrs.get(A.DB_QUERY_TEXT, ""),
+                   _json_field(attrs, A.DB_PARAMETERS, span_id))
+    port = attrs.get(A.SERVER_PORT)
+    where = f"{attrs.get(A.SERVER_ADDRESS, '')}:{port}" if port else attrs.get(A.SERVER_ADDRESS, "")
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=A.KIND_DB,
+        span_id=span_id,
+        name=span["SpanName"],
+        match_key=attrs.get(A.MATCH_KEY) or canonical.match_key(form),
+        method=str(form["query"]).split(" ", 1)[0].upper(),
+        url=f"{form['db']}://{where}/{attrs.get(A.DB_NAMESPACE, '')}",
+        request_headers={},
+        request_body=canonical.dumps(form),
+        response_body=attrs.get(A.DB_RESULT),
+        tool_error=attrs.get(A.DB_ERROR),
     )
 
 
@@ -123,6 +151,12 @@ def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
     if attrs.get(A.KIND) == A.KIND_TOOL:
         if A.TOOL_RESULT not in attrs and A.TOOL_ERROR not in attrs:
             return "tool result was not recorded"
+        return None
+    if attrs.get(A.KIND) == A.KIND_DB:
+        if A.DB_RESULT not in attrs and A.DB_ERROR not in attrs:
+            why = attrs.get(A.CAPTURE_ERROR)
+            return f"database result was not recorded ({why})" if why else \
+                "database result was not recorded"
         return None
     if A.RESPONSE_STATUS not in attrs:
         return "the call never got a response (transport error)"

@@ -48,9 +48,10 @@ def _int(value: Any) -> int:
 
 
 def has_exchange(span: Span) -> bool:
-    """A span Rewind recorded: an LLM exchange or a ``@tool`` call, with its step."""
+    """A span Rewind recorded: an LLM exchange, a ``@tool`` or database call, with its step."""
     attrs = _attrs(span)
-    return A.STEP in attrs and (A.REQUEST_URL in attrs or attrs.get(A.KIND) == A.KIND_TOOL)
+    return A.STEP in attrs and (A.REQUEST_URL in attrs
+                                 or attrs.get(A.KIND) in (A.KIND_TOOL, A.KIND_DB))
 
 
 def operation_of(span: Span) -> str:

@@ -48,7 +48,7 @@ class Interaction:
     semantic: dict[str, Any] | None = None
     synthetic: dict[str, Any] | None = None
     provider: str = ""
-    # Tool calls: the recorded error, as JSON {"type", "message"}.
+    # Tool and database calls: the recorded error, as JSON {"type", "message"}.
     tool_error: str | None = None
     # When the call was in flight, in ns from the run's start (both 0: unknown), and the
     # interaction it was made inside ("": none), so that calls in flight together are answered
@@ -90,6 +90,8 @@ class Interaction:
 
         if self.kind == A.KIND_TOOL:
             return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
+        if self.kind == A.KIND_DB:
+            return canonical.parse_body(self.request_body)
         if self.kind == A.KIND_HTTP:
             return canonical.canonical_http(self.method, self.url, self.request_headers,
                                             self.request_bytes())

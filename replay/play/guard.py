@@ -18,6 +18,7 @@ grace period after the report is written, with the exit code 3.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import ipaddress
 import json
@@ -26,7 +27,7 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,17 @@ class Guard:
         for (owner, name), value in self.originals.items():
             setattr(owner, name, value)
         self.originals.clear()
+
+
+@contextlib.contextmanager
+def guarding(guard: Guard) -> Iterator[Guard]:
+    """``guard`` installed for an in-process replay (a recorded request or job sent again),
+    and taken off after it."""
+    guard.install()
+    try:
+        yield guard
+    finally:
+        guard.uninstall()
 
 
 # -- ending a diverged run -------------------------------------------------------------------

@@ -126,12 +126,13 @@ class Matcher:
                 found = strategy(self, asked, keys)
                 if found is not None:
                     return found
-            # An HTTP call is compared with the next recorded HTTP call; the rest with the
-            # next LLM or tool step.
-            http = asked.kind == A.KIND_HTTP
-            expected = self._next_expected((A.KIND_HTTP,) if http else (A.KIND_LLM, A.KIND_TOOL))
+            # An HTTP call is compared with the next recorded HTTP call, a database call with
+            # the next database call; the rest with the next LLM or tool step.
+            apart = asked.kind in (A.KIND_HTTP, A.KIND_DB)
+            expected = self._next_expected((asked.kind,) if apart else (A.KIND_LLM, A.KIND_TOOL))
             if expected is None:
-                what = "HTTP calls" if http else "interactions"
+                what = {A.KIND_HTTP: "HTTP calls", A.KIND_DB: "database calls"}.get(
+                    asked.kind, "interactions")
                 return Divergence(
                     step,
                     f"the recording has no more {what} (it holds {self.total} interactions); "
@@ -169,7 +170,11 @@ class Matcher:
                         diff_fields(candidate.semantic, semantic), self.tolerance):
                     return self._take_tolerated(candidate)
                 continue
-            if tool:
+            if "db" in request or candidate.kind == A.KIND_DB:
+                if candidate.kind != A.KIND_DB or candidate.url.split(":", 1)[0] != \
+                        request.get("db"):
+                    continue
+            elif tool:
                 if candidate.kind != A.KIND_TOOL or candidate.tool_name != request["tool"]:
                     continue
             elif (candidate.kind == A.KIND_TOOL

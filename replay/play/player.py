@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import frameworks, tools, transport
+from rewind.exporter.databases import db_calls as databases
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock, guard
+from rewind.replay.play.databases.responder import DbResponder
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import (
     ENV_ALLOW_LIVE,
@@ -140,16 +142,30 @@ class ToolResponder:
         return tools.ToolAnswer(result=json.loads(found.response_body or "null"), hold=hold)
 
 
+def database_responder(session: ReplaySession, announce: bool = True) -> DbResponder:
+    """Answers database calls from ``session``'s recording (strict divergences raised)."""
+    return DbResponder(session, lambda decision: _checked(session, decision, announce))
+
+
+def guard_of(session: ReplaySession, announce: bool = True) -> guard.Guard:
+    """The socket guard of a replay by ``session``: a refused connection is its divergence."""
+    return guard.Guard(session, lambda found: _checked(session, session._diverged(found),
+                                                       announce))
+
+
 def plug(stack: ExitStack, http: transport.Responder | None,
-         tool: tools.ToolResponder | None, preparer: transport.Preparer | None = None) -> None:
+         tool: tools.ToolResponder | None, preparer: transport.Preparer | None = None,
+         database: databases.DbResponder | None = None) -> None:
     """The one way replay (the player and fork alike) fills the exporter's slots: transport
-    responder, ``@tool`` responder (which the framework tools hooked by ``frameworks`` share)
-    and, for a fork, the transport's preparer. Each setter returns what its slot held; closing
-    ``stack`` puts exactly that back, so an outer replay or a recording carries on."""
+    responder, ``@tool`` responder (which the framework tools hooked by ``frameworks`` share),
+    the database responder and, for a fork, the transport's preparer. Each setter returns what
+    its slot held; closing ``stack`` puts exactly that back, so an outer replay or a recording
+    carries on."""
     if tool is not None:
         frameworks.install()
     stack.callback(transport.set_responder, transport.set_responder(http))
     stack.callback(tools.set_responder, tools.set_responder(tool))
+    stack.callback(databases.set_responder, databases.set_responder(database))
     if preparer is not None:
         stack.callback(transport.set_preparer, transport.set_preparer(preparer))
 
@@ -173,7 +189,8 @@ class Replaying:
             if self.clock_mode and clock.start(self.clock_mode, self.session.cassette.started_ns):
                 stack.callback(clock.stop)
             plug(stack, TransportResponder(self.session, self.announce),
-                 ToolResponder(self.session, self.announce))
+                 ToolResponder(self.session, self.announce),
+                 database=database_responder(self.session, self.announce))
             self._stack = stack.pop_all()
         return self.session
 
@@ -212,7 +229,7 @@ def install_from_env() -> ReplaySession | None:
         ignore=settings.ignore,
     )
     replaying(session, settings.clock).start()  # till the end
-    guard.Guard(session, lambda found: _checked(session, session._diverged(found))).install()
+    guard_of(session).install()
     guard.arm(session.write_report, settings.grace if settings.grace is not None else guard.GRACE_S)
     atexit.register(_report_at_exit, session)
     if not settings.debug:

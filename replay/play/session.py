@@ -315,6 +315,13 @@ class ReplaySession:
         return self._matched(Asked({"tool": name, "arguments": args}, A.KIND_TOOL,
                                    canonical.tool_key(name, args)))
 
+    def decide_db(self, form: dict[str, Any], key: str) -> Decision:
+        """The recorded outcome of a database call, or a divergence: one the recording does not
+        hold never reaches a database in a strict replay (lenient: it goes live)."""
+        if self.live:
+            return self._went_live()
+        return self._matched(Asked(form, A.KIND_DB, key))
+
     # -- timing -----------------------------------------------------------------------------
     def _ordering(self) -> _Order:
         """Worked out at the first answer, once."""

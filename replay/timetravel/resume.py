@@ -25,10 +25,17 @@ from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, tools, transport
+from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
-from rewind.replay.play.player import ReplayDivergence, ToolResponder, TransportResponder, plug
+from rewind.replay.play.player import (
+    ReplayDivergence,
+    ToolResponder,
+    TransportResponder,
+    database_responder,
+    plug,
+)
 from rewind.replay.play.recorder import run_recorded
 from rewind.replay.play.replay_settings import ENV_FORK, fork_spec
 from rewind.replay.play.session import STRICT, Answer, ReplaySession
@@ -150,10 +157,11 @@ class Resumed:
             self.warnings.append(f"could not apply the fork's edit: {error!r}")
 
     def install(self) -> None:
-        """Fill the transport and ``@tool`` slots until :meth:`uninstall` puts back what they
-        held (a child process that resumes keeps them until it ends)."""
+        """Fill the transport, ``@tool`` and database slots until :meth:`uninstall` puts back
+        what they held (a child process that resumes keeps them until it ends)."""
         with ExitStack() as stack:
-            plug(stack, _ForkTransportResponder(self), _ForkToolResponder(self), self.prepare)
+            plug(stack, _ForkTransportResponder(self), _ForkToolResponder(self), self.prepare,
+                 database=_ForkDatabaseResponder(self))
             self._installed = stack.pop_all()
 
     def uninstall(self) -> None:
@@ -208,6 +216,23 @@ class _ForkToolResponder(ToolResponder):
                 resumed.edited += 1
                 return tools.ToolAnswer(result=resumed.checkpoint.edits.tool_result)
         resumed.went_live()
+        return None
+
+
+class _ForkDatabaseResponder:
+    """Database calls before the fork point answered from the recording, from it on live.
+    Connections are always made (counted in place): the run goes on with them after N."""
+
+    def __init__(self, resumed: Resumed) -> None:
+        self.resumed = resumed
+        self.recorded = database_responder(resumed.session)
+
+    def __call__(self, call: DbCall) -> DbAnswer | None:
+        position = self.resumed.take()
+        if position < self.resumed.n and call.query != CONNECT:
+            return self.recorded(call)
+        if position >= self.resumed.n:
+            self.resumed.went_live()
         return None
 
 

@@ -24,7 +24,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.inbound import Inbound, response_form
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import clock, player
+from rewind.replay.play import clock, guard, player
 from rewind.replay.play.divergence import FieldDiff
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT
 from rewind.replay.play.report import ReplayReport
@@ -133,12 +133,14 @@ def inbound_of(cassette: Cassette, kind: str) -> Inbound:
 @contextlib.contextmanager
 def replaying(session: ReplaySession, clock_mode: str = CLOCK_RECORDED) -> Iterator[None]:
     """``session`` answers this process's calls (and its clock is the recorded one when
-    asked) for the duration."""
+    asked) for the duration; a connection no hook answered meets the guard (``guard.py``)."""
     moved = clock.start(clock_mode, session.cassette.started_ns)
     try:
         with contextlib.ExitStack() as stack:
             player.plug(stack, player.TransportResponder(session, announce=False),
-                        player.ToolResponder(session, announce=False))
+                        player.ToolResponder(session, announce=False),
+                        database=player.database_responder(session, announce=False))
+            stack.enter_context(guard.guarding(player.guard_of(session, announce=False)))
             yield
     finally:
         if moved:

@@ -4,7 +4,8 @@ The replay session is chosen per inbound request: at the server seam (``seams.py
 (method, path, query, body) is matched, under the volatile rules, against the recorded inbound
 exchanges of the traces given; the first unclaimed one that matches is claimed, and a context
 variable holds its session while the request is served, so every outbound call and tool call
-made for it (in tasks and threads started with its context) is answered from that trace.
+made for it (in tasks and threads started with its context) is answered from that trace, and a
+connection no hook answers meets the guard (``guard.py``) as that request's.
 Requests one after another or at the same time each get their own session. A request that is
 no recorded one (a health check) claims nothing, so it never consumes or poisons a session; an
 outbound call it makes, or one made outside any request (start-up), is refused in strict mode.
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import tools
+from rewind.exporter.databases.db_calls import DbAnswer, DbCall
 from rewind.replay.cassette.inbound import request_form
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import clock, player
+from rewind.replay.play import clock, guard, player
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT, ReplaySettings
 from rewind.replay.play.services.answers import same_request
@@ -138,6 +140,80 @@ class ScopedTools:
         raise player.ReplayDivergence(found)
 
 
+class ScopedDatabase:
+    """The database slot, scoped the same way."""
+
+    def __init__(self, router: SessionRouter, mode: str) -> None:
+        self.router, self.mode = router, mode
+
+    def __call__(self, call: DbCall) -> DbAnswer | None:
+        session = _current.get()
+        if isinstance(session, ReplaySession):
+            return player.database_responder(session)(call)
+        if self.mode != STRICT:
+            return None
+        found = self.router.refused(f"{call.system} {call.operation}")
+        print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
+        raise player.ReplayDivergence(found)
+
+
+class _Outside:
+    """What the guard counts a connection made outside any recorded request by."""
+
+    def __init__(self, router: SessionRouter) -> None:
+        self.router = router
+
+    @property
+    def requests(self) -> int:
+        return len(self.router.outside)
+
+
+class ScopedGuardSession:
+    """What the socket guard asks of a session, answered for the request being served (its
+    own session), else for the service (strict unless lenient, never gone live)."""
+
+    def __init__(self, router: SessionRouter, mode: str, allow_live: tuple[str, ...]) -> None:
+        self.router, self.allow_live, self.report_path = router, allow_live, router.report_path
+        self._mode = mode
+
+    @staticmethod
+    def _session() -> ReplaySession | None:
+        session = _current.get()
+        return session if isinstance(session, ReplaySession) else None
+
+    @property
+    def mode(self) -> str:
+        session = self._session()
+        return session.mode if session is not None else self._mode
+
+    @property
+    def live(self) -> bool:
+        session = self._session()
+        return session.live if session is not None else False
+
+    @property
+    def matcher(self) -> Any:
+        session = self._session()
+        return session.matcher if session is not None else _Outside(self.router)
+
+    def _went_live(self) -> None:
+        session = self._session()
+        if session is not None:
+            session._went_live()
+
+    def refuse(self, found: Divergence) -> None:
+        """A refused connection: the divergence of the request being served, or one outside
+        any recorded request."""
+        session = self._session()
+        if session is not None:
+            player.guard_of(session).refuse(found)
+            return
+        self.router.outside.append(found.reason)
+        self.router.write_report()
+        print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
+        raise player.ReplayDivergence(found)
+
+
 _held = ExitStack()  # the slots a replayed service fills, held until the process ends
 
 
@@ -152,8 +228,11 @@ def install(cassettes: list[Cassette], report_path: str | None = None,
     started = min((c.started_ns for c in cassettes if c.started_ns), default=0)
     clock.start(clock_mode, started)
     mode = options.get("mode", STRICT)
-    player.plug(_held, ScopedTransport(router, mode, tuple(options.get("allow_live") or ())),
-                ScopedTools(router, mode))
+    allow_live = tuple(options.get("allow_live") or ())
+    player.plug(_held, ScopedTransport(router, mode, allow_live), ScopedTools(router, mode),
+                database=ScopedDatabase(router, mode))
+    scoped = ScopedGuardSession(router, mode, allow_live)
+    guard.Guard(scoped, scoped.refuse).install()  # till the end, as the slots
     seams.install(router)
     return router
 

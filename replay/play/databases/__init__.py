@@ -1,0 +1,1 @@
+"""Database calls answered from the recording (the exporter's ``databases`` hooks' slot)."""
