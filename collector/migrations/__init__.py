@@ -13,6 +13,7 @@ from . import (
     m004_llm_steps,
     m005_trace_list,
     m006_steps_by_trace,
+    m008_suites,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -22,4 +23,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m004_llm_steps.MIGRATION,
     m005_trace_list.MIGRATION,
     m006_steps_by_trace.MIGRATION,
+    m008_suites.MIGRATION,
 )
