@@ -22,8 +22,12 @@ from rewind.replay.cli.options import (
 
 
 def _source(api: str | None, clickhouse: str | None) -> Any:
-    from rewind.replay.sources.locate import open_source
+    """The store the suites are kept in: the one given (``--clickhouse``), else the one the
+    worker or the default place holds."""
+    from rewind.replay.sources.locate import open_source, store_source
 
+    if clickhouse and not api:
+        return attempt(lambda: store_source(clickhouse))
     source = attempt(lambda: open_source(api, clickhouse))
     if not hasattr(source, "store"):
         fail("suites are kept in the store: stop the worker that holds it, or give "

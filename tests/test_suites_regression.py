@@ -27,6 +27,7 @@ from tests.support import suite_agents
 from tests.support.cli import rewind
 from tests.support.harness import ASKS_PARIS
 
+pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 JUDGE = {"Criterion: polite": "0.9 the answer is polite",
          "Criterion: rude": "0.1 the answer is not rude at all"}
@@ -215,3 +216,30 @@ def test_an_exported_folder_runs_with_no_store_and_no_worker(recorded, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "12/12 runs passed" in done.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    folder = pytester.path / "incidents"
+    done = recorded.cli("suite", "export", "incidents", "-o", str(folder))
+    assert done.returncode == 0, done.stderr
+    changed = recorded.copy_code("for-pytest", weather="You are a weather bot. Be brief.")
+    pytester.makepyfile(test_incidents=f"""
+        import pytest
+        from rewind.replay.suites.pytest_suites import suite_params
+
+        @pytest.mark.parametrize("run", suite_params({str(folder)!r}))
+        def test_incident(run):
+            run.check(app="suite_agents:app")
+        """)
+    pytester.chdir()
+    shutil.copy(changed / "suite_agents.py", pytester.path)
+    shutil.copy(changed / suite_agents.PROMPTS_FILE, pytester.path)
+    done = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    weather = {t for t, what in recorded.agent_of.items() if what.startswith("weather|")}
+    # The weather agent's script runs and the service request (the weather agent) fail.
+    done.assert_outcomes(passed=12 - len(weather) - 1, failed=len(weather) + 1)
+    text = done.stdout.str()
+    assert text.count("system prompt") >= len(weather)
+    for trace_id in weather:
+        assert f"test_incident[{trace_id}]" in text
