@@ -306,3 +306,14 @@ SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (6, 'rewind_llm_steps without a window function');
+
+CREATE TABLE IF NOT EXISTS rewind_suites (
+    Tenant LowCardinality(String),
+    Name String,
+    Definition String CODEC(ZSTD(1)),
+    Removed UInt8 DEFAULT 0,
+    Version DateTime64(6) DEFAULT now64(6)
+) ENGINE = ReplacingMergeTree(Version) ORDER BY (Tenant, Name);
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (8, 'rewind_suites: named sets of recorded runs');
