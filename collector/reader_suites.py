@@ -5,12 +5,13 @@ definition of each name) and the evaluation scores stored on a run's spans
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from rewind.exporter import attributes as A
 
 from .reader import tenant_condition
-from .schema import SUITES, TRACES
+from .schema import SUITE_RESULTS, SUITES, TRACES
 from .store import Store
 
 
@@ -30,6 +31,34 @@ GROUP BY Name
 HAVING Removed = 0
 ORDER BY Name""", params)
     return {str(r["Name"]): str(r["Definition"]) for r in rows}
+
+
+@dataclass(frozen=True)
+class LastResult:
+    """What a run of a suite did the last time the suite ran."""
+
+    trace_id: str
+    status: str
+    passed: bool
+    cause: str
+    message: str
+    scores: str  # JSON: [{name, value, label, explanation}]
+    ran_at: datetime
+
+
+def last_results(store: Store, suite: str, tenant: str = "") -> dict[str, LastResult]:
+    """Trace id -> the last result of that run of ``suite``."""
+    rows = store.query(f"""
+SELECT TraceId, argMax(Status, RanAt) AS Status, argMax(Passed, RanAt) AS Passed,
+       argMax(Cause, RanAt) AS Cause, argMax(Message, RanAt) AS Message,
+       argMax(Scores, RanAt) AS Scores, max(RanAt) AS LastRan
+FROM {SUITE_RESULTS}
+WHERE Tenant = {{tenant:String}} AND Suite = {{suite:String}}
+GROUP BY TraceId""", {"tenant": tenant, "suite": suite})
+    return {str(r["TraceId"]): LastResult(str(r["TraceId"]), str(r["Status"]),
+                                          bool(r["Passed"]), str(r["Cause"]),
+                                          str(r["Message"]), str(r["Scores"]), r["LastRan"])
+            for r in rows}
 
 
 @dataclass(frozen=True)

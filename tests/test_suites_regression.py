@@ -151,6 +151,10 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
         assert result["recorded"] == suite_agents.PROMPTS["travel"]
         assert result["now"] == "You are a travel agent. Be brief."
     assert "diverged" in done.stderr and "system prompt" in done.stderr
+    shown = json.loads(recorded.cli("suite", "show", "incidents", "--json").stdout)
+    last = {m["trace_id"]: m["last"] for m in shown["members"]}
+    assert {t for t, r in last.items() if not r["passed"]} == travel
+    assert {last[t]["cause"] for t in travel} == {"system_changed"}
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
     assert len(cases) == 12
     for trace_id, case in cases.items():

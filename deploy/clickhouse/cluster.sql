@@ -333,5 +333,17 @@ CREATE TABLE IF NOT EXISTS default.rewind_suites ON CLUSTER rewind (
     Version DateTime64(6) DEFAULT now64(6)
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/rewind_suites', '{replica}', Version) ORDER BY (Tenant, Name);
 
+CREATE TABLE IF NOT EXISTS default.rewind_suite_results ON CLUSTER rewind (
+    Tenant LowCardinality(String),
+    Suite String,
+    TraceId String,
+    Status LowCardinality(String),
+    Passed UInt8,
+    Cause LowCardinality(String),
+    Message String CODEC(ZSTD(1)),
+    Scores String CODEC(ZSTD(1)),
+    RanAt DateTime64(6) DEFAULT now64(6)
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/rewind_suite_results', '{replica}') ORDER BY (Tenant, Suite, TraceId, RanAt);
+
 INSERT INTO default.rewind_schema_migrations (Version, Description)
-VALUES (8, 'rewind_suites: named sets of recorded runs');
+VALUES (8, 'rewind_suites, rewind_suite_results: regression suites');

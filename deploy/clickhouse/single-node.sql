@@ -315,5 +315,17 @@ CREATE TABLE IF NOT EXISTS rewind_suites (
     Version DateTime64(6) DEFAULT now64(6)
 ) ENGINE = ReplacingMergeTree(Version) ORDER BY (Tenant, Name);
 
+CREATE TABLE IF NOT EXISTS rewind_suite_results (
+    Tenant LowCardinality(String),
+    Suite String,
+    TraceId String,
+    Status LowCardinality(String),
+    Passed UInt8,
+    Cause LowCardinality(String),
+    Message String CODEC(ZSTD(1)),
+    Scores String CODEC(ZSTD(1)),
+    RanAt DateTime64(6) DEFAULT now64(6)
+) ENGINE = MergeTree() ORDER BY (Tenant, Suite, TraceId, RanAt);
+
 INSERT INTO rewind_schema_migrations (Version, Description)
-VALUES (8, 'rewind_suites: named sets of recorded runs');
+VALUES (8, 'rewind_suites, rewind_suite_results: regression suites');

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -143,19 +144,35 @@ def list_suites(as_json: bool, api: str | None, clickhouse: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
 @sourced
 def show(name: str, as_json: bool, api: str | None, clickhouse: str | None) -> None:
-    """The runs of suite NAME now (its saved query read), with their commands."""
+    """The runs of suite NAME now (its saved query read), each with its last result and its
+    command."""
     from rewind.replay.suites.spec import members
 
     source = _source(api, clickhouse)
-    found = attempt(lambda: _catalog(source).get(name))
+    catalog = _catalog(source)
+    found = attempt(lambda: catalog.get(name))
     runs = attempt(lambda: members(found, source))
+    last = attempt(lambda: catalog.last_results(name))
     if as_json:
-        print_json({**found.to_dict(), "members": [r.to_dict() for r in runs]})
+        print_json({**found.to_dict(), "members": [
+            {**r.to_dict(), "last": _last(last.get(r.trace_id))} for r in runs]})
         return
     for run in runs:
-        click.echo(f"{run.trace_id}\t{shlex.join(run.command)}".rstrip())
+        result = last.get(run.trace_id)
+        was = "never run" if result is None else \
+            f"{'pass' if result.passed else 'FAIL'} {result.status}" + \
+            (f" ({result.cause})" if result.cause else "")
+        click.echo(f"{run.trace_id}\t{was}\t{shlex.join(run.command)}".rstrip())
     note(f"suite {name}: {len(runs)} runs" + (f"; evaluators: {', '.join(found.evaluators)}"
                                               if found.evaluators else ""))
+
+
+def _last(result: Any) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"status": result.status, "passed": result.passed, "cause": result.cause,
+            "message": result.message, "scores": json.loads(result.scores or "[]"),
+            "ran_at": result.ran_at.isoformat()}
 
 
 @suite.command(cls=Command)
@@ -257,6 +274,9 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     results = run_suite(items, options, progress)
     if junit_file:
         write_junit(junit_file, found.name, results)
+    if source is not None:
+        attempt(lambda: _catalog(source).save_results(found.name,
+                                                      [r.to_dict() for r in results]))
     if live and source is not None:
         from rewind.replay.suites.results import store_scores
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rewind.collector import reader_suites
 from rewind.collector.migrate import migrate
-from rewind.collector.schema import SUITES
+from rewind.collector.schema import SUITE_RESULTS, SUITES
 from rewind.collector.store import Store
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.cassette.model import Cassette
@@ -56,6 +56,17 @@ class Catalog:
     def save(self, suite: Suite) -> None:
         self.store.insert(SUITES, [[self.tenant, suite.name, json.dumps(suite.to_dict()), 0]],
                           ["Tenant", "Name", "Definition", "Removed"])
+
+    def save_results(self, name: str, results: list[dict[str, Any]]) -> None:
+        """What each run did this time (``RunResult.to_dict()``), appended."""
+        rows = [[self.tenant, name, r["trace_id"], r["status"], int(bool(r["passed"])),
+                 r.get("cause") or "", r.get("message") or "", json.dumps(r.get("scores") or [])]
+                for r in results]
+        self.store.insert(SUITE_RESULTS, rows, ["Tenant", "Suite", "TraceId", "Status",
+                                                "Passed", "Cause", "Message", "Scores"])
+
+    def last_results(self, name: str) -> dict[str, Any]:
+        return reader_suites.last_results(self.store, name, self.tenant)
 
     def remove(self, name: str) -> None:
         self.get(name)

@@ -124,7 +124,11 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
     result = RunResult(run.trace_id, ERRORED, fail_below=options.fail_below)
     began = time.monotonic()
     try:
-        if cassette.inbound is not None and (options.app or options.call):
+        if cassette.inbound is not None:
+            if not (options.app or options.call):
+                raise RewindError(f"run {run.trace_id} is a recorded {cassette.inbound.kind}",
+                                  hint="give --app MODULE:ATTR (requests) or --call "
+                                       "MODULE:FUNC (jobs)")
             outcome, answer = _request(cassette, options)
             exit_code = 0 if outcome.same or options.live else outcome.exit_code
             differs = outcome.diffs
