@@ -44,6 +44,7 @@ class LastResult:
     message: str
     scores: str  # JSON: [{name, value, label, explanation}]
     ran_at: datetime
+    replayed: str  # the replayed run's trace ('' when the program recorded none)
 
 
 def last_results(store: Store, suite: str, tenant: str = "") -> dict[str, LastResult]:
@@ -51,13 +52,15 @@ def last_results(store: Store, suite: str, tenant: str = "") -> dict[str, LastRe
     rows = store.query(f"""
 SELECT TraceId, argMax(Status, RanAt) AS Status, argMax(Passed, RanAt) AS Passed,
        argMax(Cause, RanAt) AS Cause, argMax(Message, RanAt) AS Message,
-       argMax(Scores, RanAt) AS Scores, max(RanAt) AS LastRan
+       argMax(Scores, RanAt) AS Scores, max(RanAt) AS LastRan,
+       argMax(Replayed, RanAt) AS Replayed
 FROM {SUITE_RESULTS}
 WHERE Tenant = {{tenant:String}} AND Suite = {{suite:String}}
 GROUP BY TraceId""", {"tenant": tenant, "suite": suite})
     return {str(r["TraceId"]): LastResult(str(r["TraceId"]), str(r["Status"]),
                                           bool(r["Passed"]), str(r["Cause"]),
-                                          str(r["Message"]), str(r["Scores"]), r["LastRan"])
+                                          str(r["Message"]), str(r["Scores"]), r["LastRan"],
+                                          str(r["Replayed"]))
             for r in rows}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
+from rewind.replay.worker.app import create_app
 from tests.support import suite_agents
 from tests.support.cli import rewind
 from tests.support.harness import ASKS_PARIS
@@ -163,6 +165,23 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
         if failure is not None:
             assert "replay diverged at step 0" in failure.get("message")
             assert "system prompt" in failure.text and "Be brief" in failure.text
+    # The suite's page in the web UI: each run with its last result and cause.
+    store = Store(f"chdb://{recorded.store_dir}")
+    try:
+        with TestClient(create_app(store)) as client:
+            page = client.get("/suites/incidents")
+            missing = client.get("/suites/nothing", headers={"accept": "text/html"})
+            script = client.get("/ui/suites.js")
+    finally:
+        store.close()
+    assert page.status_code == 200 and missing.status_code == 404
+    assert script.status_code == 200 and "R.pages.suite" in script.text
+    data = json.loads(re.search(r'id="rewind-data">(.*?)</script>', page.text).group(1))
+    assert data["name"] == "incidents" and len(data["runs"]) == 12
+    assert data["passed"] == 12 - len(travel)
+    shown = {r["trace_id"]: r["last"] for r in data["runs"]}
+    assert {t for t, r in shown.items() if r["status"] == "diverged"} == travel
+    assert {shown[t]["cause"] for t in travel} == {"system_changed"}
 
 
 def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS {layout.name(SUITE_RESULTS)}{layout.on_cluster} (
     Cause LowCardinality(String),
     Message String CODEC(ZSTD(1)),
     Scores String CODEC(ZSTD(1)),
+    Replayed String,
     RanAt DateTime64(6) DEFAULT now64(6)
 ) ENGINE = {results} ORDER BY (Tenant, Suite, TraceId, RanAt)
 """)

@@ -342,6 +342,7 @@ CREATE TABLE IF NOT EXISTS default.rewind_suite_results ON CLUSTER rewind (
     Cause LowCardinality(String),
     Message String CODEC(ZSTD(1)),
     Scores String CODEC(ZSTD(1)),
+    Replayed String,
     RanAt DateTime64(6) DEFAULT now64(6)
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/rewind_suite_results', '{replica}') ORDER BY (Tenant, Suite, TraceId, RanAt);
 

@@ -324,6 +324,7 @@ CREATE TABLE IF NOT EXISTS rewind_suite_results (
     Cause LowCardinality(String),
     Message String CODEC(ZSTD(1)),
     Scores String CODEC(ZSTD(1)),
+    Replayed String,
     RanAt DateTime64(6) DEFAULT now64(6)
 ) ENGINE = MergeTree() ORDER BY (Tenant, Suite, TraceId, RanAt);
 

@@ -172,7 +172,7 @@ def _last(result: Any) -> dict[str, Any] | None:
         return None
     return {"status": result.status, "passed": result.passed, "cause": result.cause,
             "message": result.message, "scores": json.loads(result.scores or "[]"),
-            "ran_at": result.ran_at.isoformat()}
+            "ran_at": result.ran_at.isoformat(), "replayed": result.replayed}
 
 
 @suite.command(cls=Command)

@@ -60,10 +60,11 @@ class Catalog:
     def save_results(self, name: str, results: list[dict[str, Any]]) -> None:
         """What each run did this time (``RunResult.to_dict()``), appended."""
         rows = [[self.tenant, name, r["trace_id"], r["status"], int(bool(r["passed"])),
-                 r.get("cause") or "", r.get("message") or "", json.dumps(r.get("scores") or [])]
-                for r in results]
+                 r.get("cause") or "", r.get("message") or "", json.dumps(r.get("scores") or []),
+                 (r.get("replayed_traces") or [""])[0]] for r in results]
         self.store.insert(SUITE_RESULTS, rows, ["Tenant", "Suite", "TraceId", "Status",
-                                                "Passed", "Cause", "Message", "Scores"])
+                                                "Passed", "Cause", "Message", "Scores",
+                                                "Replayed"])
 
     def last_results(self, name: str) -> dict[str, Any]:
         return reader_suites.last_results(self.store, name, self.tenant)
