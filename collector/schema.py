@@ -23,6 +23,8 @@ MIGRATIONS_TABLE = "rewind_schema_migrations"
 MODEL_PRICES = "rewind_model_prices"
 LLM_COSTS = "rewind_llm_costs"
 TOOL_CALLS = "rewind_tool_calls"
+SUITES = "rewind_suites"  # named sets of recorded runs (``rewind suite``)
+SUITE_RESULTS = "rewind_suite_results"  # what each run of a suite did, each time it ran
 
 # Retried inserts carry the same token; plain MergeTree only honours it with a window.
 DEDUP = "non_replicated_deduplication_window = 10000"

@@ -80,6 +80,13 @@ FORK_SOURCE_TRACE_ID = "rewind.fork.source_trace_id"
 FORK_STEP = "rewind.fork.step"
 LINK_KIND = "rewind.link"  # on a span link: why it links (a fork to its source step)
 FORK_EDITS = "rewind.fork.edits"
+# An evaluator's verdict on a run (``rewind suite run``): an event on the replayed run's span.
+EVALUATION_RESULT = "gen_ai.evaluation.result"
+EVALUATION_NAME = "gen_ai.evaluation.name"
+EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+SUITE_NAME = "rewind.suite.name"  # on a suite run's span: the suite it belongs to
 TENANT = "rewind.tenant"  # resource attribute: the tenant of the token the spans came with
 # Resource attributes (OpenTelemetry process conventions): the command that ran the service,
 # as one line and as its argv (an array, stored as JSON).

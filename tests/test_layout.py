@@ -1,8 +1,8 @@
 """The folder layout is the architecture: imports only point down the layer order.
 
 exporter <- collector <- replay, and inside replay:
-cassette <- sources <- testing <- play <- timetravel <- ui <- assist <- worker <- cli (each may
-import those before it).
+cassette <- sources <- testing <- play <- timetravel <- suites <- ui <- assist <- worker <- cli
+(each may import those before it).
 Every import counts, lazy ones inside functions included. Every exception class of ours
 derives from ``RewindError`` (exporter/errors.py), the one thing the CLI and the worker report
 as the user's error.
@@ -25,7 +25,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = {"exporter": 0, "collector": 1, "replay": 2}
 REPLAY_LAYERS = {"cassette": 0, "sources": 1, "testing": 2, "play": 3, "timetravel": 4,
-                 "ui": 5, "assist": 6, "worker": 7, "cli": 8}
+                 "suites": 5, "ui": 6, "assist": 7, "worker": 8, "cli": 9}
 # Pure logic: no store, no network, no process; imports nothing from the collector.
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
@@ -44,7 +44,8 @@ MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 # Where a query that reads from a table may be written: the reader layer, and the schema side
 # (views, migrations and their bookkeeping, the one-call rule the views and reads share).
-READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py"}
+READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py",
+                "collector/reader_suites.py"}
 SCHEMA_SIDE = ("collector/schema.py", "collector/migrations.py", "collector/migrations/",
                "collector/migrate.py", "collector/llm_steps.py")
 

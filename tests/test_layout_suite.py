@@ -8,7 +8,8 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-COMPONENTS = ("exporter", "collector", "replay", "timetravel", "worker", "cli", "deploy")
+COMPONENTS = ("exporter", "collector", "replay", "timetravel", "suites", "worker", "cli",
+              "deploy")
 
 
 def _badly_named(directory: Path) -> list[str]:

@@ -15,6 +15,7 @@ from . import (
     m006_steps_by_trace,
     m007_generation_aliases,
     m008_logs,
+    m009_suites,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -26,4 +27,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m006_steps_by_trace.MIGRATION,
     m007_generation_aliases.MIGRATION,
     m008_logs.MIGRATION,
+    m009_suites.MIGRATION,
 )

@@ -386,3 +386,27 @@ ENGINE = Distributed(rewind, 'default', otel_logs_local, cityHash64(TraceId));
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (8, 'otel_logs: log records (GenAI events) received over OTLP');
+
+CREATE TABLE IF NOT EXISTS default.rewind_suites ON CLUSTER rewind (
+    Tenant LowCardinality(String),
+    Name String,
+    Definition String CODEC(ZSTD(1)),
+    Removed UInt8 DEFAULT 0,
+    Version DateTime64(6) DEFAULT now64(6)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/all/{database}/rewind_suites', '{replica}', Version) ORDER BY (Tenant, Name);
+
+CREATE TABLE IF NOT EXISTS default.rewind_suite_results ON CLUSTER rewind (
+    Tenant LowCardinality(String),
+    Suite String,
+    TraceId String,
+    Status LowCardinality(String),
+    Passed UInt8,
+    Cause LowCardinality(String),
+    Message String CODEC(ZSTD(1)),
+    Scores String CODEC(ZSTD(1)),
+    Replayed String,
+    RanAt DateTime64(6) DEFAULT now64(6)
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/{database}/rewind_suite_results', '{replica}') ORDER BY (Tenant, Suite, TraceId, RanAt);
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (9, 'rewind_suites, rewind_suite_results: regression suites');

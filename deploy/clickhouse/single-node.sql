@@ -365,3 +365,27 @@ SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_dedup
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (8, 'otel_logs: log records (GenAI events) received over OTLP');
+
+CREATE TABLE IF NOT EXISTS rewind_suites (
+    Tenant LowCardinality(String),
+    Name String,
+    Definition String CODEC(ZSTD(1)),
+    Removed UInt8 DEFAULT 0,
+    Version DateTime64(6) DEFAULT now64(6)
+) ENGINE = ReplacingMergeTree(Version) ORDER BY (Tenant, Name);
+
+CREATE TABLE IF NOT EXISTS rewind_suite_results (
+    Tenant LowCardinality(String),
+    Suite String,
+    TraceId String,
+    Status LowCardinality(String),
+    Passed UInt8,
+    Cause LowCardinality(String),
+    Message String CODEC(ZSTD(1)),
+    Scores String CODEC(ZSTD(1)),
+    Replayed String,
+    RanAt DateTime64(6) DEFAULT now64(6)
+) ENGINE = MergeTree() ORDER BY (Tenant, Suite, TraceId, RanAt);
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (9, 'rewind_suites, rewind_suite_results: regression suites');

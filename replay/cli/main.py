@@ -52,7 +52,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
         "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
         "share": "rewind.replay.cli.share:share", "mcp": "rewind.replay.cli.assistant:mcp",
-        "replay-request": "rewind.replay.cli.requests:replay_request"}
+        "replay-request": "rewind.replay.cli.requests:replay_request",
+        "suite": "rewind.replay.cli.suites:suite"}
 
 
 class LazyGroup(Group):

@@ -26,7 +26,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.play import bootstrap
@@ -101,11 +101,12 @@ def watching(started: Any) -> Iterator[None]:
 
 
 def start(command: Sequence[str], settings: Settings,
-          installers: Sequence[str] = ()) -> subprocess.Popen:
-    """Start ``command`` with that environment and return at once."""
+          installers: Sequence[str] = (), stdout: IO[Any] | None = None) -> subprocess.Popen:
+    """Start ``command`` with that environment and return at once (its standard output into
+    ``stdout`` when given: a suite keeps each run's answer)."""
     env = environment(settings, installers)
     try:
-        child = subprocess.Popen(list(command), env=env)
+        child = subprocess.Popen(list(command), env=env, stdout=stdout)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
@@ -117,12 +118,12 @@ def start(command: Sequence[str], settings: Settings,
 
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
-        timeout: float | None = None) -> int:
+        timeout: float | None = None, stdout: IO[Any] | None = None) -> int:
     """Run ``command`` to its end with that environment; its exit code (128 + N when signal
     N ended it, as a shell says). SIGINT and SIGTERM sent to this process reach the child
     (:func:`forwarded_to`), which ends its own way, so the caller still reads its report and prints
     the summary. Past ``timeout`` seconds it is killed: :class:`LaunchTimeout`."""
-    child = start(command, settings, installers)
+    child = start(command, settings, installers, stdout)
     with forwarded_to(child):
         try:
             code = child.wait(timeout)

@@ -25,6 +25,7 @@ class ReplayReport:
     trace_ids: list[str] = field(default_factory=list)
     # Connections no hook answered, met by the guard (guard.py): refused, or let out (lenient).
     connections: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)  # the tools the run called (@tool hooks)
 
     def headline(self) -> str:
         line = (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
@@ -41,7 +42,8 @@ class ReplayReport:
         return {"trace_id": self.trace_id, "mode": self.mode, "recorded": self.recorded,
                 "requests": self.requests, "replayed": self.replayed, "live": self.live,
                 "divergence": self.divergence.to_dict() if self.divergence else None,
-                "trace_ids": list(self.trace_ids), "connections": list(self.connections)}
+                "trace_ids": list(self.trace_ids), "connections": list(self.connections),
+                "tools": list(self.tools)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayReport:
@@ -57,7 +59,8 @@ class ReplayReport:
                    int(data.get("requests", 0)), int(data.get("replayed", 0)),
                    int(data.get("live", 0)), divergence,
                    [str(t) for t in data.get("trace_ids") or []],
-                   list(data.get("connections") or []))
+                   list(data.get("connections") or []),
+                   [str(t) for t in data.get("tools") or []])
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

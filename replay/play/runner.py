@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO, Any
 
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
@@ -40,12 +41,13 @@ def run_command(
     cassette: Cassette, command: list[str], mode: str = STRICT,
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
-    timeout: float | None = DEFAULT_TIMEOUT_S,
+    timeout: float | None = DEFAULT_TIMEOUT_S, stdout: IO[Any] | None = None,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
-    command is killed (:class:`launch.LaunchTimeout`)."""
+    command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
+    goes (default: this process's)."""
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
@@ -56,7 +58,7 @@ def run_command(
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
-        exit_code = launch.run(command, child.to_env(), [INSTALLER], timeout)
+        exit_code = launch.run(command, child.to_env(), [INSTALLER], timeout, stdout)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True

@@ -238,6 +238,7 @@ class ReplaySession:
     matcher: Matcher = field(init=False)
     divergence: Divergence | None = None
     live_requests: int = 0
+    tools: list[str] = field(default_factory=list)  # tools the run called, in order
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _order: _Order | None = field(default=None, init=False)
 
@@ -309,6 +310,8 @@ class ReplaySession:
 
     def decide_tool(self, name: str, arguments: Any) -> Decision:
         """The recorded result of a tool call, a divergence, or the tool runs live."""
+        with self._lock:
+            self.tools.append(name)
         if self.live:
             return LIVE
         args = canonical.parse_body(arguments) if isinstance(arguments, (str, bytes)) else arguments
@@ -346,7 +349,7 @@ class ReplaySession:
     def report(self) -> ReplayReport:
         return ReplayReport(self.cassette.trace_id, self.mode, self.matcher.total,
                             self.matcher.requests, self.matcher.replayed, self.live_requests,
-                            self.divergence, _recorded_traces())
+                            self.divergence, _recorded_traces(), tools=list(self.tools))
 
     def summary(self) -> dict[str, Any]:
         """The report as JSON data (the HTTP API's session status)."""

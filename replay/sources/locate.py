@@ -324,15 +324,22 @@ def open_source(api_url: str | None = None, clickhouse_url: str | None = None,
     where = f"no worker answers at {url}" if url else f"{ENV_API} is {NO_WORKER}"
     if create:
         return StoreSource(Store(store_url_))
-    path = _embedded_path(store_url_)
+    return store_source(store_url_, f" and {where}")
+
+
+def store_source(store_url: str, why: str = "") -> StoreSource:
+    """The store at ``store_url`` read directly (what suites, kept in the store, need): an
+    error naming it when it is not there or another process holds it; ``why`` ends those
+    messages."""
+    path = _embedded_path(store_url)
     if path is not None and not path.is_dir():
-        raise SourceError(f"no Rewind store in {path} and {where}",
+        raise SourceError(f"no Rewind store in {path}{why}",
                           f"start `rewind serve` where you recorded, or {ENV_HINT}")
-    if store_in_use(store_url_):
-        raise SourceError(f"the store in {path} is open in another process (a `rewind serve`?) "
-                          f"and {where}", "point --api / "
+    if store_in_use(store_url):
+        raise SourceError(f"the store in {path} is open in another process (a `rewind serve`?)"
+                          f"{why}", "point --api / "
                           f"{ENV_API} at that process's worker URL, or stop it")
-    return StoreSource(_existing(Store(store_url_)))
+    return StoreSource(_existing(Store(store_url)))
 
 
 def store_in_use(url: str) -> bool:

@@ -101,6 +101,8 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("right")]),
         "/bisect/{good}/{bad}": _page("first divergence", [_path_trace("good"),
                                                            _path_trace("bad")]),
+        "/suites/{name}": _page("a suite's runs and their last results", [
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]),
         LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=, csrf=: "
                                                 "sets the cookie the pages read with)"}},
         LOGOUT_PATH: {"post": {**public, "summary": "Sign-out (the button of a signed-in page: "

@@ -6,6 +6,7 @@ static files, and the sign-in form that puts a token in a cookie.
                                                   GET /v1/ui/traces/{trace_id}/step?index=N
     GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
     GET /bisect/{good}/{bad}       first split    GET /v1/ui/bisect?good=&bad=
+    GET /suites/{name}             a suite's runs and their last results (with the page)
     GET, POST /login               the token, kept in a cookie for the pages
     POST /logout                   the cookie forgotten (the button of a signed-in page)
     GET /ui/<file>                 scripts and style (package data)
@@ -16,6 +17,7 @@ tenant apply as on the API: a page of another tenant's trace is a 404, as an unk
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
@@ -29,9 +31,11 @@ from rewind.collector.auth_backoff import TooManyFailures
 from rewind.collector.filters import TraceFilters, from_query
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
+from rewind.replay.suites.catalog import SuiteNotFound
+from rewind.replay.suites.spec import Suite
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.ui import assets, compare, listing, views
+from rewind.replay.ui import assets, compare, listing, suite_view, views
 from rewind.replay.worker.auth_middleware import (
     CHALLENGE,
     CSRF_FIELD,
@@ -114,8 +118,18 @@ def page_routes() -> list[Route]:
     def bisection(request: Request, view: TenantView) -> Any:
         return "Bisect", {"page": "bisect", "ids": _pair(request, view, "good", "bad")}, None
 
+    def suite(request: Request, view: TenantView) -> Any:
+        """The suite and its last results come with the page."""
+        name = request.path_params["name"]
+        definition, last = view.suite(name)
+        if definition is None:
+            raise SuiteNotFound(f"no suite named {name!r}")
+        data = suite_view.suite_view(Suite.from_dict(json.loads(definition)), last)
+        return f"Suite {name}", {"page": "suite", "ids": [name]}, data
+
     return [
         route("/", _page(runs)),
+        route("/suites/{name}", _page(suite)),
         route("/traces/{trace_id}", _page(trace), short_ids=True),
         route("/diff/{left}/{right}", _page(diff)),
         route("/bisect/{good}/{bad}", _page(bisection)),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from rewind.collector import reader, reader_runs, reader_usage
+from rewind.collector import reader, reader_runs, reader_suites, reader_usage
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.collector.reader import TraceRow
 from rewind.collector.reader_runs import DerivedRun, RunSummary
@@ -75,6 +75,13 @@ class TenantView:
 
     def runs(self, filters: RunFilters) -> list[RunSummary]:
         return reader_runs.run_summaries(self._store, filters, self.tenant)
+
+    def suite(self, name: str) -> tuple[str | None, dict[str, Any]]:
+        """Suite ``name``'s definition (None: no such suite) and its runs' last results; an
+        operator (no tenant) sees the suites the CLI keeps (tenant '')."""
+        tenant = self.tenant or ""
+        found = reader_suites.suite_definitions(self._store, tenant, name).get(name)
+        return found, reader_suites.last_results(self._store, name, tenant)
 
     def import_file(self, data: bytes | IO[bytes]) -> archive.ImportResult:
         """The file's spans are stamped with this tenant, whatever the file says."""

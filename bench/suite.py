@@ -1,0 +1,119 @@
+"""Suite benchmark: ``rewind suite run`` over an exported folder of 100 recorded runs of 10
+``openai`` calls each, ``-j 1`` and ``-j 4``, as runs per minute and as a ratio to vcrpy
+replaying the same runs from 100 cassette files (a fresh process per run, the same number at
+a time). Targets: faster than vcrpy at ``-j 1``, and scaling with cores at ``-j 4``.
+
+    python bench/suite.py [--runs 100] [--calls 10] [--jobs 1,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bytecode import compile_bytecode
+
+from replay import AGENT, BIN, VCR_RUN, run
+from rewind.collector.migrate import migrate
+from rewind.collector.store import Store
+from rewind.collector.store_exporter import store_provider
+from rewind.exporter import agent, instrument, uninstrument
+from rewind.replay.sources import archive
+from rewind.replay.sources.locate import StoreSource
+from rewind.replay.suites.spec import Suite, SuiteRun
+from rewind.replay.testing.fakellm import FakeLLMServer
+
+
+def record_folder(tmp: Path, runs: int, env: dict[str, str]) -> Path:
+    """The agent recorded once in this process, its spans copied under ``runs`` trace ids,
+    written as an exported suite folder."""
+    store = Store(f"chdb://{tmp / 'store'}")
+    migrate(store)
+    provider = store_provider(store, "bench")
+    script = tmp / "agent.py"
+    saved = dict(os.environ)
+    os.environ.update(env)
+    instrument(tracer_provider=provider)
+    try:
+        with agent("bench") as span, contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(str(script), run_name="__main__")
+        provider.force_flush()
+        rows = StoreSource(store).spans(format(span.get_span_context().trace_id, "032x"))
+    finally:
+        uninstrument()
+        provider.shutdown()
+        store.close()
+        os.environ.clear()
+        os.environ.update(saved)
+    folder = tmp / "suite"
+    folder.mkdir()
+    members = []
+    for n in range(runs):
+        trace_id = f"{n + 1:032x}"
+        archive.write_file(folder / f"{trace_id}.rw",
+                           archive.pack(trace_id, [{**r, "TraceId": trace_id} for r in rows]))
+        members.append(SuiteRun(trace_id, file=f"{trace_id}.rw"))
+    (folder / "suite.json").write_text(json.dumps(Suite("bench", tuple(members)).to_dict()))
+    return folder
+
+
+def vcrpy_runs(tmp: Path, runs: int, jobs: int, env: dict[str, str]) -> float:
+    """Seconds for ``runs`` fresh vcrpy processes, ``jobs`` at a time."""
+    def one(n: int) -> None:
+        run([sys.executable, str(tmp / "vcr_run.py"), str(tmp / f"vcr{n}.yaml"), "none",
+             str(tmp / "agent.py")], env)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, range(runs)))
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--jobs", default="1,4")
+    args = parser.parse_args()
+    compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix="rewind-bench-suite-") as name, \
+            FakeLLMServer() as llm:
+        tmp = Path(name)
+        (tmp / "agent.py").write_text(AGENT)
+        (tmp / "vcr_run.py").write_text(VCR_RUN)
+        env = {**os.environ, "LLM_URL": llm.base_url, "CALLS": str(args.calls)}
+        folder = record_folder(tmp, args.runs, env)
+        run([sys.executable, str(tmp / "vcr_run.py"), str(tmp / "vcr0.yaml"), "all",
+             str(tmp / "agent.py")], env)
+        for n in range(1, args.runs):
+            shutil.copy(tmp / "vcr0.yaml", tmp / f"vcr{n}.yaml")
+        llm.stop()  # neither replay may reach it
+        print(f"{args.runs} runs of {args.calls} openai calls (8 KB prompts), fresh process "
+              "per run:")
+        for jobs in (int(j) for j in args.jobs.split(",")):
+            started = time.perf_counter()
+            done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
+                                   str(jobs), "--", sys.executable, str(tmp / "agent.py")],
+                                  env=env, capture_output=True, text=True, timeout=3600)
+            ours = time.perf_counter() - started
+            if done.returncode:
+                raise RuntimeError(f"suite run failed:\n{done.stderr[-3000:]}")
+            theirs = vcrpy_runs(tmp, args.runs, jobs, env)
+            print(f"  -j {jobs}: rewind suite run {args.runs / ours * 60:7.0f} runs/min, "
+                  f"vcrpy {args.runs / theirs * 60:7.0f} runs/min, "
+                  f"rewind = {theirs / ours:.2f}x vcrpy's speed (target > 1)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""``rewind suite``: named sets of recorded runs kept in the store, exported as a folder of
+``.rw`` files, and replayed together against today's code (``suite run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from typing import Any
+
+import click
+
+from rewind.replay.cli.failure import Command, Group, attempt, fail, note
+from rewind.replay.cli.options import (
+    HELP_OPTIONS,
+    allow_live_option,
+    ignore_option,
+    print_json,
+    sourced,
+    timeout_option,
+)
+
+
+def _source(api: str | None, clickhouse: str | None) -> Any:
+    """The store the suites are kept in: the one given (``--clickhouse``), else the one the
+    worker or the default place holds."""
+    from rewind.replay.sources.locate import open_source, store_source
+
+    if clickhouse and not api:
+        return attempt(lambda: store_source(clickhouse))
+    source = attempt(lambda: open_source(api, clickhouse))
+    if not hasattr(source, "store"):
+        fail("suites are kept in the store: stop the worker that holds it, or give "
+             "--clickhouse with a ClickHouse server's URL")
+    return source
+
+
+def _catalog(source: Any) -> Any:
+    from rewind.replay.suites.catalog import Catalog
+
+    return attempt(lambda: Catalog(source.store))
+
+
+@click.group(cls=Group, context_settings=HELP_OPTIONS)
+def suite() -> None:
+    """Named sets of recorded runs, replayed together as a regression suite.
+
+    \b
+        rewind suite add incidents 4bf92f35 7c0d19aa --command "python agent.py"
+        rewind suite add nightly --service checkout --errors --since 7d --sample 50
+        rewind suite run incidents -j 4 --junit report.xml -- python agent.py
+        rewind suite export incidents -o suites/incidents   # then: suite run suites/incidents
+    """
+
+
+@suite.command(cls=Command)
+@click.argument("name")
+@click.argument("trace_ids", nargs=-1)
+@click.option("--command", "command_line", default=None,
+              help="The command that reproduces these runs (quoted, one string).")
+@click.option("--service", default=None, help="Query: runs of this service.")
+@click.option("--errors", is_flag=True, help="Query: runs with an error span.")
+@click.option("--model", default=None, help="Query: runs calling this model.")
+@click.option("--text", default=None, help="Query: runs saying this anywhere.")
+@click.option("--since", default=None, help="Query: started at or after (24h, 7d, ISO).")
+@click.option("--until", default=None, help="Query: started at or before.")
+@click.option("--sample", type=int, default=None, help="Query: at most N of its runs.")
+@click.option("--eval", "evals", multiple=True, metavar="SPEC",
+              help="An evaluator for live mode (exact, contains:TEXT, regex:RE, schema:JSON, "
+                   "tool:NAME, no-tool:NAME, calls:RATIO, latency:RATIO, judge:CRITERION).")
+@sourced
+def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service: str | None,
+        errors: bool, model: str | None, text: str | None, since: str | None,
+        until: str | None, sample: int | None, evals: tuple[str, ...], api: str | None,
+        clickhouse: str | None) -> None:
+    """Add runs to suite NAME (made if new): by id (or unique prefix), and/or a saved query
+    read each time the suite runs or is exported."""
+    from rewind.collector.filters import TraceFilters, parse_when
+    from rewind.replay.sources.locate import resolve_trace_id
+    from rewind.replay.suites.evaluators import check
+
+    source = _source(api, clickhouse)
+    catalog = _catalog(source)
+    found = attempt(lambda: catalog.find(name))
+    ids = [attempt(lambda t=t: resolve_trace_id(source, t)) for t in trace_ids]
+    found = found.with_runs(ids, tuple(shlex.split(command_line or "")))
+    if any((service, errors, model, text, since, until)):
+        filters = attempt(lambda: TraceFilters(
+            service=service, errors=errors, model=model, text=text,
+            since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
+        found = found.with_query(filters, sample)
+    if evals:
+        from dataclasses import replace
+
+        found = replace(found, evaluators=tuple(dict.fromkeys(
+            [*found.evaluators, *(attempt(lambda e=e: check(e)) for e in evals)])))
+    attempt(lambda: catalog.save(found))
+    note(f"suite {name}: {len(found.runs)} runs by id"
+         + (f", and a query ({_query_text(found)})" if found.query else ""))
+
+
+def _query_text(found: Any) -> str:
+    text = " ".join(f"{k}={v}" for k, v in found.query.items())
+    return text + (f" sample={found.sample}" if found.sample else "")
+
+
+@suite.command(cls=Command)
+@click.argument("name")
+@click.argument("trace_ids", nargs=-1)
+@sourced
+def remove(name: str, trace_ids: tuple[str, ...], api: str | None,
+           clickhouse: str | None) -> None:
+    """Remove runs from suite NAME, or the whole suite when no run is named."""
+    catalog = _catalog(_source(api, clickhouse))
+    if not trace_ids:
+        attempt(lambda: catalog.remove(name))
+        note(f"removed suite {name}")
+        return
+    found = attempt(lambda: catalog.get(name))
+    kept = found.without_runs([r.trace_id for r in found.runs
+                               if any(r.trace_id.startswith(t) for t in trace_ids)])
+    attempt(lambda: catalog.save(kept))
+    note(f"suite {name}: {len(found.runs) - len(kept.runs)} runs removed, "
+         f"{len(kept.runs)} left")
+
+
+@suite.command("list", cls=Command)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@sourced
+def list_suites(as_json: bool, api: str | None, clickhouse: str | None) -> None:
+    """The suites in the store."""
+    suites = attempt(lambda: _catalog(_source(api, clickhouse)).names())
+    if as_json:
+        print_json([s.to_dict() for s in suites.values()])
+        return
+    for name, found in suites.items():
+        click.echo(f"{name}\t{len(found.runs)} runs" + (f"\tquery {_query_text(found)}"
+                                                        if found.query else ""))
+
+
+@suite.command(cls=Command)
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of lines.")
+@sourced
+def show(name: str, as_json: bool, api: str | None, clickhouse: str | None) -> None:
+    """The runs of suite NAME now (its saved query read), each with its last result and its
+    command."""
+    from rewind.replay.suites.spec import members
+
+    source = _source(api, clickhouse)
+    catalog = _catalog(source)
+    found = attempt(lambda: catalog.get(name))
+    runs = attempt(lambda: members(found, source))
+    last = attempt(lambda: catalog.last_results(name))
+    if as_json:
+        print_json({**found.to_dict(), "members": [
+            {**r.to_dict(), "last": _last(last.get(r.trace_id))} for r in runs]})
+        return
+    for run in runs:
+        result = last.get(run.trace_id)
+        was = "never run" if result is None else \
+            f"{'pass' if result.passed else 'FAIL'} {result.status}" + \
+            (f" ({result.cause})" if result.cause else "")
+        click.echo(f"{run.trace_id}\t{was}\t{shlex.join(run.command)}".rstrip())
+    note(f"suite {name}: {len(runs)} runs" + (f"; evaluators: {', '.join(found.evaluators)}"
+                                              if found.evaluators else ""))
+
+
+def _last(result: Any) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"status": result.status, "passed": result.passed, "cause": result.cause,
+            "message": result.message, "scores": json.loads(result.scores or "[]"),
+            "ran_at": result.ran_at.isoformat(), "replayed": result.replayed}
+
+
+@suite.command(cls=Command)
+@click.argument("name")
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="The folder to write (one .rw file per run and suite.json).")
+@sourced
+def export(name: str, output: str, api: str | None, clickhouse: str | None) -> None:
+    """Write suite NAME as a folder that `suite run` replays with no store and no worker."""
+    from rewind.replay.suites.catalog import export_folder
+
+    source = _source(api, clickhouse)
+    found = attempt(lambda: _catalog(source).get(name))
+    written = attempt(lambda: export_folder(found, source, output))
+    note(f"wrote suite {name} to {output} ({len(written.runs)} runs)")
+
+
+RUN_HELP = """Replay every run of suite NAME (or an exported folder DIR) against today's code,
+N at a time, and tell per run: same, diverged (step, field, both values, the cause) or
+errored. Exit 0 only when every run passes.
+
+\b
+    rewind suite run incidents -j 4 --junit report.xml -- python agent.py
+    rewind suite run suites/incidents --app myservice.main:app
+    rewind suite run incidents --live-from-divergence --eval contains:refund -- python agent.py
+
+With --live-from-divergence each run answers from the recording until its first divergence and
+goes live from there; its final answer (what the command printed, or the response) is judged by
+the evaluators (the suite's and --eval's); a run passes when every score is at least
+--fail-below. Scores are stored as gen_ai.evaluation.result events when a store is at hand.
+"""
+
+
+@suite.command(cls=Command, help=RUN_HELP,
+               context_settings={"ignore_unknown_options": True, **HELP_OPTIONS})
+@click.argument("ref", metavar="NAME|DIR")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Runs replayed at the same time.")
+@click.option("--app", "app_spec", default=None, metavar="MODULE:ATTR",
+              help="The ASGI or WSGI app the suite's recorded requests are sent to.")
+@click.option("--call", "call_spec", default=None, metavar="MODULE:FUNC",
+              help="The function the suite's recorded jobs are called with.")
+@click.option("--live-from-divergence", "live", is_flag=True,
+              help="Go live from each run's first divergence and judge the answer.")
+@click.option("--eval", "evals", multiple=True, metavar="SPEC", help="An evaluator (see "
+              "`suite add --help`); repeatable.")
+@click.option("--fail-below", type=float, default=0.5, show_default=True,
+              help="A run fails when a score is below this.")
+@click.option("--judge-url", default="https://api.openai.com/v1", show_default=True,
+              help="The OpenAI-compatible API of the judge model.")
+@click.option("--judge-model", default=None, help="The judge model (judge:CRITERION).")
+@click.option("--judge-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="The environment variable holding the judge API's key.")
+@click.option("--junit", "junit_file", default=None, type=click.Path(dir_okay=False),
+              help="Write a JUnit XML report here (one test case per run).")
+@click.option("--json", "as_json", is_flag=True, help="The results as JSON on stdout.")
+@allow_live_option
+@ignore_option
+@timeout_option
+@sourced
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: bool,
+        evals: tuple[str, ...], fail_below: float, judge_url: str, judge_model: str | None,
+        judge_key_env: str, junit_file: str | None, as_json: bool,
+        allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
+        api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+    from rewind.replay.suites.catalog import is_folder, load_folder
+    from rewind.replay.suites.evaluators import check
+    from rewind.replay.suites.judge import JudgeModel
+    from rewind.replay.suites.results import write_junit
+    from rewind.replay.suites.running import SuiteOptions, run_suite
+    from rewind.replay.suites.spec import members
+
+    if app_spec and call_spec:
+        fail("give at most one of --app and --call")
+    if command:
+        from rewind.replay.play.launch import check_command
+
+        attempt(lambda: check_command(command))
+    source = None
+    if is_folder(ref):
+        found, cassettes = attempt(lambda: load_folder(ref))
+        items = [(r, cassettes[r.trace_id]) for r in found.runs]
+    else:
+        source = _source(api, clickhouse)
+        found = attempt(lambda: _catalog(source).get(ref))
+        items = attempt(lambda: [(r, source.cassette(r.trace_id))
+                                 for r in members(found, source)])
+    specs = tuple(dict.fromkeys([*found.evaluators, *evals]))
+    if live:
+        attempt(lambda: [check(s) for s in specs])
+        if not specs:
+            fail("--live-from-divergence needs an evaluator (--eval, or the suite's own)")
+    judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
+        if judge_model else None
+    options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
+                           fail_below, allow_live, ignore)
+    progress = _progress(len(items))
+    results = run_suite(items, options, progress)
+    if junit_file:
+        write_junit(junit_file, found.name, results)
+    if source is not None:
+        attempt(lambda: _catalog(source).save_results(found.name,
+                                                      [r.to_dict() for r in results]))
+    if live and source is not None:
+        from rewind.replay.suites.results import store_scores
+
+        stored = attempt(lambda: store_scores(source.store, found.name, results))
+        for result in results:
+            if result.trace_id in stored:
+                result.replayed_traces = list(dict.fromkeys(
+                    [*result.replayed_traces, stored[result.trace_id]]))
+    passed = sum(1 for r in results if r.passed)
+    if as_json:
+        print_json({"suite": found.name, "runs": len(results), "passed": passed,
+                    "results": [r.to_dict() for r in results]})
+    note(f"suite {found.name}: {passed}/{len(results)} runs passed")
+    sys.stdout.flush()
+    sys.exit(0 if passed == len(results) else 1)
+
+
+def _progress(total: int) -> Any:
+    """One line per finished run on stderr (rich on a terminal; recorded text escaped)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(stderr=True)
+    done = [0]
+
+    def show(result: Any) -> None:
+        done[0] += 1
+        mark = {True: "[green]pass[/]", False: "[red]FAIL[/]"}[result.passed]
+        first = result.message.splitlines()[0] if result.message else ""
+        console.print(f"[{done[0]}/{total}] {mark} {result.trace_id} {result.status}: "
+                      f"{escape(first)}", highlight=False, soft_wrap=True)
+        if not result.passed:
+            for line in result.message.splitlines()[1:]:
+                console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
+
+    return show

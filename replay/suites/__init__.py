@@ -1,0 +1,1 @@
+"""Suites: named sets of recorded runs replayed together and judged (``rewind suite``)."""

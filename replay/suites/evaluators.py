@@ -1,0 +1,162 @@
+"""Judging a run that went live (``suite run --live-from-divergence``): evaluators named by a
+short spec, each giving a score from 0 to 1 with a label and why.
+
+    exact            the final answer is the recorded one (volatile values aside)
+    exact:TEXT       ... is TEXT
+    contains:TEXT    ... contains TEXT (any case)
+    regex:PATTERN    ... matches PATTERN (re.search)
+    schema:JSON      ... is JSON valid against the schema (inline, or @FILE)
+    tool:NAME        the run called tool NAME;  no-tool:NAME  it did not
+    calls:RATIO      it made at most RATIO times the recorded run's model and tool calls
+    latency:RATIO    it took at most RATIO times the recorded run's duration
+    judge:CRITERION  a model the user configures scores the answer against CRITERION
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewind.exporter import attributes as A
+from rewind.exporter.errors import InvalidValue
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.cassette.volatile import Tolerance
+from rewind.replay.suites.judge import JudgeModel
+from rewind.replay.timetravel.diff import StepView
+
+KINDS = ("exact", "contains", "regex", "schema", "tool", "no-tool", "calls", "latency", "judge")
+PASS, FAIL = "pass", "fail"
+_VOLATILE = Tolerance()
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str  # the evaluator's spec
+    value: float
+    label: str
+    explanation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "label": self.label,
+                "explanation": self.explanation}
+
+
+@dataclass
+class Judged:
+    """What the evaluators see of a run and of its recording."""
+
+    answer: str  # today's final answer (what the program printed, or the response body)
+    recorded_answer: str
+    tools: list[str] = field(default_factory=list)
+    calls: int = 0
+    recorded_calls: int = 0
+    seconds: float = 0.0
+    recorded_seconds: float = 0.0
+
+
+def recorded_answer(cassette: Cassette) -> str:
+    """The recording's final answer: a request's response body, else the text of the last
+    model answer."""
+    if cassette.inbound is not None:
+        return cassette.inbound.response_bytes().decode("utf-8", "replace")
+    for interaction in reversed(cassette.interactions):
+        if interaction.kind == A.KIND_LLM:
+            output = StepView(interaction).answer.get("output") or []
+            return "".join(str(p.get("content", "")) for m in output for p in m.get("parts", [])
+                           if p.get("type") == "text")
+    return ""
+
+
+def recorded_seconds(cassette: Cassette) -> float:
+    return max((i.end_offset_ns for i in cassette.interactions), default=0) / 1e9
+
+
+def check(spec: str) -> str:
+    """``spec`` if it names a known evaluator with what it needs, else InvalidValue."""
+    kind, _, arg = spec.partition(":")
+    if kind not in KINDS:
+        raise InvalidValue(f"unknown evaluator {spec!r}: use one of {', '.join(KINDS)}")
+    if not arg and kind != "exact":
+        raise InvalidValue(f"evaluator {kind} needs a value: {kind}:…")
+    if kind in ("calls", "latency"):
+        try:
+            float(arg)
+        except ValueError:
+            raise InvalidValue(f"{spec}: {kind} takes a ratio (e.g. {kind}:1.5)") from None
+    if kind == "regex":
+        try:
+            re.compile(arg)
+        except re.error as error:
+            raise InvalidValue(f"{spec}: not a regular expression ({error})") from None
+    return spec
+
+
+def _score(spec: str, ok: bool, why: str) -> Score:
+    return Score(spec, 1.0 if ok else 0.0, PASS if ok else FAIL, why)
+
+
+def _schema(arg: str) -> Any:
+    text = Path(arg[1:]).read_text("utf-8") if arg.startswith("@") else arg
+    return json.loads(text)
+
+
+def evaluate(spec: str, run: Judged, judge: JudgeModel | None = None,
+             threshold: float = 0.5) -> Score:
+    kind, _, arg = check(spec).partition(":")
+    answer = run.answer.strip()
+    if kind == "exact":
+        wanted = arg if arg else run.recorded_answer.strip()
+        same = _VOLATILE.masked(answer) == _VOLATILE.masked(wanted)
+        return _score(spec, same, "the answer is the expected one" if same else
+                      f"expected {wanted[:200]!r}, got {answer[:200]!r}")
+    if kind == "contains":
+        found = arg.lower() in answer.lower()
+        return _score(spec, found, f"{arg!r} {'found' if found else 'not found'} in "
+                                   f"{answer[:200]!r}")
+    if kind == "regex":
+        found = re.search(arg, answer) is not None
+        return _score(spec, found, f"/{arg}/ {'matches' if found else 'does not match'} "
+                                   f"{answer[:200]!r}")
+    if kind == "schema":
+        return _schema_score(spec, arg, answer)
+    if kind in ("tool", "no-tool"):
+        called = arg in run.tools
+        ok = called if kind == "tool" else not called
+        return _score(spec, ok, f"tool {arg} {'called' if called else 'not called'} "
+                                f"(tools called: {', '.join(run.tools) or 'none'})")
+    if kind in ("calls", "latency"):
+        now, then = ((run.calls, run.recorded_calls) if kind == "calls"
+                     else (run.seconds, run.recorded_seconds))
+        limit = float(arg) * then
+        ok = now <= limit
+        unit = "calls" if kind == "calls" else "s"
+        return _score(spec, ok, f"{now:g} {unit} against {then:g} recorded (budget "
+                                f"{limit:g} {unit})")
+    if judge is None:
+        raise InvalidValue(f"{spec} needs a judge model: give --judge-model (and --judge-url)")
+    value, why = judge.score(arg, run.answer, run.recorded_answer)
+    return Score(spec, value, PASS if value >= threshold else FAIL, why)
+
+
+def _schema_score(spec: str, arg: str, answer: str) -> Score:
+    try:
+        import jsonschema
+    except ImportError:  # pragma: no cover - the dev extra has it
+        raise InvalidValue("the schema evaluator needs the jsonschema package",
+                           hint="pip install jsonschema") from None
+    try:
+        schema = _schema(arg)
+    except (OSError, json.JSONDecodeError) as error:
+        raise InvalidValue(f"{spec}: no JSON schema there ({error})") from None
+    try:
+        value = json.loads(answer)
+    except json.JSONDecodeError:
+        return _score(spec, False, f"the answer is not JSON: {answer[:200]!r}")
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as error:
+        return _score(spec, False, f"not valid against the schema: {error.message}")
+    return _score(spec, True, "valid against the schema")

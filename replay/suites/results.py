@@ -1,0 +1,73 @@
+"""A suite run's results as a JUnit file (one test case per run, a divergence or a failed
+score as the failure's message) and as evaluation events in the store
+(``gen_ai.evaluation.result`` on a span of the replayed run, or of a run of its own linked to
+the recording when the program records nothing itself)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+from rewind.collector.store import Store
+from rewind.collector.store_exporter import store_provider
+from rewind.exporter import attributes as A
+from rewind.replay.suites.running import ERRORED, RunResult
+
+SERVICE = "rewind-suite"
+
+
+def write_junit(path: str | Path, suite: str, results: Sequence[RunResult]) -> None:
+    failures = sum(1 for r in results if not r.passed and r.status != ERRORED)
+    errors = sum(1 for r in results if r.status == ERRORED)
+    root = ET.Element("testsuites")
+    cases = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)),
+                          failures=str(failures), errors=str(errors),
+                          time=f"{sum(r.seconds for r in results):.3f}")
+    for result in results:
+        case = ET.SubElement(cases, "testcase", classname=suite, name=result.trace_id,
+                             time=f"{result.seconds:.3f}")
+        if result.passed:
+            continue
+        kind = "error" if result.status == ERRORED else "failure"
+        headline = result.message.splitlines()[0] if result.message else result.status
+        failed = ET.SubElement(case, kind, message=headline, type=result.status)
+        failed.text = result.message
+    ET.ElementTree(root).write(str(path), encoding="utf-8", xml_declaration=True)
+
+
+def store_scores(store: Store, suite: str, results: Sequence[RunResult]) -> dict[str, str]:
+    """Each judged run's scores as events of one span; recorded trace -> the trace holding
+    them (the replayed run's when it recorded itself)."""
+    provider = store_provider(store, SERVICE)
+    tracer = provider.get_tracer("rewind.suite")
+    where: dict[str, str] = {}
+    try:
+        for result in results:
+            if not result.scores:
+                continue
+            context = None
+            if result.replayed_traces:
+                parent = SpanContext(int(result.replayed_traces[0], 16),
+                                     random.getrandbits(64), is_remote=True,
+                                     trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                context = trace.set_span_in_context(NonRecordingSpan(parent))
+            with tracer.start_as_current_span(f"evaluate {suite}", context=context,
+                                              attributes={A.SUITE_NAME: suite,
+                                                          A.REPLAY_SOURCE_TRACE_ID:
+                                                          result.trace_id}) as span:
+                for score in result.scores:
+                    span.add_event(A.EVALUATION_RESULT, {
+                        A.EVALUATION_NAME: score.name,
+                        A.EVALUATION_SCORE_VALUE: score.value,
+                        A.EVALUATION_SCORE_LABEL: score.label,
+                        A.EVALUATION_EXPLANATION: score.explanation})
+                where[result.trace_id] = format(span.get_span_context().trace_id, "032x")
+        provider.force_flush()
+    finally:
+        provider.shutdown()
+    return where

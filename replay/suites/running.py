@@ -1,0 +1,196 @@
+"""Replaying every run of a suite, N at a time, and telling per run: the same, diverged (the
+step, the field, both values, bisect's cause) or errored; in live mode, judged by the
+evaluators. A script's run is a child process (``play/runner.py``, through the one launcher);
+a request or job with ``--app``/``--call`` is sent in this process, one at a time (the replay's
+hooks are process-wide)."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewind.exporter.errors import RewindError
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.play.divergence import Divergence, shorten
+from rewind.replay.play.replay_settings import LENIENT, STRICT
+from rewind.replay.play.report import ReplayReport
+from rewind.replay.play.runner import run_command
+from rewind.replay.suites import evaluators
+from rewind.replay.suites.cause import cause_of
+from rewind.replay.suites.evaluators import Judged, Score
+from rewind.replay.suites.judge import JudgeModel
+from rewind.replay.suites.spec import SuiteRun
+
+SAME, DIVERGED, ERRORED, JUDGED = "same", "diverged", "errored", "judged"
+_IN_PROCESS = threading.Lock()
+
+
+@dataclass
+class SuiteOptions:
+    command: tuple[str, ...] = ()
+    app: str | None = None
+    call: str | None = None
+    jobs: int = 1
+    timeout: float = 600.0
+    live: bool = False  # --live-from-divergence
+    evaluators: tuple[str, ...] = ()
+    judge: JudgeModel | None = None
+    fail_below: float = 0.5
+    allow_live: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass
+class RunResult:
+    trace_id: str
+    status: str
+    message: str = ""
+    step: int | None = None
+    path: str = ""  # the first differing field
+    recorded: Any = None
+    now: Any = None
+    cause: str = ""
+    seconds: float = 0.0
+    answer: str = ""
+    scores: list[Score] = field(default_factory=list)
+    replayed_traces: list[str] = field(default_factory=list)
+    fail_below: float = 0.5
+
+    @property
+    def passed(self) -> bool:
+        if self.status == JUDGED:
+            return all(s.value >= self.fail_below for s in self.scores)
+        return self.status == SAME
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trace_id": self.trace_id, "status": self.status, "passed": self.passed,
+                "message": self.message, "step": self.step, "field": self.path,
+                "recorded": self.recorded, "now": self.now, "cause": self.cause,
+                "seconds": round(self.seconds, 3), "answer": self.answer,
+                "scores": [s.to_dict() for s in self.scores],
+                "replayed_traces": self.replayed_traces}
+
+
+def _diverged(result: RunResult, cassette: Cassette, divergence: Divergence) -> None:
+    result.status = DIVERGED
+    result.step = divergence.step
+    lines = [divergence.describe()]
+    if divergence.diffs:
+        first = divergence.diffs[0]
+        result.path, result.recorded, result.now = first.path, first.expected, first.actual
+    found = cause_of(cassette, divergence)
+    if found is not None and found.cause:
+        result.cause = found.cause
+        lines.append(f"cause: {found.describe().splitlines()[1].removeprefix('cause: ')}")
+    result.message = "\n".join(lines)
+
+
+def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
+    command = run.command or options.command
+    if not command:
+        raise RewindError(f"no command replays run {run.trace_id}",
+                          hint="give it after -- (or with the run: `rewind suite add ... -- CMD`)")
+    with tempfile.TemporaryFile() as out:
+        outcome = run_command(cassette, list(command), mode=LENIENT if options.live else STRICT,
+                              allow_live=options.allow_live, ignore=options.ignore,
+                              timeout=options.timeout, stdout=out)
+        out.seek(0)
+        return outcome, out.read().decode("utf-8", "replace")
+
+
+def _request(cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
+    from rewind.replay.play.services import recorded_request as requests
+
+    settings = {"mode": LENIENT if options.live else STRICT, "allow_live": options.allow_live,
+                "ignore": options.ignore}
+    with _IN_PROCESS:
+        if options.app:
+            outcome = requests.replay_request(cassette, requests.load_target(options.app),
+                                              **settings)
+        else:
+            outcome = requests.replay_job(cassette, requests.load_target(str(options.call)),
+                                          **settings)
+    actual = outcome.actual or {}
+    body = actual.get("body", actual.get("result", actual.get("error", "")))
+    return outcome, body if isinstance(body, str) else shorten(body, 100_000)
+
+
+def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResult:
+    result = RunResult(run.trace_id, ERRORED, fail_below=options.fail_below)
+    began = time.monotonic()
+    try:
+        if cassette.inbound is not None:
+            if not (options.app or options.call):
+                raise RewindError(f"run {run.trace_id} is a recorded {cassette.inbound.kind}",
+                                  hint="give --app MODULE:ATTR (requests) or --call "
+                                       "MODULE:FUNC (jobs)")
+            outcome, answer = _request(cassette, options)
+            exit_code = 0 if outcome.same or options.live else outcome.exit_code
+            differs = outcome.diffs
+        else:
+            outcome, answer = _script(run, cassette, options)
+            exit_code, differs = outcome.exit_code, []
+    except RewindError as error:
+        result.message = str(error) + (f" ({error.hint})" if error.hint else "")
+        result.seconds = time.monotonic() - began
+        return result
+    result.seconds = time.monotonic() - began
+    report: ReplayReport = outcome.report
+    result.answer, result.replayed_traces = answer.strip(), list(report.trace_ids)
+    if options.live:
+        _judge(result, cassette, report, options)
+    elif report.divergence is not None:
+        _diverged(result, cassette, report.divergence)
+    elif differs:
+        first = differs[0]
+        result.status, result.path = DIVERGED, first.path
+        result.recorded, result.now = first.expected, first.actual
+        result.message = (f"the calls matched, the answer differs in {len(differs)} field(s): "
+                          f"{first.path}: {shorten(first.expected)} -> {shorten(first.actual)}")
+    elif exit_code != 0:
+        result.message = f"the command exited {exit_code}"
+    elif report.replayed < report.recorded and cassette.inbound is None:
+        result.status = DIVERGED
+        result.message = (f"the run ended after {report.replayed} of {report.recorded} "
+                          "recorded calls: its final answer is not the recorded one")
+    else:
+        result.status = SAME
+        result.message = report.headline()
+    return result
+
+
+def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
+           options: SuiteOptions) -> None:
+    judged = Judged(result.answer, evaluators.recorded_answer(cassette), list(report.tools),
+                    report.requests, report.recorded, result.seconds,
+                    evaluators.recorded_seconds(cassette))
+    where = (f"live from step {report.divergence.step}" if report.divergence
+             else "no divergence: every answer recorded")
+    try:
+        result.scores = [evaluators.evaluate(spec, judged, options.judge, options.fail_below)
+                         for spec in options.evaluators]
+    except RewindError as error:
+        result.message = f"{where}; an evaluator failed: {error}"
+        return
+    result.status = JUDGED
+    failed = [s for s in result.scores if s.value < options.fail_below]
+    result.message = f"{where}; " + ("; ".join(f"{s.name}: {s.explanation}" for s in failed)
+                                     if failed else f"{len(result.scores)} evaluators passed")
+
+
+def run_suite(runs: list[tuple[SuiteRun, Cassette]], options: SuiteOptions,
+              progress: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Every run replayed, ``options.jobs`` at a time; results in the suite's order."""
+    def one(item: tuple[SuiteRun, Cassette]) -> RunResult:
+        found = run_one(*item, options)
+        if progress is not None:
+            progress(found)
+        return found
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        return list(pool.map(one, runs))

@@ -1,0 +1,32 @@
+"""A suite's page: its runs (by id, and those its saved query brought in when it last ran),
+each with its last result (pass, diverged with the cause, errored, the scores), as the page's
+JSON. Recorded text stays text: the scripts put it in as text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rewind.collector.reader_suites import LastResult
+from rewind.replay.suites.spec import Suite
+
+
+def _last(result: LastResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"status": result.status, "passed": result.passed, "cause": result.cause,
+            "message": result.message, "scores": json.loads(result.scores or "[]"),
+            "ran_at": result.ran_at, "replayed": result.replayed}
+
+
+def suite_view(suite: Suite, last: Mapping[str, LastResult]) -> dict[str, Any]:
+    ids = [r.trace_id for r in suite.runs]
+    ids += sorted(t for t in last if t not in ids)
+    commands = {r.trace_id: " ".join(r.command) for r in suite.runs}
+    runs = [{"trace_id": t, "command": commands.get(t, ""), "last": _last(last.get(t))}
+            for t in ids]
+    passed = sum(1 for r in runs if r["last"] and r["last"]["passed"])
+    return {"name": suite.name, "query": suite.query, "sample": suite.sample,
+            "evaluators": list(suite.evaluators), "runs": runs, "passed": passed,
+            "ran": sum(1 for r in runs if r["last"])}
