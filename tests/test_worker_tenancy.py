@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from rewind.replay.suites.catalog import Catalog
+from rewind.replay.suites.spec import Suite, SuiteRun
 from rewind.replay.worker.auth_middleware import CSRF_COOKIE
 from tests.support.tenants import bearer, send_run, tenancy
 
 UNKNOWN_TRACE = "0123456789abcdef" * 2
 UNKNOWN_SESSION = "f00dfacef00dface"
+UNKNOWN_SUITE = "nobodys-suite"
 A_PROMPTS = ["a asks about invoices", "a asks again"]
 B_PROMPTS = ["b-secret: the merger is on", "b-secret: do not tell"]
 B_MARKERS = ("b-secret", '"b-agent"')  # B's prompt text, B's service name
@@ -30,6 +33,7 @@ class Tenant:
     token: str
     runs: list[str]
     prompts: list[str]
+    suite: str = ""  # a suite of its runs, kept under its tenant
 
 
 @dataclass
@@ -50,7 +54,13 @@ def world(tmp_path_factory) -> Iterator[World]:
                              send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS)], A_PROMPTS)
         b = Tenant("tok-b", [send_run(ingest, llm, "tok-b", "b-agent", B_PROMPTS)
                              for _ in range(2)], B_PROMPTS)
-        yield World(opened.client, a, b, Tenant("tok-op", b.runs, B_PROMPTS))
+        # an operator keeps its suites where the CLI does (no tenant)
+        operator = Tenant("tok-op", b.runs, B_PROMPTS)
+        for tenant, owner in (("team-a", a), ("team-b", b), ("", operator)):
+            owner.suite = f"nightly-{tenant or 'ops'}"
+            Catalog(opened.store, tenant).save(
+                Suite(owner.suite, runs=tuple(SuiteRun(run) for run in owner.runs)))
+        yield World(opened.client, a, b, operator)
 
 
 # -- the walk -----------------------------------------------------------------------------------
@@ -98,14 +108,16 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                 mixes += [{**dict.fromkeys(traces, own), name: theirs} for name in traces]
             for ids in mixes:
                 names = {"trace": theirs} if traces else {}
+                if "{name}" in path:
+                    names["suite"] = UNKNOWN_SUITE if unknown else target.suite
                 if "{session_id}" in path:
                     names["session"] = (UNKNOWN_SESSION if unknown
                                         else session_of(client, target, target.runs[0]))
                 url, query = path, {}
                 for param in params:
                     name = param["name"]
-                    value = {"path": CHAT_PATH, "session_id": names.get("session")}.get(
-                        name, ids.get(name))
+                    value = {"path": CHAT_PATH, "session_id": names.get("session"),
+                             "name": names.get("suite")}.get(name, ids.get(name))
                     if param["in"] == "path":
                         url = url.replace(f"{{{name}}}", str(value))
                     elif value is not None:
@@ -151,7 +163,8 @@ def test_tenant_a_gets_nothing_of_tenant_b_on_any_route(world):
             unknown = send(client, unknown_call, world.a.token)
             assert unknown.status_code == 404, (call.operation, unknown.text)
             expected = unknown.text.replace(UNKNOWN_TRACE, call.names.get("trace", "")) \
-                .replace(UNKNOWN_SESSION, call.names.get("session", ""))
+                .replace(UNKNOWN_SESSION, call.names.get("session", "")) \
+                .replace(UNKNOWN_SUITE, call.names.get("suite", ""))
             assert (reply.status_code, reply.text) == (404, expected), call.operation
         else:
             assert reply.status_code < 300, (call.operation, reply.text)
@@ -194,7 +207,7 @@ def test_tenant_a_uses_its_own_data_on_every_route(world):
 
 def test_an_operator_token_sees_every_tenant(world):
     client = world.client
-    for call in calls(client, world.operator, world.b):
+    for call in calls(client, world.operator, world.operator):  # B's runs, the operator's suite
         reply = send(client, call, world.operator.token)
         assert reply.status_code < 300, (call.operation, call.url, reply.text[:300])
     op = bearer(world.operator.token)

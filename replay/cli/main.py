@@ -51,7 +51,7 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "inspect": f"{_TIME_TRAVEL}:inspect", "diff": f"{_TIME_TRAVEL}:diff_command",
         "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
         "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
-        "share": "rewind.replay.cli.share:share", "mcp": "rewind.replay.cli.assistant:mcp",
+        "share": "rewind.replay.cli.share:share", "mcp": f"{_SERVERS}:mcp",
         "replay-request": "rewind.replay.cli.requests:replay_request",
         "suite": "rewind.replay.cli.suites:suite"}
 

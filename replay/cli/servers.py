@@ -1,7 +1,11 @@
-"""The server commands of ``rewind``: serve, worker, migrate. Loaded when one of them runs (or
+"""The server commands of ``rewind``: serve, worker, migrate, and ``mcp`` (the MCP server for
+coding assistants, over stdio). Loaded when one of them runs (or
 ``rewind --help`` lists them), so that other commands do not import the collector's settings."""
 
 from __future__ import annotations
+
+import threading
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,7 +22,8 @@ from rewind.collector.server_settings import (
 from rewind.collector.store import StoreError, redact_url
 from rewind.exporter.errors import RewindError
 from rewind.replay.cli.failure import Command, fail, fix_for
-from rewind.replay.cli.options import clickhouse_option
+from rewind.replay.cli.options import clickhouse_option, sourced
+from rewind.replay.sources.locate import TraceSource, open_source
 
 out = Console()
 workers_option = click.option(
@@ -133,3 +138,28 @@ def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
         out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
     else:
         out.print(f"{where} is up to date")
+
+
+class LazySource:
+    """The CLI's source, opened on first use and kept (a failed opening is tried again)."""
+
+    def __init__(self, api: str | None, clickhouse: str | None) -> None:
+        self._args = (api, clickhouse)
+        self._source: TraceSource | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, ctx: Any = None) -> TraceSource:
+        with self._lock:
+            if self._source is None:
+                self._source = open_source(*self._args)
+            return self._source
+
+
+@click.command("mcp")
+@sourced
+def mcp(api: str | None, clickhouse: str | None) -> None:
+    """Serve Rewind's tools to a coding assistant over MCP (stdio): find, read, diff, bisect,
+    replay and fork recorded runs. Add it to the assistant as the command `rewind mcp`."""
+    from rewind.replay.assist.mcp_server import build_server
+
+    build_server(LazySource(api, clickhouse), local=True).run("stdio")
