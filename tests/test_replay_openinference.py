@@ -12,13 +12,12 @@ import sys
 import textwrap
 import time
 
+import openinference.instrumentation.openai  # noqa: F401  (a dev dependency: never skipped)
 import pytest
 
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import rewind
 from tests.support.harness import Recording, start_serve
-
-pytest.importorskip("openinference.instrumentation.openai")
 
 ALONE = """
 from opentelemetry import trace
