@@ -103,28 +103,36 @@ def set_responder(responder: ToolResponder | None) -> ToolResponder | None:
 
 
 @dataclass
-class _Recording:
+class SpanRecording:
+    """What a hook that makes its own spans (tools here, database calls) holds while
+    ``instrument()`` is on: the tracer, the capture settings and their redactor."""
+
     tracer: Tracer
     settings: CaptureSettings
     redactor: Redactor
 
 
-_recording: _Recording | None = None
-
-
-def configure(tracer_provider: Any | None, settings: CaptureSettings | None = None) -> None:
-    """Called by ``instrument()`` / ``uninstrument()`` (None: stop recording tool spans)."""
-    global _recording
+def span_recording(tracer_provider: Any | None,
+                   settings: CaptureSettings | None = None) -> SpanRecording | None:
+    """The recording for ``tracer_provider`` (None: none, recording stops)."""
     if tracer_provider is None:
-        _recording = None
-        return
+        return None
     from opentelemetry import trace
 
     from . import scope
 
     settings = settings or CaptureSettings()
     tracer = trace.get_tracer(scope.TRACER_NAME, tracer_provider=tracer_provider)
-    _recording = _Recording(tracer, settings, Redactor(settings.redact))
+    return SpanRecording(tracer, settings, Redactor(settings.redact))
+
+
+_recording: SpanRecording | None = None
+
+
+def configure(tracer_provider: Any | None, settings: CaptureSettings | None = None) -> None:
+    """Called by ``instrument()`` / ``uninstrument()`` (None: stop recording tool spans)."""
+    global _recording
+    _recording = span_recording(tracer_provider, settings)
 
 
 class ToolSpec:

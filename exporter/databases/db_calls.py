@@ -22,17 +22,17 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import attributes as A
 from .. import canonical, tool_errors
 from ..process_settings import ENV_MAX_BODY, CaptureSettings
-from ..redaction import Redactor
+from ..tools import SpanRecording, span_recording
 from .values import revived, tagged
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span
 
 log = logging.getLogger("rewind.exporter")
 _SPACES = re.compile(r"\s+")
@@ -101,31 +101,17 @@ def set_responder(responder: DbResponder | None) -> DbResponder | None:
     return previous
 
 
-@dataclass
-class _Recording:
-    tracer: Tracer
-    settings: CaptureSettings
-    redactor: Redactor = field(default_factory=Redactor)
-
-
-_recording: _Recording | None = None
+_recording: SpanRecording | None = None
 
 
 def configure(tracer_provider: Any | None, settings: CaptureSettings | None = None) -> None:
     """Called by ``instrument()`` / ``uninstrument()`` (None: stop recording database calls)."""
     global _recording
-    if tracer_provider is None:
-        _recording = None
-        return
-    from opentelemetry import trace
+    _recording = span_recording(tracer_provider, settings)
+    if _recording is not None:
+        from . import install
 
-    from .. import scope
-    from . import install
-
-    settings = settings or CaptureSettings()
-    _recording = _Recording(trace.get_tracer(scope.TRACER_NAME, tracer_provider=tracer_provider),
-                            settings, Redactor(settings.redact))
-    install()
+        install()
 
 
 def replayed_error(error: dict[str, str]) -> Exception:
@@ -134,7 +120,7 @@ def replayed_error(error: dict[str, str]) -> Exception:
                                str(error.get("message", "")), str(error.get("module", "")))
 
 
-def _limited(rec: _Recording, attrs: dict[str, Any], name: str, value: Any, what: str) -> None:
+def _limited(rec: SpanRecording, attrs: dict[str, Any], name: str, value: Any, what: str) -> None:
     """``value`` as JSON in ``name``, redacted; left out (and said why) past the body limit."""
     text = json.dumps(tagged(value), ensure_ascii=False, separators=(",", ":"))
     limit = rec.settings.max_body_bytes
