@@ -195,7 +195,7 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
     changed = recorded.copy_code("live", travel="You are a travel agent. Be brief.")
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
                         "--eval", "judge:polite", "--eval", "tool:get_weather",
-                        "--judge-url", recorded.llm.base_url + "/v1",
+                        "--eval", "cost:2", "--judge-url", recorded.llm.base_url + "/v1",
                         "--judge-model", "judge-1",
                         "--", sys.executable, "suite_agents.py", "travel", "Plan a day in Rome",
                         cwd=changed)
@@ -209,6 +209,9 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
         assert scores["judge:polite"]["value"] == 0.9
         assert scores["tool:get_weather"]["label"] == "fail"
         assert "not called" in scores["tool:get_weather"]["explanation"]
+        # The calls that went live were not priced here: the budget says so, it does not pass.
+        assert scores["cost:2"]["label"] == "fail"
+        assert "of today is not known" in scores["cost:2"]["explanation"]
         assert not result["passed"]
     # Judged alone by what the live answers say, the runs pass.
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
