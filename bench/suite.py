@@ -101,6 +101,7 @@ def main() -> None:
         llm.stop()  # neither replay may reach it
         print(f"{args.runs} runs of {args.calls} openai calls (8 KB prompts), fresh process "
               "per run:")
+        rates: dict[int, float] = {}
         for jobs in (int(j) for j in args.jobs.split(",")):
             started = time.perf_counter()
             done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
@@ -113,6 +114,11 @@ def main() -> None:
             print(f"  -j {jobs}: rewind suite run {args.runs / ours * 60:7.0f} runs/min, "
                   f"vcrpy {args.runs / theirs * 60:7.0f} runs/min, "
                   f"rewind = {theirs / ours:.2f}x vcrpy's speed (target > 1)")
+            rates[jobs] = args.runs / ours * 60
+        if len(rates) > 1:
+            least, most = min(rates), max(rates)
+            print(f"  scaling: -j {most} / -j {least} = {rates[most] / rates[least]:.2f}x on "
+                  f"{os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

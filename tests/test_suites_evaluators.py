@@ -60,3 +60,17 @@ def test_a_bad_spec_is_refused(spec):
 def test_a_judge_without_a_model_is_refused():
     with pytest.raises(InvalidValue, match="--judge-model"):
         evaluate("judge:polite", judged("hello"))
+
+
+def test_cost_and_token_budgets_against_the_recording():
+    run = judged("ok", cost=0.003, recorded_cost=0.002, tokens=900, recorded_tokens=1000)
+    assert evaluate("cost:2", run).label == "pass"
+    over = evaluate("cost:1.2", run)
+    assert over.label == "fail" and "0.003 USD against 0.002 recorded" in over.explanation
+    assert evaluate("tokens:1", run).label == "pass"
+    assert evaluate("tokens:0.5", run).label == "fail"
+
+
+def test_a_cost_not_known_fails_and_says_why():
+    unknown = evaluate("cost:10", judged("ok", recorded_cost=0.002))
+    assert unknown.label == "fail" and "of today is not known" in unknown.explanation

@@ -26,8 +26,10 @@ from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from rewind.replay.worker.app import create_app
 from tests.support import suite_agents
+from tests.support.browser import browser
 from tests.support.cli import rewind
 from tests.support.harness import ASKS_PARIS
+from tests.support.listed_runs import worker_on
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +197,7 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
     changed = recorded.copy_code("live", travel="You are a travel agent. Be brief.")
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
                         "--eval", "judge:polite", "--eval", "tool:get_weather",
-                        "--judge-url", recorded.llm.base_url + "/v1",
+                        "--eval", "cost:2", "--judge-url", recorded.llm.base_url + "/v1",
                         "--judge-model", "judge-1",
                         "--", sys.executable, "suite_agents.py", "travel", "Plan a day in Rome",
                         cwd=changed)
@@ -209,6 +211,9 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
         assert scores["judge:polite"]["value"] == 0.9
         assert scores["tool:get_weather"]["label"] == "fail"
         assert "not called" in scores["tool:get_weather"]["explanation"]
+        # The calls that went live were not priced here: the budget says so, it does not pass.
+        assert scores["cost:2"]["label"] == "fail"
+        assert "of today is not known" in scores["cost:2"]["explanation"]
         assert not result["passed"]
     # Judged alone by what the live answers say, the runs pass.
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
@@ -266,3 +271,33 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
     assert text.count("system prompt") >= len(weather)
     for trace_id in weather:
         assert f"test_incident[{trace_id}]" in text
+
+
+def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
+    """After the runs above: the incidents page lists the twelve runs with their last results
+    (the travel runs diverged, with the cause), the travel page the scores of its live runs,
+    each run linked to its recording."""
+    travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
+    store = Store(f"chdb://{recorded.store_dir}")
+    try:
+        with worker_on(store) as url, browser() as chromium:
+            page = chromium.new_context().new_page()
+            page.goto(f"{url}/suites/incidents")
+            page.wait_for_selector("tr.suite-run")
+            rows = page.locator("tr.suite-run")
+            assert rows.count() == 12
+            for trace_id in travel:
+                row = page.locator(f'tr.suite-run[data-trace="{trace_id}"]')
+                assert "fail · diverged" in row.inner_text()
+                assert "system_changed" in row.inner_text()
+            passed = page.locator("tr.suite-run", has_text="pass · same")
+            assert passed.count() == 12 - len(travel)
+            page.goto(f"{url}/suites/travel")
+            page.wait_for_selector("tr.suite-run")
+            assert "regex:^echo: Plan: 1 (pass)" in page.locator("ul.scores").first.inner_text()
+            trace_id = sorted(travel)[0]
+            row = page.locator(f'tr.suite-run[data-trace="{trace_id}"]')
+            row.locator(f'a[href^="/traces/{trace_id}"]').click()
+            page.wait_for_url(re.compile(f"/traces/{trace_id}"))
+    finally:
+        store.close()

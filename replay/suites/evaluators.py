@@ -9,6 +9,9 @@ short spec, each giving a score from 0 to 1 with a label and why.
     tool:NAME        the run called tool NAME;  no-tool:NAME  it did not
     calls:RATIO      it made at most RATIO times the recorded run's model and tool calls
     latency:RATIO    it took at most RATIO times the recorded run's duration
+    cost:RATIO       it cost at most RATIO times the recorded run (tokens at the built-in
+                     prices, as ``rewind inspect`` counts them); unknown when it went live
+    tokens:RATIO     it used at most RATIO times the recorded run's tokens (input + output)
     judge:CRITERION  a model the user configures scores the answer against CRITERION
 """
 
@@ -27,7 +30,9 @@ from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.suites.judge import JudgeModel
 from rewind.replay.timetravel.diff import StepView
 
-KINDS = ("exact", "contains", "regex", "schema", "tool", "no-tool", "calls", "latency", "judge")
+KINDS = ("exact", "contains", "regex", "schema", "tool", "no-tool", "calls", "latency", "cost",
+         "tokens", "judge")
+BUDGETS = ("calls", "latency", "cost", "tokens")
 PASS, FAIL = "pass", "fail"
 _VOLATILE = Tolerance()
 
@@ -55,6 +60,10 @@ class Judged:
     recorded_calls: int = 0
     seconds: float = 0.0
     recorded_seconds: float = 0.0
+    cost: float | None = None  # None: not known (live calls, or a model without a price)
+    recorded_cost: float | None = None
+    tokens: int | None = None
+    recorded_tokens: int | None = None
 
 
 def recorded_answer(cassette: Cassette) -> str:
@@ -74,6 +83,24 @@ def recorded_seconds(cassette: Cassette) -> float:
     return max((i.end_offset_ns for i in cassette.interactions), default=0) / 1e9
 
 
+def recorded_usage(cassette: Cassette, calls: int | None = None) -> tuple[int, float | None]:
+    """Tokens and cost of the recording's first ``calls`` interactions (all by default): the
+    usage its LLM responses report, priced like ``rewind inspect``; cost None when a model
+    has no price."""
+    from rewind.replay.timetravel.stats import load_prices
+
+    prices, tokens, cost = load_prices(), 0, 0.0
+    for interaction in cassette.interactions[:calls]:
+        if interaction.kind != A.KIND_LLM:
+            continue
+        found = interaction.response_attributes() or {}
+        used = (int(found.get(A.INPUT_TOKENS) or 0), int(found.get(A.OUTPUT_TOKENS) or 0))
+        tokens += sum(used)
+        priced = prices.cost(str(found.get(A.RESPONSE_MODEL) or ""), *used)
+        cost = None if cost is None or priced is None else cost + priced
+    return tokens, cost
+
+
 def check(spec: str) -> str:
     """``spec`` if it names a known evaluator with what it needs, else InvalidValue."""
     kind, _, arg = spec.partition(":")
@@ -81,7 +108,7 @@ def check(spec: str) -> str:
         raise InvalidValue(f"unknown evaluator {spec!r}: use one of {', '.join(KINDS)}")
     if not arg and kind != "exact":
         raise InvalidValue(f"evaluator {kind} needs a value: {kind}:…")
-    if kind in ("calls", "latency"):
+    if kind in BUDGETS:
         try:
             float(arg)
         except ValueError:
@@ -127,18 +154,27 @@ def evaluate(spec: str, run: Judged, judge: JudgeModel | None = None,
         ok = called if kind == "tool" else not called
         return _score(spec, ok, f"tool {arg} {'called' if called else 'not called'} "
                                 f"(tools called: {', '.join(run.tools) or 'none'})")
-    if kind in ("calls", "latency"):
-        now, then = ((run.calls, run.recorded_calls) if kind == "calls"
-                     else (run.seconds, run.recorded_seconds))
-        limit = float(arg) * then
-        ok = now <= limit
-        unit = "calls" if kind == "calls" else "s"
-        return _score(spec, ok, f"{now:g} {unit} against {then:g} recorded (budget "
-                                f"{limit:g} {unit})")
+    if kind in BUDGETS:
+        return _budget(spec, kind, float(arg), run)
     if judge is None:
         raise InvalidValue(f"{spec} needs a judge model: give --judge-model (and --judge-url)")
     value, why = judge.score(arg, run.answer, run.recorded_answer)
     return Score(spec, value, PASS if value >= threshold else FAIL, why)
+
+
+def _budget(spec: str, kind: str, ratio: float, run: Judged) -> Score:
+    now, then = {"calls": (run.calls, run.recorded_calls),
+                 "latency": (run.seconds, run.recorded_seconds),
+                 "cost": (run.cost, run.recorded_cost),
+                 "tokens": (run.tokens, run.recorded_tokens)}[kind]
+    if now is None or then is None:
+        return _score(spec, False, f"the {kind} of {'today' if now is None else 'the recording'}"
+                                   " is not known (calls that went live, or a model without a"
+                                   " price)")
+    limit = ratio * then
+    unit = {"calls": " calls", "latency": " s", "cost": " USD", "tokens": " tokens"}[kind]
+    return _score(spec, now <= limit, f"{now:g}{unit} against {then:g} recorded (budget "
+                                      f"{limit:g}{unit})")
 
 
 def _schema_score(spec: str, arg: str, answer: str) -> Score:

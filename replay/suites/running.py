@@ -169,6 +169,9 @@ def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
     judged = Judged(result.answer, evaluators.recorded_answer(cassette), list(report.tools),
                     report.requests, report.recorded, result.seconds,
                     evaluators.recorded_seconds(cassette))
+    judged.recorded_tokens, judged.recorded_cost = evaluators.recorded_usage(cassette)
+    if report.live == 0:  # every call answered from the recording: today's usage is its own
+        judged.tokens, judged.cost = evaluators.recorded_usage(cassette, report.replayed)
     where = (f"live from step {report.divergence.step}" if report.divergence
              else "no divergence: every answer recorded")
     try:
