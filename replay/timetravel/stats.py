@@ -75,9 +75,11 @@ class StatsLine:
     duration_ns: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    unreported_calls: int = 0  # streamed without usage: tokens and cost not reported
 
     def add(self, usage: Usage, cost: float | None) -> None:
         self.calls += usage.calls
+        self.unreported_calls += usage.unreported_calls
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.errors += usage.errors
@@ -101,7 +103,8 @@ class Stats:
             return {**dict(zip(self.by, item.key, strict=False)), "calls": item.calls,
                     "input_tokens": item.input_tokens, "output_tokens": item.output_tokens,
                     "errors": item.errors, "duration_ms": round(item.duration_ns / 1e6, 3),
-                    "cost_usd": round(item.cost, 6), "unpriced_calls": item.unpriced_calls}
+                    "cost_usd": round(item.cost, 6), "unpriced_calls": item.unpriced_calls,
+                    "unreported_calls": item.unreported_calls}
 
         return {"by": list(self.by), "lines": [line(x) for x in self.lines],
                 "total": line(self.total), "unpriced_models": self.unpriced,
