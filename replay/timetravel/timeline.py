@@ -321,7 +321,7 @@ class Timeline:
     def cost_of(self, event: Event) -> float | None:
         if event.type != "llm":
             return None
-        return self.prices.cost(event.model, event.input_tokens, event.output_tokens)
+        return self.prices.call_cost(event.model, event.attributes)
 
     def totals(self) -> dict[str, Any]:
         llm = self.of_type("llm")
