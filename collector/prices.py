@@ -21,6 +21,18 @@ class PriceError(RewindError, ValueError):
 class Price:
     input: float  # USD per million input tokens
     output: float  # USD per million output tokens
+    cache_read: float | None = None  # per million input tokens read from the cache (else input)
+    cache_creation: float | None = None  # per million written to the cache (else input)
+
+    def cost(self, input_tokens: int, output_tokens: int, cache_read: int = 0,
+             cache_creation: int = 0) -> float:
+        """USD: ``input_tokens`` counts the cached ones too (the GenAI conventions' total), so
+        the uncached rest is at the input price and each cached kind at its own."""
+        uncached = max(input_tokens - cache_read - cache_creation, 0)
+        read = self.input if self.cache_read is None else self.cache_read
+        write = self.input if self.cache_creation is None else self.cache_creation
+        return (uncached * self.input + cache_read * read + cache_creation * write
+                + output_tokens * self.output) / 1e6
 
 
 def parse_prices(text: str, where: str) -> dict[str, Price]:
@@ -40,10 +52,12 @@ def parse_prices(text: str, where: str) -> dict[str, Price]:
     prices = {}
     for name, entry in models.items():
         try:
-            prices[str(name)] = Price(float(entry["input"]), float(entry["output"]))
+            cached = {k: float(entry[k]) for k in ("cache_read", "cache_creation") if k in entry}
+            prices[str(name)] = Price(float(entry["input"]), float(entry["output"]), **cached)
         except (TypeError, KeyError, ValueError) as error:
             raise PriceError(f"price file {where}: model {name!r} needs numeric 'input' and "
-                             f"'output' (USD per million tokens), got {entry!r}") from error
+                             f"'output' (USD per million tokens; 'cache_read' and "
+                             f"'cache_creation' optional), got {entry!r}") from error
     return prices
 
 

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rewind.exporter import attributes as A
+
 from .filters import UsageFilters
 from .llm_steps import steps_by_trace
 from .reader import MADE_FROM_RUN, StoreRow, tenant_condition
-from .schema import LLM_COSTS, TRACES
+from .schema import LLM_COSTS, TRACES, span_attribute
 from .store import Store
 
 # How far before a period a fork's root span may start and still have calls in it.
@@ -46,6 +48,7 @@ class Usage:
     output_tokens: int
     errors: int
     duration_ns: int
+    unreported_calls: int = 0  # streamed calls whose usage the stream did not carry
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -67,8 +70,10 @@ def usage(store: Store, filters: UsageFilters | None = None,
     if not filters.include_replays:
         where.append(not_made_from_run("fromUnixTimestamp64Nano({since:Int64})",
                                        "fromUnixTimestamp64Nano({until:Int64})"))
+    unreported = (f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
+                  f"{' AND '.join(where[:2])} AND {span_attribute(A.USAGE_REPORTED)} = 'false')")
     facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
-             "OutputTokens, StatusCode, Duration)")
+             f"OutputTokens, StatusCode, Duration, {unreported})")
     service_filter = ""
     if filters.service:
         service_filter = "WHERE service = {service:String}"
@@ -77,7 +82,7 @@ def usage(store: Store, filters: UsageFilters | None = None,
         f"""
 SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
        sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
-       sum(f.6) AS duration_ns
+       sum(f.6) AS duration_ns, countIf(f.7) AS unreported_calls
 FROM ({steps_by_trace(' AND '.join(where), facts)})
 {service_filter}
 GROUP BY service, model
@@ -96,6 +101,7 @@ class TraceUsage(StoreRow):
     cost_usd: float = 0.0
     unpriced: int = 0
     model: str = ""
+    unreported: int = 0  # calls whose usage was not reported (tokens and cost unknown)
 
 
 def usage_by_trace(store: Store, trace_ids: Sequence[str],
@@ -111,7 +117,9 @@ def usage_by_trace(store: Store, trace_ids: Sequence[str],
     rows = store.query(f"""
 SELECT TraceId, sum(InputTokens) AS InputTokens, sum(OutputTokens) AS OutputTokens,
     sum(CostUsd) AS CostUsd, countIf(PricedAs = '') AS Unpriced,
-    argMin(if(ResponseModel != '', ResponseModel, RequestModel), Timestamp) AS Model
+    argMin(if(ResponseModel != '', ResponseModel, RequestModel), Timestamp) AS Model,
+    countIf((TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE TraceId IN
+        {{ids:Array(String)}} AND {span_attribute(A.USAGE_REPORTED)} = 'false')) AS Unreported
 FROM {LLM_COSTS}
 WHERE TraceId IN {{ids:Array(String)}} AND {mine}
 GROUP BY TraceId

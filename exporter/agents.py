@@ -5,6 +5,7 @@
     @agent("planner")
     async def plan(goal: str) -> str: ...
 
+``remote=True`` marks a call to an agent that runs elsewhere (span kind CLIENT, else INTERNAL).
 Works as a context manager (sync and async) and as a decorator of sync and async functions.
 ``conversation_id`` is also put on every LLM and tool span recorded inside. Outside any unit of
 work (a request, a job, another agent) it starts a new trace, linked to the process root.
@@ -33,15 +34,18 @@ class AgentScope:
 
     def __init__(self, name: str, agent_id: str | None = None,
                  conversation_id: str | None = None, description: str | None = None,
-                 version: str | None = None) -> None:
+                 version: str | None = None, remote: bool = False) -> None:
         self.name = name
+        # GenAI conventions: CLIENT when the agent runs elsewhere (a call to a remote agent),
+        # INTERNAL when it runs in this process.
+        self.kind = SpanKind.CLIENT if remote else SpanKind.INTERNAL
         self.attributes: dict[str, Any] = {A.OPERATION: "invoke_agent", A.AGENT_NAME: name}
         for key, value in ((A.AGENT_ID, agent_id), (A.CONVERSATION_ID, conversation_id),
                            (A.AGENT_DESCRIPTION, description), (A.AGENT_VERSION, version)):
             if value:
                 self.attributes[key] = value
         self.conversation_id = conversation_id
-        self._init = (name, agent_id, conversation_id, description, version)
+        self._init = (name, agent_id, conversation_id, description, version, remote)
         # Open spans per context, so one scope object can serve concurrent tasks and threads.
         self._open: contextvars.ContextVar[tuple[tuple[Span, object], ...]] = (
             contextvars.ContextVar(f"rewind_agent_{id(self)}", default=()))
@@ -54,7 +58,7 @@ class AgentScope:
         try:
             span = scope.tracer().start_span(
                 f"invoke_agent {self.name}", context=parent or scope.parent_context(),
-                kind=SpanKind.INTERNAL, attributes=self.attributes, links=links)
+                kind=self.kind, attributes=self.attributes, links=links)
         except Exception:  # the application's span processors failed: run unrecorded
             log.exception("rewind: could not start an agent span")
             span = trace.INVALID_SPAN
@@ -106,9 +110,9 @@ class AgentScope:
 
 def agent(name: str | Callable[..., Any], *, agent_id: str | None = None,
           conversation_id: str | None = None, description: str | None = None,
-          version: str | None = None) -> Any:
+          version: str | None = None, remote: bool = False) -> Any:
     """An ``invoke_agent {name}`` span around a block or a function (``@agent`` names it after
-    the function)."""
+    the function); ``remote=True`` when the block calls an agent running elsewhere."""
     if callable(name):
         return AgentScope(name.__name__)(name)
-    return AgentScope(name, agent_id, conversation_id, description, version)
+    return AgentScope(name, agent_id, conversation_id, description, version, remote)

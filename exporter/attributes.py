@@ -69,6 +69,9 @@ RESPONSE_BODY_ENCODING = "rewind.response.body_encoding"
 MATCH_KEY = "rewind.match_key"
 CAPTURE_ERROR = "rewind.capture_error"
 RESPONSE_INCOMPLETE = "rewind.response.incomplete"  # why the body stops early, when it does
+# False on a streamed call whose stream carried no token counts (e.g. OpenAI without
+# stream_options.include_usage): its tokens and cost are "not reported", not 0.
+USAGE_REPORTED = "rewind.usage.reported"
 TOOL_REPLAYED = "rewind.tool.replayed"
 REPLAY_SOURCE_TRACE_ID = "rewind.replay.source_trace_id"
 TOOL_ARGUMENTS = "rewind.tool.arguments"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import urlsplit
 
+from . import attributes as A
 from . import providers
 from .canonical import parse_body
 from .sse import event_data
@@ -30,10 +31,14 @@ def body_bytes(text: str | None, encoding: str | None) -> bytes:
 def decoded_response_attributes(endpoint: providers.Endpoint, body: str | bytes | None,
                                 events: Events | None) -> providers.Attributes:
     """A recorded response read with the provider's decoder (model, output, usage); the
-    events of a stream when there are any, else the body; nothing when neither was kept."""
+    events of a stream when there are any, else the body; nothing when neither was kept.
+    A stream without token counts is marked usage not reported (its cost is unknown, not 0)."""
     if events is not None:
         payloads = [parse_body(event_data(event)) for _, event in events]
-        return endpoint.stream([p for p in payloads if isinstance(p, dict)])
+        attrs = endpoint.stream([p for p in payloads if isinstance(p, dict)])
+        if A.INPUT_TOKENS not in attrs and A.OUTPUT_TOKENS not in attrs:
+            attrs = {**attrs, A.USAGE_REPORTED: False}
+        return attrs
     if body is None:
         return {}
     return endpoint.response(parse_body(body))

@@ -144,9 +144,15 @@ def test_agent_decorator_and_context_manager_sync_and_async(spans):
     assert asyncio.run(researcher()) == "found"
     with pytest.raises(ValueError), agent("failing"):
         raise ValueError("boom")
+    with agent("support-desk", remote=True):  # an agent running elsewhere, called
+        pass
     names = {s.name: s for s in spans.named("invoke_agent")}
     assert set(names) == {"invoke_agent planner", "invoke_agent researcher",
-                          "invoke_agent inner", "invoke_agent failing"}
+                          "invoke_agent inner", "invoke_agent failing",
+                          "invoke_agent support-desk"}
+    assert names["invoke_agent support-desk"].kind.name == "CLIENT"
+    assert {names[n].kind.name for n in names if n != "invoke_agent support-desk"} == {
+        "INTERNAL"}
     planner = attrs(names["invoke_agent planner"])
     assert planner["gen_ai.agent.id"] == "agt_1" and planner["gen_ai.agent.version"] == "2"
     assert planner["gen_ai.operation.name"] == "invoke_agent"

@@ -73,3 +73,22 @@ def test_periods():
     assert parse_when(None) is None
     with pytest.raises(ValueError, match="not a time: 'yesterday'"):
         parse_when("yesterday")
+
+
+def test_cached_input_tokens_cost_their_own_price(tmp_path):
+    prices = load_prices(env={})
+    # gpt-4o: 1,000 input tokens of which 800 read from the cache, 100 output.
+    cached = {"gen_ai.usage.input_tokens": "1000", "gen_ai.usage.output_tokens": "100",
+              "gen_ai.usage.cache_read.input_tokens": "800"}
+    assert prices.call_cost("gpt-4o", cached) == pytest.approx(
+        (200 * 2.5 + 800 * 1.25 + 100 * 10) / 1e6)
+    # claude-sonnet-4-5: the input total holds cache reads and writes, each at its price.
+    anthropic = {"gen_ai.usage.input_tokens": "1500", "gen_ai.usage.output_tokens": "0",
+                 "gen_ai.usage.cache_read.input_tokens": "1000",
+                 "gen_ai.usage.cache_creation.input_tokens": "400"}
+    assert prices.call_cost("claude-sonnet-4-5", anthropic) == pytest.approx(
+        (100 * 3 + 1000 * 0.3 + 400 * 3.75) / 1e6)
+    own = tmp_path / "own.json"
+    own.write_text('{"models": {"my-llama": {"input": 1, "output": 1}}}')
+    uncached = load_prices(str(own), env={})  # no cache price: cached tokens at input price
+    assert uncached.call_cost("my-llama", cached) == pytest.approx(1100 / 1e6)

@@ -25,7 +25,7 @@ from rewind.replay.timetravel.diff import (
     preview,
 )
 from rewind.replay.timetravel.stats import Stats
-from rewind.replay.timetravel.timeline import Timeline
+from rewind.replay.timetravel.timeline import Event, Timeline
 
 if TYPE_CHECKING:
     from rewind.collector.reader import TraceRow
@@ -108,6 +108,21 @@ def traces_table(rows: list[dict[str, Any]]) -> Table | Group:
                                     for t in made))
 
 
+def _tokens(event: Event) -> str:
+    if not event.usage_reported:
+        return "not reported"
+    return f"{event.input_tokens:,}/{event.output_tokens:,}"
+
+
+def _cost(run: Timeline, event: Event) -> str:
+    return _usd(run.cost_of(event)) if event.usage_reported else "not reported"
+
+
+def _unreported(totals: dict[str, Any]) -> str:
+    count = totals.get("unreported_calls", 0)
+    return f" (+{count} call{'' if count == 1 else 's'} usage not reported)" if count else ""
+
+
 def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
                    title: str | None = None, width: int | None = None) -> Table:
     """``width``: the terminal's; below :data:`ROOMY` columns the name and model wrap within
@@ -116,7 +131,8 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
     steps = totals["steps"]
     table = Table(title=title or f"trace {run.trace_id}: {steps} step{'' if steps == 1 else 's'}, "
                   f"{totals['input_tokens'] + totals['output_tokens']:,} tokens, "
-                  f"{_usd(totals['cost_usd'])}, {totals['duration_ms']:,.0f} ms",
+                  f"{_usd(totals['cost_usd'])}{_unreported(totals)}, "
+                  f"{totals['duration_ms']:,.0f} ms",
                   **COMPACT)
     for column, justify in (("step", "right"), ("type", "left"), ("name", "left"),
                             ("model", "left"), ("tokens", "right"), ("latency", "right"),
@@ -132,8 +148,8 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
         row(
             table, "" if event.step is None else str(event.step), event.type, event.name,
             event.model if llm else "",
-            f"{event.input_tokens:,}/{event.output_tokens:,}" if llm else "",
-            _ms(event.duration_ns), _usd(run.cost_of(event)) if llm else "",
+            _tokens(event) if llm else "",
+            _ms(event.duration_ns), _cost(run, event) if llm else "",
             Text(event.status, style="green" if event.status == "ok" else "red"),
             event.preview)
     return table
@@ -243,6 +259,8 @@ def stats_table(stats: Stats) -> Table:
     for line in [*stats.lines, stats.total]:
         cost = _usd(line.cost) + (f" (+{line.unpriced_calls} unpriced)"
                                   if line.unpriced_calls else "")
+        cost += (f" (+{line.unreported_calls} usage not reported)"
+                 if line.unreported_calls else "")
         key = list(line.key) + [""] * (len(stats.by) - len(line.key))
         row(table, *key, f"{line.calls:,}", f"{line.input_tokens:,}",
             f"{line.output_tokens:,}", str(line.errors), cost,

@@ -20,6 +20,7 @@ from rewind.collector.prices import Price, PriceError, builtin_prices, parse_pri
 from rewind.collector.reader_usage import Usage
 from rewind.collector.schema import MODEL_VERSION_SUFFIX
 from rewind.collector.server_settings import prices_file
+from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
@@ -41,12 +42,24 @@ class PriceTable:
         best = max((n for n in self.prices if model.startswith(n + "-")), key=len, default=None)
         return (best, self.prices[best]) if best else None
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float | None:
+    def cost(self, model: str, input_tokens: int, output_tokens: int, cache_read: int = 0,
+             cache_creation: int = 0) -> float | None:
+        """USD, cached input tokens at their own price; None for a model with no price."""
         found = self.lookup(model)
         if found is None:
             return None
-        price = found[1]
-        return (input_tokens * price.input + output_tokens * price.output) / 1e6
+        return found[1].cost(input_tokens, output_tokens, cache_read, cache_creation)
+
+    def call_cost(self, model: str, attributes: Mapping[str, Any]) -> float | None:
+        """One recorded call's cost from its ``gen_ai.usage.*`` attributes (absent ones 0)."""
+        def count(name: str) -> int:
+            try:
+                return int(attributes.get(name) or 0)
+            except (TypeError, ValueError):
+                return 0
+
+        return self.cost(model, count(A.INPUT_TOKENS), count(A.OUTPUT_TOKENS),
+                         count(A.CACHE_READ_TOKENS), count(A.CACHE_CREATION_TOKENS))
 
 
 def load_prices(path: str | None = None, env: Mapping[str, str] | None = None) -> PriceTable:
@@ -75,9 +88,11 @@ class StatsLine:
     duration_ns: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    unreported_calls: int = 0  # streamed without usage: tokens and cost not reported
 
     def add(self, usage: Usage, cost: float | None) -> None:
         self.calls += usage.calls
+        self.unreported_calls += usage.unreported_calls
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.errors += usage.errors
@@ -101,7 +116,8 @@ class Stats:
             return {**dict(zip(self.by, item.key, strict=False)), "calls": item.calls,
                     "input_tokens": item.input_tokens, "output_tokens": item.output_tokens,
                     "errors": item.errors, "duration_ms": round(item.duration_ns / 1e6, 3),
-                    "cost_usd": round(item.cost, 6), "unpriced_calls": item.unpriced_calls}
+                    "cost_usd": round(item.cost, 6), "unpriced_calls": item.unpriced_calls,
+                    "unreported_calls": item.unreported_calls}
 
         return {"by": list(self.by), "lines": [line(x) for x in self.lines],
                 "total": line(self.total), "unpriced_models": self.unpriced,

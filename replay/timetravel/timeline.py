@@ -111,6 +111,10 @@ class Event:
         return _int(self.attributes.get(A.OUTPUT_TOKENS))
 
     @property
+    def usage_reported(self) -> bool:
+        return self.attributes.get(A.USAGE_REPORTED) != "false"
+
+    @property
     def tool_name(self) -> str:
         return self.attributes.get(A.TOOL_NAME) or self.name.removeprefix("execute_tool ")
 
@@ -317,7 +321,7 @@ class Timeline:
     def cost_of(self, event: Event) -> float | None:
         if event.type != "llm":
             return None
-        return self.prices.cost(event.model, event.input_tokens, event.output_tokens)
+        return self.prices.call_cost(event.model, event.attributes)
 
     def totals(self) -> dict[str, Any]:
         llm = self.of_type("llm")
@@ -330,6 +334,7 @@ class Timeline:
                 "output_tokens": sum(e.output_tokens for e in llm),
                 "cost_usd": sum(c for c in costs if c is not None),
                 "unpriced_calls": sum(c is None for c in costs),
+                "unreported_calls": sum(not e.usage_reported for e in llm),
                 "duration_ms": (end - start) / 1e6,
                 "errors": sum(not e.ok for e in self.events)}
 

@@ -153,6 +153,7 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
         "span_id": event.span_id, "status": event.status, "model": event.model,
         "duration_ms": _ms(event.duration_ns), "input_tokens": event.input_tokens,
         "output_tokens": event.output_tokens, "cost_usd": timeline.cost_of(event),
+        "usage_reported": event.usage_reported,
         "error": str(event.span.get("StatusMessage") or ""),
         "tool_name": event.tool_name if event.type == "tool" else "",
         "attributes": _visible(event.attributes, content),

@@ -27,7 +27,8 @@
   }
 
   function row(run, depth) {
-    var tokens = R.num(run.InputTokens) + " / " + R.num(run.OutputTokens);
+    var tokens = R.num(run.InputTokens) + " / " + R.num(run.OutputTokens) +
+      (run.Unreported ? " (+" + run.Unreported + " not reported)" : "");
     var origin = run.Kind ? el("span", {class: "badge " + run.Kind}, run.Kind) : null;
     var name = el("td", {class: "name", style: {paddingLeft: (0.5 + depth * 1.5) + "em"}},
       depth ? "↳ " : "", origin, " ", R.traceLink(run.TraceId, run.RootSpan || run.TraceId),

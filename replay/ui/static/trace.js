@@ -82,7 +82,8 @@
 
   function numbers(d) {
     var rows = [["Type", d.type], ["Span", d.name], ["Status", d.status], ["Latency", R.ms(d.duration_ms)]];
-    if (d.type === "llm") rows.push(["Model", d.model], ["Tokens in / out", R.num(d.input_tokens) + " / " + R.num(d.output_tokens)], ["Cost", R.cost(d.cost_usd)]);
+    if (d.type === "llm" && d.usage_reported === false) rows.push(["Model", d.model], ["Tokens in / out", "not reported"], ["Cost", "not reported"]);
+    else if (d.type === "llm") rows.push(["Model", d.model], ["Tokens in / out", R.num(d.input_tokens) + " / " + R.num(d.output_tokens)], ["Cost", R.cost(d.cost_usd)]);
     if (d.tool_name) rows.push(["Tool", d.tool_name]);
     return el("dl", {class: "numbers"}, rows.map(function (r) { return [el("dt", {}, r[0]), el("dd", {}, r[1])]; }));
   }
@@ -183,7 +184,7 @@
     var t = run.totals;
     var facts = R.num(t.llm_calls) + " LLM calls · " + R.num(t.tool_calls) + " tool calls · tokens " +
       R.num(t.input_tokens) + " in / " + R.num(t.output_tokens) + " out · " + R.cost(t.cost_usd) +
-      " · " + R.ms(t.duration_ms) + " · " + R.num(t.errors) + " errors";
+      (t.unreported_calls ? " (+" + t.unreported_calls + " calls usage not reported)" : "") + " · " + R.ms(t.duration_ms) + " · " + R.num(t.errors) + " errors";
     var origin = null;
     var source = run.lineage ? run.lineage.source_trace_id : run.replayed_from;
     if (run.lineage) origin = el("p", {id: "lineage"}, "Forked from ", R.traceLink(source), " at step " + run.lineage.step,
