@@ -333,17 +333,3 @@ def _with_inbound(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
     picks = {alias: f"argMin({expr}, {nearest_root})" for alias, expr in _INBOUND_PICKS.items()}
     return _per_listed_trace(store, rows, picks,
                              f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})")
-    nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
-    picks = ", ".join(f"argMin({expr}, {nearest_root}) AS {alias}"
-                      for alias, expr in _INBOUND_PICKS.items())
-    found = store.query(  # the key index picks the few spans that carry an exchange
-        f"SELECT TraceId, {picks} FROM {TRACES} "
-        f"PREWHERE mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) "
-        "AND TraceId IN {ids:Array(String)} "
-        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
-        "GROUP BY TraceId", _time_range(rows))
-    by_id = {r["TraceId"]: r for r in found}
-    for row in rows:
-        made = by_id.get(row["TraceId"], {})
-        row.update({alias: str(made.get(alias) or "") for alias in _INBOUND_PICKS})
-    return rows

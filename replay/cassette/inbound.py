@@ -17,8 +17,32 @@ from urllib.parse import parse_qsl
 from rewind.exporter import attributes as A
 
 
+class RecordedBodies:
+    """The recorded bodies as the bytes that crossed the wire, for whatever holds them in these
+    fields: an outbound interaction (``model.Interaction``) and an inbound request alike."""
+
+    request_body: str
+    request_body_encoding: str | None
+    response_body: str | None
+    response_body_encoding: str | None
+    response_events: list[tuple[int, str]] | None
+
+    def request_bytes(self) -> bytes:
+        from rewind.exporter import bodies
+
+        return bodies.body_bytes(self.request_body, self.request_body_encoding)
+
+    def response_bytes(self) -> bytes:
+        """The body as the client read it; a streamed response's events joined back together."""
+        if self.response_events is not None:
+            return "".join(event + "\n\n" for _, event in self.response_events).encode()
+        from rewind.exporter import bodies
+
+        return bodies.body_bytes(self.response_body, self.response_body_encoding)
+
+
 @dataclass
-class Inbound:
+class Inbound(RecordedBodies):
     kind: str  # A.INBOUND_KIND_REQUEST or A.INBOUND_KIND_JOB
     span_id: str = ""
     method: str = ""
@@ -46,19 +70,6 @@ class Inbound:
     def target(self) -> str:
         """The request as a log line shows it: ``POST /chat?x=1``."""
         return f"{self.method} {self.path}" + (f"?{self.query}" if self.query else "")
-
-    def request_bytes(self) -> bytes:
-        from rewind.exporter import bodies
-
-        return bodies.body_bytes(self.request_body, self.request_body_encoding)
-
-    def response_bytes(self) -> bytes:
-        """The body the client read; a streamed response's events joined back together."""
-        if self.response_events is not None:
-            return "".join(event + "\n\n" for _, event in self.response_events).encode()
-        from rewind.exporter import bodies
-
-        return bodies.body_bytes(self.response_body, self.response_body_encoding)
 
     def request_form(self) -> dict[str, Any]:
         """What identifies the request (compared under the volatile rules): method, path,

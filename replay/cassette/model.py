@@ -12,7 +12,7 @@ from typing import Any
 
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import RewindError
-from rewind.replay.cassette.inbound import Inbound
+from rewind.replay.cassette.inbound import Inbound, RecordedBodies
 
 # The exporter's body decoding and canonical forms are loaded by the methods that use them:
 # the CLI only passes a cassette on to the replayed process.
@@ -27,7 +27,7 @@ class CassetteError(RewindError, ValueError):
 
 
 @dataclass
-class Interaction:
+class Interaction(RecordedBodies):
     step: int
     kind: str
     span_id: str
@@ -60,19 +60,6 @@ class Interaction:
     @property
     def streamed(self) -> bool:
         return self.response_events is not None
-
-    def request_bytes(self) -> bytes:
-        from rewind.exporter import bodies
-
-        return bodies.body_bytes(self.request_body, self.request_body_encoding)
-
-    def response_bytes(self) -> bytes:
-        """The body as the client read it; for a stream, the events joined back together."""
-        if self.response_events is not None:
-            return "".join(event + "\n\n" for _, event in self.response_events).encode()
-        from rewind.exporter import bodies
-
-        return bodies.body_bytes(self.response_body, self.response_body_encoding)
 
     def response_attributes(self) -> dict[str, Any] | None:
         """The recorded LLM response read with the exporter's decoders (model, output, usage);
