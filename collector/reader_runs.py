@@ -1,9 +1,11 @@
 """Reads runs: the facts ``rewind bisect --between`` groups (one query over the stored spans
 gives each trace's start, service version, model, system prompt, error count and final
-answer) and the runs made from a run (forks and replays, by their lineage attributes)."""
+answer), the runs made from a run (forks and replays, by their lineage attributes), what the
+runs page shows of each listed run, and the runs of one conversation."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +15,7 @@ from rewind.exporter import attributes as A
 from .filters import RunFilters
 from .reader import StoreRow, tenant_condition
 from .reader_usage import epoch_ns
-from .schema import IS_LLM_CALL, TRACES, span_attribute
+from .schema import IS_LLM_CALL, TRACES, span_attribute, sql_string
 from .store import Store
 
 _FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
@@ -110,3 +112,84 @@ GROUP BY TraceId
 ORDER BY Start
 """, params)
     return [DerivedRun.from_columns(row) for row in rows]
+
+
+@dataclass(frozen=True)
+class RunFacts(StoreRow):
+    """What the runs page shows of a run beyond its listing row: the first LLM call's input
+    and the last one's output (GenAI content, raw JSON), its tool and HTTP calls, and the
+    conversation it belongs to ('' when none)."""
+
+    trace_id: str
+    first_input: str
+    last_output: str
+    tool_calls: int
+    http_calls: int
+    conversation: str
+
+
+_IS_TOOL = (f"({span_attribute(A.KIND)} = {sql_string(A.KIND_TOOL)} OR "
+            f"{span_attribute(A.OPERATION)} = {sql_string(A.OPERATION_EXECUTE_TOOL)})")
+_IS_HTTP = f"{span_attribute(A.KIND)} = {sql_string(A.KIND_HTTP)}"
+_CONVERSATION = span_attribute(A.CONVERSATION_ID)
+_FACTS = f"""
+    argMinIf({span_attribute(A.INPUT_MESSAGES)}, Timestamp, {_llm_with(A.INPUT_MESSAGES)})
+        AS FirstInput,
+    argMaxIf({span_attribute(A.OUTPUT_MESSAGES)}, Timestamp, {_llm_with(A.OUTPUT_MESSAGES)})
+        AS LastOutput,
+    countIf({_IS_TOOL}) AS ToolCalls, countIf({_IS_HTTP}) AS HttpCalls,
+    anyIf({_CONVERSATION}, {_CONVERSATION} != '') AS Conversation"""
+
+
+def run_facts(store: Store, trace_ids: Sequence[str],
+              tenant: str | None) -> dict[str, RunFacts]:
+    """:class:`RunFacts` of the listed traces (their rows only: the trace id is the sort
+    key), from ``tenant``'s spans."""
+    if not trace_ids:
+        return {}
+    params: dict[str, Any] = {"ids": list(trace_ids)}
+    rows = store.query(f"""
+SELECT TraceId, {_FACTS}
+FROM {TRACES}
+WHERE TraceId IN {{ids:Array(String)}} AND {tenant_condition(tenant, params)}
+GROUP BY TraceId
+""", params)
+    return {r["TraceId"]: RunFacts.from_columns(r) for r in rows}
+
+
+@dataclass(frozen=True)
+class Turn(StoreRow):
+    """One run of a conversation: when, how long, its service, errors, and its facts."""
+
+    trace_id: str
+    start: datetime
+    duration_ns: int
+    service: str
+    errors: int
+    first_input: str
+    last_output: str
+    tool_calls: int
+    http_calls: int
+    conversation: str
+
+
+def conversation_turns(store: Store, conversation: str, tenant: str | None,
+                       limit: int = 1000) -> list[Turn]:
+    """The runs with a span in ``conversation`` (``gen_ai.conversation.id``), oldest first:
+    one turn each."""
+    params: dict[str, Any] = {"conversation": conversation, "limit": limit}
+    mine = tenant_condition(tenant, params)
+    rows = store.query(f"""
+SELECT TraceId, min(Timestamp) AS Start, any(ServiceName) AS Service,
+    max(toUnixTimestamp64Nano(Timestamp) + Duration) - toUnixTimestamp64Nano(min(Timestamp))
+        AS DurationNs,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors, {_FACTS}
+FROM {TRACES}
+WHERE {mine} AND TraceId IN (
+    SELECT TraceId FROM {TRACES}
+    WHERE {_CONVERSATION} = {{conversation:String}} AND {mine})
+GROUP BY TraceId
+ORDER BY Start, TraceId
+LIMIT {{limit:UInt32}}
+""", params)
+    return [Turn.from_columns(row) for row in rows]

@@ -23,6 +23,7 @@ from tests.support.tenants import bearer, send_run, tenancy
 UNKNOWN_TRACE = "0123456789abcdef" * 2
 UNKNOWN_SESSION = "f00dfacef00dface"
 UNKNOWN_SUITE = "nobodys-suite"
+UNKNOWN_CONVERSATION = "nobodys-conversation"
 A_PROMPTS = ["a asks about invoices", "a asks again"]
 B_PROMPTS = ["b-secret: the merger is on", "b-secret: do not tell"]
 B_MARKERS = ("b-secret", '"b-agent"')  # B's prompt text, B's service name
@@ -34,6 +35,7 @@ class Tenant:
     runs: list[str]
     prompts: list[str]
     suite: str = ""  # a suite of its runs, kept under its tenant
+    conversation: str = ""  # the conversation its runs are in
 
 
 @dataclass
@@ -50,12 +52,15 @@ def world(tmp_path_factory) -> Iterator[World]:
         ingest, llm = opened.ingest, opened.llm
         # A claims to be B in its resource: the collector stamps the token's tenant instead
         a = Tenant("tok-a", [send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS,
-                                      {"rewind.tenant": "team-b"}),
-                             send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS)], A_PROMPTS)
-        b = Tenant("tok-b", [send_run(ingest, llm, "tok-b", "b-agent", B_PROMPTS)
-                             for _ in range(2)], B_PROMPTS)
+                                      {"rewind.tenant": "team-b"}, conversation="talk-of-a"),
+                             send_run(ingest, llm, "tok-a", "a-agent", A_PROMPTS,
+                                      conversation="talk-of-a")], A_PROMPTS,
+                   conversation="talk-of-a")
+        b = Tenant("tok-b", [send_run(ingest, llm, "tok-b", "b-agent", B_PROMPTS,
+                                      conversation="talk-of-b") for _ in range(2)], B_PROMPTS,
+                   conversation="talk-of-b")
         # an operator keeps its suites where the CLI does (no tenant)
-        operator = Tenant("tok-op", b.runs, B_PROMPTS)
+        operator = Tenant("tok-op", b.runs, B_PROMPTS, conversation=b.conversation)
         for tenant, owner in (("team-a", a), ("team-b", b), ("", operator)):
             owner.suite = f"nightly-{tenant or 'ops'}"
             Catalog(opened.store, tenant).save(
@@ -110,6 +115,9 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                 names = {"trace": theirs} if traces else {}
                 if "{name}" in path:
                     names["suite"] = UNKNOWN_SUITE if unknown else target.suite
+                if "{conversation_id}" in path:
+                    names["conversation"] = (UNKNOWN_CONVERSATION if unknown
+                                             else target.conversation)
                 if "{session_id}" in path:
                     names["session"] = (UNKNOWN_SESSION if unknown
                                         else session_of(client, target, target.runs[0]))
@@ -117,7 +125,8 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                 for param in params:
                     name = param["name"]
                     value = {"path": CHAT_PATH, "session_id": names.get("session"),
-                             "name": names.get("suite")}.get(name, ids.get(name))
+                             "name": names.get("suite"),
+                             "conversation_id": names.get("conversation")}.get(name, ids.get(name))
                     if param["in"] == "path":
                         url = url.replace(f"{{{name}}}", str(value))
                     elif value is not None:
@@ -164,7 +173,8 @@ def test_tenant_a_gets_nothing_of_tenant_b_on_any_route(world):
             assert unknown.status_code == 404, (call.operation, unknown.text)
             expected = unknown.text.replace(UNKNOWN_TRACE, call.names.get("trace", "")) \
                 .replace(UNKNOWN_SESSION, call.names.get("session", "")) \
-                .replace(UNKNOWN_SUITE, call.names.get("suite", ""))
+                .replace(UNKNOWN_SUITE, call.names.get("suite", "")) \
+                .replace(UNKNOWN_CONVERSATION, call.names.get("conversation", ""))
             assert (reply.status_code, reply.text) == (404, expected), call.operation
         else:
             assert reply.status_code < 300, (call.operation, reply.text)

@@ -56,7 +56,8 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
     app = Starlette(routes=routes,
                     middleware=[Middleware(BearerAuth, authenticator=authenticator)],
                     # a bug outside a route (the auth middleware): answered as a route's is
-                    exception_handlers={Exception: lambda request, error: internal_error(error)},
+                    exception_handlers={Exception: lambda request, error: internal_error(error),
+                                        404: pages.not_found},
                     lifespan=lambda app: assistant.running())
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes

@@ -103,6 +103,10 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("bad")]),
         "/suites/{name}": _page("a suite's runs and their last results", [
             {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]),
+        "/conversations/{conversation_id}": _page(
+            "the runs of one conversation (gen_ai.conversation.id), turn by turn", [
+                {"name": "conversation_id", "in": "path", "required": True,
+                 "schema": {"type": "string"}}]),
         LOGIN_PATH: {"get": {**public, "summary": "Sign-in form (POST token=, next=, csrf=: "
                                                 "sets the cookie the pages read with)"}},
         LOGOUT_PATH: {"post": {**public, "summary": "Sign-out (the button of a signed-in page: "

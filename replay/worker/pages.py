@@ -6,6 +6,7 @@ static files, and the sign-in form that puts a token in a cookie.
                                                   GET /v1/ui/traces/{trace_id}/step?index=N
     GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
     GET /bisect/{good}/{bad}       first split    GET /v1/ui/bisect?good=&bad=
+    GET /conversations/{id}        the runs of one conversation, turn by turn (with the page)
     GET /suites/{name}             a suite's runs and their last results (with the page)
     GET, POST /login               the token, kept in a cookie for the pages
     POST /logout                   the cookie forgotten (the button of a signed-in page)
@@ -13,6 +14,8 @@ static files, and the sign-in form that puts a token in a cookie.
 
 Every page and JSON route is declared with :func:`routing.route`, so auth and the caller's
 tenant apply as on the API: a page of another tenant's trace is a 404, as an unknown one is.
+Trace ids in pages and their JSON may be unique prefixes (``locate.resolve_trace_id``). A
+page that fails is a page for a browser (:func:`page_error`), its JSON the API's error.
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from rewind.collector.auth import Authenticator, AuthError
 from rewind.collector.auth_backoff import TooManyFailures
 from rewind.collector.filters import TraceFilters, from_query
-from rewind.exporter.errors import InvalidValue
-from rewind.replay.cassette.ids import parse_trace_id
+from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.replay.cassette.ids import parse_trace_ref
+from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.suites.catalog import SuiteNotFound
 from rewind.replay.suites.spec import Suite
 from rewind.replay.timetravel.bisect import bisect
@@ -51,9 +55,9 @@ from rewind.replay.worker.auth_middleware import (
     wants_page,
 )
 from rewind.replay.worker.routing import (
+    answer_error,
     error_status,
     query_limit,
-    query_trace_id,
     route,
 )
 from rewind.replay.worker.tenancy import TenantView
@@ -64,24 +68,44 @@ MAX_FORM_BYTES = 8192
 HEADERS = assets.PAGE_HEADERS
 
 
+def page_error(request: Request, error: Exception) -> Response:
+    """A page's failure: for a browser, the page saying what went wrong with the status our
+    error carries (an unknown run is a 404 page); for any other client (or a bug), the API's
+    JSON error."""
+    status = error_status(error)
+    if status is None or not wants_page(request.scope):
+        return answer_error(error)
+    return error_page(request, status, str(error))
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """The styled error page, with the sign-out button of a signed-in browser."""
+    csrf, set_cookie = csrf_token(request.scope)
+    sign_out = csrf if cookie_token(request.scope) else None  # signed in by the form
+    response = HTMLResponse(assets.error_html(status, message, sign_out), status, HEADERS)
+    if sign_out and set_cookie:
+        response.headers.append("set-cookie", set_cookie)
+    return response
+
+
+def not_found(request: Request, error: Exception) -> Response:
+    """A path no route serves: a 404 page for a browser opening a page, else as before."""
+    if route_kind(request.url.path) == PAGE and wants_page(request.scope):
+        return error_page(request, 404, f"nothing at {request.url.path}")
+    return PlainTextResponse("Not Found", 404)
+
+
 def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
     """A page: the shell for what ``handler`` names, after it checked the caller may see the
-    traces. Our errors answer with their status: a page for a browser, the API's JSON error
-    for any other client."""
+    traces (a handler may answer a redirect instead). Its errors are :func:`page_error`'s."""
     def endpoint(request: Request, view: TenantView) -> Response:
         csrf, set_cookie = csrf_token(request.scope)
         sign_out = csrf if cookie_token(request.scope) else None  # signed in by the form
-        try:
-            title, page, data = handler(request, view)
-        except Exception as error:
-            status = error_status(error)
-            if status is None or not wants_page(request.scope):
-                raise
-            response = HTMLResponse(assets.error_html(status, str(error), sign_out), status,
-                                    HEADERS)
-        else:
-            response = HTMLResponse(assets.page_html(title, page, data, sign_out),
-                                    headers=HEADERS)
+        answer = handler(request, view)
+        if isinstance(answer, Response):
+            return answer
+        title, page, data = answer
+        response = HTMLResponse(assets.page_html(title, page, data, sign_out), headers=HEADERS)
         if sign_out and set_cookie:
             response.headers.append("set-cookie", set_cookie)
         return response
@@ -90,13 +114,31 @@ def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
     return endpoint
 
 
-def _pair(request: Request, view: TenantView, first: str, second: str) -> list[str]:
-    """Both ids of a two-run page, checked before either trace is read (a typo is a 400)."""
-    ids = [parse_trace_id(request.path_params[first], f"{first}: trace id"),
-           parse_trace_id(request.path_params[second], f"{second}: trace id")]
+def _pair(request: Request, view: TenantView, first: str, second: str) -> list[str] | Response:
+    """Both ids of a two-run page, each a whole id or a unique prefix of one of the caller's
+    traces (a prefix redirects to the page of the whole ids), checked before either trace is
+    read (a typo is a 400)."""
+    raw = [request.path_params[first], request.path_params[second]]
+    ids = [resolve_trace_id(view, parse_trace_ref(value, f"{name}: trace id"))
+           for name, value in ((first, raw[0]), (second, raw[1]))]
     for trace_id in ids:
         view.cassette(trace_id)
+    if ids != raw:
+        kind = request.url.path.strip("/").split("/")[0]
+        return RedirectResponse(f"/{kind}/{ids[0]}/{ids[1]}", status_code=302)
     return ids
+
+
+def _query_ids(request: Request, view: TenantView, *names: str) -> list[str]:
+    """Trace ids (or unique prefixes) in query parameters, resolved as a path's are."""
+    return [resolve_trace_id(view, parse_trace_ref(request.query_params.get(name, ""),
+                                                   f"{name}: trace id")) for name in names]
+
+
+class ConversationNotFound(RewindError):
+    """No run of the caller's is in that conversation."""
+
+    http_status = 404
 
 
 def page_routes() -> list[Route]:
@@ -113,10 +155,22 @@ def page_routes() -> list[Route]:
         return f"Run {trace_id[:12]}", {"page": "trace", "ids": [trace_id]}, data
 
     def diff(request: Request, view: TenantView) -> Any:
-        return "Diff", {"page": "diff", "ids": _pair(request, view, "left", "right")}, None
+        ids = _pair(request, view, "left", "right")
+        return ids if isinstance(ids, Response) else ("Diff", {"page": "diff", "ids": ids}, None)
 
     def bisection(request: Request, view: TenantView) -> Any:
-        return "Bisect", {"page": "bisect", "ids": _pair(request, view, "good", "bad")}, None
+        ids = _pair(request, view, "good", "bad")
+        return ids if isinstance(ids, Response) else (
+            "Bisect", {"page": "bisect", "ids": ids}, None)
+
+    def conversation(request: Request, view: TenantView) -> Any:
+        """The runs of a conversation come with the page, one turn each."""
+        name = request.path_params["conversation_id"]
+        turns = view.conversation(name)
+        if not turns:
+            raise ConversationNotFound(f"conversation {name!r} not found")
+        return (f"Conversation {name[:24]}", {"page": "conversation", "ids": [name]},
+                listing.turn_entries(name, turns))
 
     def suite(request: Request, view: TenantView) -> Any:
         """The suite and its last results come with the page."""
@@ -128,11 +182,12 @@ def page_routes() -> list[Route]:
         return f"Suite {name}", {"page": "suite", "ids": [name]}, data
 
     return [
-        route("/", _page(runs)),
-        route("/suites/{name}", _page(suite)),
-        route("/traces/{trace_id}", _page(trace), short_ids=True),
-        route("/diff/{left}/{right}", _page(diff)),
-        route("/bisect/{good}/{bad}", _page(bisection)),
+        route("/", _page(runs), errors=page_error),
+        route("/suites/{name}", _page(suite), errors=page_error),
+        route("/traces/{trace_id}", _page(trace), short_ids=True, errors=page_error),
+        route("/diff/{left}/{right}", _page(diff), errors=page_error),
+        route("/bisect/{good}/{bad}", _page(bisection), errors=page_error),
+        route("/conversations/{conversation_id}", _page(conversation), errors=page_error),
     ]
 
 
@@ -163,11 +218,11 @@ def data_routes() -> list[Route]:
         return views.step_detail(timeline, index)
 
     def diff(request: Request, view: TenantView) -> Any:
-        ids = [query_trace_id(request, "left"), query_trace_id(request, "right")]
+        ids = _query_ids(request, view, "left", "right")
         return compare.diff_view(diff_runs(view.cassette(ids[0]), view.cassette(ids[1])))
 
     def bisection(request: Request, view: TenantView) -> Any:
-        ids = [query_trace_id(request, "good"), query_trace_id(request, "bad")]
+        ids = _query_ids(request, view, "good", "bad")
         return compare.bisect_view(bisect(view.cassette(ids[0]), view.cassette(ids[1])))
 
     return [

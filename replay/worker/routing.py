@@ -91,6 +91,10 @@ def answer_error(error: Exception) -> Response:
     return internal_error(error)
 
 
+def _answer(request: Request, error: Exception) -> Response:
+    return answer_error(error)
+
+
 def internal_error(error: BaseException) -> Response:
     """A 500 for a bug: the body names an id, the log has the traceback under the same id, so
     whoever reports it can be matched with what happened."""
@@ -116,14 +120,16 @@ def query_limit(request: Request, default: int, maximum: int) -> int:
 
 
 def route(path: str, handler: Handler, methods: list[str] | None = None,
-          public: bool = False, short_ids: bool = False) -> Route:
+          public: bool = False, short_ids: bool = False,
+          errors: Callable[[Request, Exception], Response] | None = None) -> Route:
     """A worker route. The handler is called with the request and the caller's
     :class:`TenantView` (the app's ``state.access`` seen through the tenant in the request
     scope); a ``public`` one (health, the API description) reads no data and gets the request
     only. A ``{trace_id}`` in ``path`` reaches the handler normalised (lower case) and checked,
     so no handler sees a malformed one; with ``short_ids`` (pages people type an id into) a
-    unique prefix of one of the caller's traces redirects to the whole id. Sync handlers run in
-    a thread, as Starlette runs them: they read the store."""
+    unique prefix of one of the caller's traces redirects to the whole id. ``errors`` answers
+    a failure instead of :func:`answer_error` (a page's: a page for a browser). Sync handlers
+    run in a thread, as Starlette runs them: they read the store."""
     is_async = inspect.iscoroutinefunction(handler)
 
     @functools.wraps(handler)
@@ -147,7 +153,7 @@ def route(path: str, handler: Handler, methods: list[str] | None = None,
             else:
                 result = await run_in_threadpool(handler, *args)
         except Exception as error:
-            return answer_error(error)
+            return (errors or _answer)(request, error)
         return result if isinstance(result, Response) else json_response(result)
 
     return Route(path, endpoint, methods=methods)

@@ -17,7 +17,7 @@ from typing import IO, Any
 from rewind.collector import reader, reader_runs, reader_suites, reader_usage
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.collector.reader import TraceRow
-from rewind.collector.reader_runs import DerivedRun, RunSummary
+from rewind.collector.reader_runs import DerivedRun, RunSummary, Turn
 from rewind.collector.reader_usage import Usage
 from rewind.collector.store import Store
 from rewind.replay.cassette.model import Cassette
@@ -55,8 +55,14 @@ class TenantView:
     def run_listing(self, filters: TraceFilters) -> list[dict[str, Any]]:
         """The runs page's rows (``ui/listing.py``), forks and replays not yet nested."""
         rows = self.traces(filters)
-        usage = reader_usage.usage_by_trace(self._store, [r.trace_id for r in rows], self.tenant)
-        return listing.run_entries(rows, usage)
+        ids = [r.trace_id for r in rows]
+        usage = reader_usage.usage_by_trace(self._store, ids, self.tenant)
+        facts = reader_runs.run_facts(self._store, ids, self.tenant)
+        return listing.run_entries(rows, usage, facts)
+
+    def conversation(self, conversation: str) -> list[Turn]:
+        """The runs of ``conversation`` this tenant may see, oldest first."""
+        return reader_runs.conversation_turns(self._store, conversation, self.tenant)
 
     def derived_runs(self, trace_id: str) -> list[DerivedRun]:
         return reader_runs.derived_runs(self._store, trace_id, self.tenant)

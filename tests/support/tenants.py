@@ -6,7 +6,7 @@ the sender does not own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from rewind.collector.migrate import migrate
 from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
-from rewind.exporter import instrument, uninstrument
+from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
 
@@ -73,13 +73,16 @@ def provider_for(http_url: str, token: str, service: str,
 
 
 def send_run(ingest: IngestHandle, llm: FakeLLMServer, token: str, service: str,
-             prompts: list[str], resource: dict[str, Any] | None = None) -> str:
+             prompts: list[str], resource: dict[str, Any] | None = None,
+             conversation: str | None = None) -> str:
     """One agent run (a root span, one chat call per prompt through the instrumented OpenAI
-    SDK) sent with ``token``, written to the store; returns its trace id."""
+    SDK) sent with ``token``, written to the store, in ``conversation`` when given (an
+    ``agent`` span around the calls); returns its trace id."""
     provider = provider_for(ingest.http_url, token, service, resource)
     instrument(tracer_provider=provider)
     try:
-        with provider.get_tracer("tenants").start_as_current_span("run") as root:
+        with provider.get_tracer("tenants").start_as_current_span("run") as root, \
+                agent("talk", conversation_id=conversation) if conversation else nullcontext():
             client = openai.OpenAI(base_url=llm.base_url + "/v1", api_key="k", max_retries=0)
             for text in prompts:
                 client.chat.completions.create(
