@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from rewind.exporter import agent, instrument, uninstrument
 from tests.support.browser import artifacts, browser
 from tests.support.cli import rewind
 from tests.support.harness import lab_in
-from tests.support.weather_agent import QUESTION
+from tests.support.http_service import ToolService
+from tests.support.weather_agent import QUESTION, Knobs, WeatherAgent
 
 ASKED = QUESTION + " Tell me whether I need the umbrella I left at the office on Tuesday."
 LEAKED_KEY = "sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
@@ -31,6 +33,8 @@ class Shared:
     leaky: str
     markup: str
     streamed: str
+    calling: str  # a run that also called an HTTP API with ?city=Cairo
+    said: list[str]  # what that run recorded: its question, tool result, answer
     chromium: Any
     shots: Path
 
@@ -46,10 +50,29 @@ def shared(tmp_path_factory) -> Iterator[Shared]:
         leaky = lab.record(question=f"My key is {LEAKED_KEY}, what is the weather in Paris?")
         markup = lab.record(question=MARKUP)
         streamed = streamed_run(lab)
+        with ToolService() as api:
+            calling, said = calling_run(lab, api.base_url)
         lab.flush()
     with browser() as chromium:  # the store is closed: the CLI opens it
-        yield Shared(directory, run, leaky, markup, streamed, chromium,
+        yield Shared(directory, run, leaky, markup, streamed, calling, said, chromium,
                      artifacts(tmp_path_factory))
+
+
+CALLER_ASKS = "What is the weather in Paris? My flight lands at terminal 2E at dawn."
+
+
+def calling_run(lab: Any, api: str) -> tuple[str, list[str]]:
+    """The weather agent, then an HTTP API asked about Cairo; what it said, to look for."""
+    instrument(tracer_provider=lab.provider())
+    try:
+        with agent("weather") as span:
+            answer = WeatherAgent(lab.clients, Knobs(question=CALLER_ASKS,
+                                                      weather={"Paris": "drizzle-seven"})).run()
+            assert httpx.get(api + "/weather", params={"city": "Cairo"}).status_code == 200
+        return format(span.get_span_context().trace_id, "032x"), [
+            "terminal 2E", "drizzle-seven", '"Paris"', "Cairo", answer]
+    finally:
+        uninstrument()
 
 
 def streamed_run(lab: Any) -> str:
@@ -99,6 +122,25 @@ def test_no_content_leaves_what_was_said_out(shared):
     page.wait_for_selector("#detail h2")
     assert "chat gpt-4o" in page.locator("#tree").inner_text()
     assert "without content" in page.locator("#detail").inner_text()
+
+
+def test_no_content_keeps_no_recorded_value_not_even_a_query_string(shared):
+    output = shared.directory / "calling.html"
+    done = shared.share(shared.calling, "-o", str(output), "--no-content")
+    assert done.returncode == 0, done.stderr
+    text = output.read_text("utf-8")
+    for said in shared.said:
+        assert said not in text, said
+    for kept in ("execute_tool get_weather", "127.0.0.1", "/weather", "gpt-4o"):
+        assert kept in text, kept
+
+    page = shared.chromium.new_context().new_page()
+    page.goto(output.as_uri())
+    page.wait_for_selector("#replay-command")
+    line = page.locator("#replay-command").inner_text()
+    assert line.splitlines() == [f"rewind import run-{shared.calling[:8]}.rw",
+                                 f"rewind-replay --trace-id {shared.calling} -- python agent.py"]
+    assert f"rewind export {shared.calling}" in page.locator("#replay-label").inner_text()
 
 
 def test_a_run_carrying_a_credential_is_refused(shared):

@@ -8,6 +8,7 @@ refuses a trace that carries a credential (``sources/credentials.py``), naming w
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,13 +17,27 @@ from rewind.replay.cli.options import api_option, clickhouse_option
 from rewind.replay.sources.archive import CredentialInTrace, screen
 from rewind.replay.timetravel.timeline import Timeline, load_all
 from rewind.replay.ui.assets import shared_html
+from rewind.replay.ui.service_view import replay_command
 from rewind.replay.ui.views import run_view, step_details
+
+
+def reader_replay(trace_id: str, offered: dict[str, Any]) -> dict[str, Any]:
+    """How the file's reader replays the run: the file holds no recording, so the line
+    imports the run's ``.rw`` file (what ``rewind export`` writes) and replays it."""
+    name = f"run-{trace_id[:8]}.rw"
+    then = offered.get("line") or replay_command(trace_id)
+    return {"line": f"rewind import {name}\n{then}", "refused": "",
+            "label": ("This page holds no recording to replay. Ask for the run's .rw file "
+                      f"(`rewind export {trace_id} -o {name}` writes it), import it, then "
+                      "replay")}
 
 
 def share_document(run: Timeline, content: bool = True) -> str:
     """The self-contained page of ``run`` (``content`` False: no messages, bodies,
-    arguments or results, only names, timing, tokens, cost and status)."""
-    data = {"trace": run_view(run, content=content), "steps": step_details(run, content)}
+    arguments, results or URL query strings, only names, timing, tokens, cost and status)."""
+    view = run_view(run, content=content)
+    view["replay"] = reader_replay(run.trace_id, view["replay"])
+    data = {"trace": view, "steps": step_details(run, content)}
     return shared_html(f"Run {run.trace_id[:12]}", {"page": "trace", "ids": [run.trace_id]},
                        data)
 

@@ -17,6 +17,7 @@ from rewind.collector.reader_usage import TraceUsage
 
 MAX_RUNS = 1000
 PREVIEW_CHARS = 160  # a preview is one line of the table; the run page has the whole text
+TURN_CHARS = 2000  # a conversation's turn shows what was said, but not a whole document
 
 
 def _parts_text(message: Mapping[str, Any]) -> str:
@@ -27,9 +28,9 @@ def _parts_text(message: Mapping[str, Any]) -> str:
     return text.strip() or ", ".join(calls)
 
 
-def preview(messages: str, role: str | None = None) -> str:
+def preview(messages: str, role: str | None = None, limit: int = PREVIEW_CHARS) -> str:
     """The last message (of ``role``, when given) of GenAI messages JSON, on one line and cut
-    to :data:`PREVIEW_CHARS`; '' when there is none."""
+    to ``limit`` characters; '' when there is none."""
     try:
         parsed = json.loads(messages) if messages else []
     except ValueError:
@@ -39,15 +40,16 @@ def preview(messages: str, role: str | None = None) -> str:
     picked = [m for m in parsed if isinstance(m, Mapping) and (role is None
                                                                or m.get("role") == role)]
     text = " ".join(_parts_text(picked[-1]).split()) if picked else ""
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _facts(facts: RunFacts | Turn | None) -> dict[str, Any]:
+def _facts(facts: RunFacts | Turn | None, limit: int = PREVIEW_CHARS) -> dict[str, Any]:
     """What a run was asked (the first call's last user message) and answered (the last
     call's output), its tool and HTTP calls, its conversation."""
     if facts is None:
         return {"Input": "", "Output": "", "ToolCalls": 0, "HttpCalls": 0, "Conversation": ""}
-    return {"Input": preview(facts.first_input, "user"), "Output": preview(facts.last_output),
+    return {"Input": preview(facts.first_input, "user", limit),
+            "Output": preview(facts.last_output, None, limit),
             "ToolCalls": facts.tool_calls, "HttpCalls": facts.http_calls,
             "Conversation": facts.conversation}
 
@@ -70,7 +72,7 @@ def turn_entries(conversation: str, turns: Sequence[Turn]) -> dict[str, Any]:
     """The conversation page: its runs oldest first, one turn each, numbered from 1."""
     return {"conversation": conversation, "turns": [
         {"Turn": n, "TraceId": t.trace_id, "Start": t.start, "DurationNs": t.duration_ns,
-         "Service": t.service, "Errors": t.errors, **_facts(t)}
+         "Service": t.service, "Errors": t.errors, **_facts(t, TURN_CHARS)}
         for n, t in enumerate(turns, 1)]}
 
 

@@ -55,8 +55,10 @@ def inbound_view(found: Inbound | None, content: bool = True) -> dict[str, Any] 
     if found is None:
         return None
     view: dict[str, Any] = {
-        "kind": found.kind, "method": found.method, "route": found.route, "path": found.path,
-        "query": found.query, "status": found.status, "app": found.app,
+        "kind": found.kind, "method": found.method, "route": found.route,
+        # a path may hold values (/orders/1234), a query string always does
+        "path": found.path if content else found.route, "query": found.query if content else "",
+        "status": found.status, "app": found.app,
         "failed": found.status >= 500 if not found.is_job else found.error is not None,
     }
     if not content:

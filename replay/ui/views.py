@@ -16,7 +16,9 @@ from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
+from rewind.replay.ui.metadata import resource_metadata, span_metadata
 from rewind.replay.ui.service_view import (
+    Command,
     inbound,
     inbound_view,
     offered_replay,
@@ -25,10 +27,6 @@ from rewind.replay.ui.service_view import (
 )
 
 MAIN_LANE = "run"  # spans outside any agent
-# Attributes that carry what was said: left out of a share made with --no-content.
-CONTENT = A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES | {A.REQUEST_HEADERS, A.RESPONSE_HEADERS,
-                                                      A.FORK_EDITS}
-CONTENT_PREFIXES = (A.PROMPT_PREFIX, A.COMPLETION_PREFIX)
 
 
 def _ms(ns: int) -> float:
@@ -95,7 +93,8 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "events": outline(timeline, content),
         "derived": list(derived),
         "inbound": inbound_view(found, content),
-        "replay": offered_replay(timeline.trace_id, recorded_command(timeline), found),
+        "replay": offered_replay(timeline.trace_id,
+                                 recorded_command(timeline) if content else Command(), found),
         "content": content,
     }
 
@@ -137,8 +136,13 @@ def _request_extras(event: Event) -> dict[str, Any]:
 
 
 def _visible(attributes: Mapping[str, Any], content: bool) -> dict[str, Any]:
-    return {k: v for k, v in sorted(attributes.items())
-            if content or (k not in CONTENT and not k.startswith(CONTENT_PREFIXES))}
+    if not content:
+        return span_metadata(attributes)
+    return dict(sorted(attributes.items()))
+
+
+def _visible_resource(resource: Mapping[str, Any], content: bool) -> dict[str, Any]:
+    return dict(resource) if content else resource_metadata(resource)
 
 
 def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[str, Any]:
@@ -154,10 +158,10 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
         "duration_ms": _ms(event.duration_ns), "input_tokens": event.input_tokens,
         "output_tokens": event.output_tokens, "cost_usd": timeline.cost_of(event),
         "usage_reported": event.usage_reported,
-        "error": str(event.span.get("StatusMessage") or ""),
+        "error": str(event.span.get("StatusMessage") or "") if content else "",
         "tool_name": event.tool_name if event.type == "tool" else "",
         "attributes": _visible(event.attributes, content),
-        "resource": dict(event.span.get("ResourceAttributes") or {}),
+        "resource": _visible_resource(event.span.get("ResourceAttributes") or {}, content),
         "content": content,
     }
     if not content:
