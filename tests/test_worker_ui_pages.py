@@ -247,6 +247,10 @@ def test_signing_in_sets_the_cookie_the_pages_read(world):
     reply = page.goto(world.url(f"/traces/{world.source}"))
     assert reply is not None and reply.status == 401
     world.shot(page, "login")
+    # a first visit is told what to do, not greeted with an error; the option used is named
+    assert page.locator("#login-message").inner_text() == ""
+    notice = page.locator("#login-notice").inner_text()
+    assert notice.startswith("Sign in to see this page.") and "--auth-tokens." in notice
     page.fill("#token", "not-a-token")
     page.click("#sign-in")
     assert page.locator("#login-message").inner_text() == "Unknown token."

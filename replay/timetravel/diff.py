@@ -240,6 +240,12 @@ def views(cassette: Cassette) -> list[StepView]:
     return [StepView(i) for i in cassette.interactions]
 
 
+def step_view(cassette: Cassette, step: int | None) -> StepView | None:
+    """The view of ``cassette``'s step number ``step`` (None: no such step)."""
+    found = next((i for i in cassette.interactions if i.step == step), None)
+    return StepView(found) if found is not None and step is not None else None
+
+
 def align_views(left: Sequence[StepView], right: Sequence[StepView]) -> list[Pair]:
     return align([v.signature for v in left], [v.signature for v in right],
                  [v.align_key for v in left], [v.align_key for v in right])

@@ -107,11 +107,17 @@ def shared_html(title: str, page: dict[str, Any], data: dict[str, Any]) -> str:
     return _shell(title, {**page, "shared": True}, head, scripts)
 
 
-def login_html(next_path: str, message: str = "", csrf: str = "") -> str:
+def login_html(next_path: str, message: str = "", csrf: str = "", notice: str = "",
+               option: str = "") -> str:
     """The form a browser gets instead of a page when it has no valid token; ``csrf``: the
-    token of the browser's CSRF cookie, sent back with the form."""
+    token of the browser's CSRF cookie, sent back with the form. ``message``: why an attempt
+    failed (in red); ``notice``: what a first visit is told; ``option``: how the worker was
+    given its tokens (``--auth-tokens``...)."""
+    named = (f"<code>{html.escape(option)}</code>" if option
+             else "the options it was started with")
     return fill(static_text("login.html"), {
         "next": html.escape(next_path, quote=True), "message": html.escape(message),
+        "notice": html.escape(notice + " " if notice else ""), "option": named,
         "csrf": html.escape(csrf, quote=True), "style": STATIC_PREFIX + STYLES[0]})
 
 

@@ -26,10 +26,11 @@ from rewind.replay.worker.tenancy import StoreAccess
 
 
 def create_app(store: Store, tokens: dict[str, str | None] | None = None,
-               authenticator: Authenticator | None = None) -> Starlette:
+               authenticator: Authenticator | None = None, token_option: str = "") -> Starlette:
     """With ``tokens`` (or an ``authenticator``, shared with a collector and kept current by
     its reloader) every path but /health and /openapi.json needs a token, and a token mapped
-    to a tenant sees only that tenant's traces."""
+    to a tenant sees only that tenant's traces. ``token_option``: the option that gave the
+    tokens, which the sign-in form names."""
     if authenticator is None and tokens:
         authenticator = Authenticator(tokens)
     cassettes = CassetteCache(store)
@@ -61,4 +62,5 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
                     lifespan=lambda app: assistant.running())
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
+    app.state.token_option = token_option
     return unrecorded(app)

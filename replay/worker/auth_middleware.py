@@ -127,6 +127,12 @@ def client_address(scope: Scope) -> str | None:
     return client[0] if client else None
 
 
+def token_option(scope: Scope) -> str:
+    """How the worker serving ``scope`` was given its tokens, for the sign-in form to say."""
+    app = scope.get("app")
+    return str(getattr(getattr(app, "state", None), "token_option", "") or "")
+
+
 def wants_page(scope: Scope) -> bool:
     """A browser opening a page (it asks for HTML), not a script reading JSON."""
     accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
@@ -171,8 +177,9 @@ class BearerAuth:
             here = scope["path"] + (f"?{query}" if query else "")
             csrf, set_cookie = csrf_token(scope)
             response = HTMLResponse(
-                login_html(here, str(error) if throttled else "Sign in to see this page.",
-                           csrf), status, {**PAGE_HEADERS, **headers})
+                login_html(here, f"{error}." if throttled else "", csrf,
+                           "" if throttled else "Sign in to see this page.",
+                           token_option(scope)), status, {**PAGE_HEADERS, **headers})
             if set_cookie:
                 response.headers.append("set-cookie", set_cookie)
             return response

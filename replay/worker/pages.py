@@ -38,7 +38,7 @@ from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.suites.catalog import SuiteNotFound
 from rewind.replay.suites.spec import Suite
 from rewind.replay.timetravel.bisect import bisect
-from rewind.replay.timetravel.diff import diff_runs
+from rewind.replay.timetravel.diff import diff_runs, step_view
 from rewind.replay.ui import assets, compare, listing, suite_view, views
 from rewind.replay.worker.auth_middleware import (
     CHALLENGE,
@@ -52,6 +52,7 @@ from rewind.replay.worker.auth_middleware import (
     form_refusal,
     route_kind,
     token_cookie,
+    token_option,
     wants_page,
 )
 from rewind.replay.worker.routing import (
@@ -223,7 +224,10 @@ def data_routes() -> list[Route]:
 
     def bisection(request: Request, view: TenantView) -> Any:
         ids = _query_ids(request, view, "good", "bad")
-        return compare.bisect_view(bisect(view.cassette(ids[0]), view.cassette(ids[1])))
+        good, bad = view.cassette(ids[0]), view.cassette(ids[1])
+        found = bisect(good, bad)
+        return compare.bisect_view(found, step_view(good, found.good_step),
+                                   step_view(bad, found.bad_step))
 
     return [
         route("/v1/ui/runs", runs),
@@ -248,7 +252,8 @@ def _form_page(request: Request, target: str, message: str = "", status: int = 2
                headers: dict[str, str] | None = None) -> Response:
     """The sign-in form, with this browser's CSRF token (and its cookie when it had none)."""
     csrf, set_cookie = csrf_token(request.scope)
-    response = HTMLResponse(assets.login_html(target, message, csrf), status,
+    response = HTMLResponse(assets.login_html(target, message, csrf,
+                                              option=token_option(request.scope)), status,
                             {**HEADERS, **(headers or {})})
     if set_cookie:
         response.headers.append("set-cookie", set_cookie)

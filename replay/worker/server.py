@@ -91,6 +91,13 @@ def check_workers(store_url: str | None, workers: int) -> None:
             "too, may serve one server)")
 
 
+def token_option(tokens_file: str | None, inline: str | None,
+                 file_flag: str = "--auth-tokens-file") -> str:
+    """The options that gave the worker its tokens, as the sign-in form names them."""
+    return " and ".join(flag for flag, given in ((file_flag, tokens_file),
+                                                 ("--auth-tokens", inline)) if given)
+
+
 def api_process_app() -> Starlette:
     """The app of one API process of ``--workers``: its own connection to the store and its
     own tokens (kept current by its own reloader), from the variables its parent set."""
@@ -101,7 +108,7 @@ def api_process_app() -> Starlette:
     source = TokenSource(tokens_file, inline)
     auth = Authenticator(source.load())
     TokenReloader(auth, source, reload_s).start()
-    return create_app(store, authenticator=auth)
+    return create_app(store, authenticator=auth, token_option=token_option(tokens_file, inline))
 
 
 def run_processes(sock: socket.socket, store: Store, workers: int,
@@ -124,17 +131,19 @@ def run_processes(sock: socket.socket, store: Store, workers: int,
 
 def run_api(store: Store, host: str, port: int, authenticator: Authenticator | None,
             announce: Callable[[int], None], reloader: TokenReloader | None = None,
-            workers: int = 1, tokens: tuple[str | None, str | None, float] = (None, None, 2.0)
-            ) -> None:
+            workers: int = 1, tokens: tuple[str | None, str | None, float] = (None, None, 2.0),
+            option: str = "") -> None:
     """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port. SIGHUP
     reloads the tokens through ``reloader``. ``workers`` > 1: that many processes (a
-    ClickHouse server only), each reading ``tokens`` (file, inline, reload seconds)."""
+    ClickHouse server only), each reading ``tokens`` (file, inline, reload seconds).
+    ``option``: the options that gave the tokens (the sign-in form names them)."""
     sock = bind(host, port)
     if workers > 1:
         announce(sock.getsockname()[1])
         run_processes(sock, store, workers, tokens)
         return
-    server = uvicorn.Server(uvicorn.Config(create_app(store, authenticator=authenticator),
+    server = uvicorn.Server(uvicorn.Config(create_app(store, authenticator=authenticator,
+                                                      token_option=option),
                                            log_level="warning", access_log=False))
     announce(sock.getsockname()[1])
     # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to callers' finally.
@@ -167,7 +176,8 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
         run_api(store, options.host, options.port, auth, lambda port: announce(
             f"rewind worker ready: api=http://{options.host}:{port} "
             f"store={redact_url(store.url)}" + _processes(options.workers)
-        ), reloader, options.workers, (options.tokens_file, None, options.auth_reload_s))
+        ), reloader, options.workers, (options.tokens_file, None, options.auth_reload_s),
+            token_option(options.tokens_file, None, "--tokens-file"))
     finally:
         if reloader is not None:
             reloader.stop()
@@ -203,7 +213,8 @@ def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> Non
                     f"api=http://{options.host}:{api_port} otlp-http={ingest.http_url} "
                     f"store={redact_url(store.url)}" + _processes(options.workers)), reloader,
                 options.workers,
-                (options.auth_tokens_file, options.auth_tokens, options.auth_reload_s))
+                (options.auth_tokens_file, options.auth_tokens, options.auth_reload_s),
+                token_option(options.auth_tokens_file, options.auth_tokens))
     finally:
         ingest.stop()  # writes what is queued; the rest stays in the spool
         store.close()

@@ -143,6 +143,7 @@
       line.textContent = words.map(R.quote).join(" ") + " -- " + (command.value.trim() || command.placeholder);
     }
     [edit, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
+    R.prefillFork(d.step, {edit: edit, model: model, params: params});
     update();
     R.append(forkBox, [el("h3", {}, "Fork at step " + d.step),
       el("form", {class: "fork", id: "fork-form", onsubmit: function (e) { e.preventDefault(); }},
