@@ -17,19 +17,20 @@ from rewind.replay.cli.options import api_option, clickhouse_option
 from rewind.replay.sources.archive import CredentialInTrace, screen
 from rewind.replay.timetravel.timeline import Timeline, load_all
 from rewind.replay.ui.assets import shared_html
-from rewind.replay.ui.service_view import replay_command
 from rewind.replay.ui.views import run_view, step_details
 
 
 def reader_replay(trace_id: str, offered: dict[str, Any]) -> dict[str, Any]:
     """How the file's reader replays the run: the file holds no recording, so the line
-    imports the run's ``.rw`` file (what ``rewind export`` writes) and replays it."""
+    imports the run's ``.rw`` file (what ``rewind export`` writes) and replays it; a refused
+    command stays refused, saying the same."""
     name = f"run-{trace_id[:8]}.rw"
-    then = offered.get("line") or replay_command(trace_id)
-    return {"line": f"rewind import {name}\n{then}", "refused": "",
-            "label": ("This page holds no recording to replay. Ask for the run's .rw file "
-                      f"(`rewind export {trace_id} -o {name}` writes it), import it, then "
-                      "replay")}
+    how = (f"This page holds no recording to replay. Ask for the run's .rw file (`rewind "
+           f"export {trace_id} -o {name}` writes it) and `rewind import {name}` it")
+    if offered.get("line") is None:
+        return {**offered, "refused": f"{how}. {offered.get('refused', '')}".strip()}
+    return {"line": f"rewind import {name}\n{offered['line']}", "refused": "",
+            "label": f"{how}, then replay it"}
 
 
 def share_document(run: Timeline, content: bool = True) -> str:
