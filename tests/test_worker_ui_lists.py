@@ -190,7 +190,7 @@ def test_an_unknown_run_or_page_is_a_styled_404_page_with_sign_out(world):
         reply = page.goto(world.url + path)
         assert reply is not None and reply.status == 404, path
         assert reply.headers["content-type"].startswith("text/html"), path
-        assert page.locator("h1").inner_text() == "Not available", path
+        assert page.locator("h1").inner_text() == "Not found (404)", path
         assert page.locator("#sign-out").count() == 1, path
     world.shot(page, "not-found")
     api = page.request.get(f"{world.url}/v1/ui/traces/{UNKNOWN}")

@@ -58,6 +58,7 @@ from rewind.replay.worker.auth_middleware import (
 from rewind.replay.worker.routing import (
     answer_error,
     error_status,
+    logged,
     query_limit,
     route,
 )
@@ -71,11 +72,14 @@ HEADERS = assets.PAGE_HEADERS
 
 def page_error(request: Request, error: Exception) -> Response:
     """A page's failure: for a browser, the page saying what went wrong with the status our
-    error carries (an unknown run is a 404 page); for any other client (or a bug), the API's
-    JSON error."""
-    status = error_status(error)
-    if status is None or not wants_page(request.scope):
+    error carries (an unknown run is a 404 page; a bug, a 500 naming the id it is logged
+    under); for any other client, the API's JSON error."""
+    if not wants_page(request.scope):
         return answer_error(error)
+    status = error_status(error)
+    if status is None:
+        return error_page(request, 500, f"internal error (a bug in rewind), logged as "
+                                        f"{logged(error)}")
     return error_page(request, status, str(error))
 
 

@@ -98,10 +98,16 @@ def _answer(request: Request, error: Exception) -> Response:
 def internal_error(error: BaseException) -> Response:
     """A 500 for a bug: the body names an id, the log has the traceback under the same id, so
     whoever reports it can be matched with what happened."""
-    error_id = uuid.uuid4().hex[:16]
-    log.error("internal error %s: %s: %s", error_id, type(error).__name__, error, exc_info=error)
+    error_id = logged(error)
     return json_response({"error": f"internal error (a bug in rewind), logged as {error_id}",
                           "error_id": error_id}, 500)
+
+
+def logged(error: BaseException) -> str:
+    """A bug logged with its traceback under a fresh id, which the answer names."""
+    error_id = uuid.uuid4().hex[:16]
+    log.error("internal error %s: %s: %s", error_id, type(error).__name__, error, exc_info=error)
+    return error_id
 
 
 def query_trace_id(request: Request, name: str) -> str:
