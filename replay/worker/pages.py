@@ -84,10 +84,16 @@ def page_error(request: Request, error: Exception) -> Response:
 
 
 def error_page(request: Request, status: int, message: str) -> Response:
-    """The styled error page, with the sign-out button of a signed-in browser."""
+    """The styled error page."""
+    return _html(request, lambda sign_out: assets.error_html(status, message, sign_out), status)
+
+
+def _html(request: Request, render: Callable[[str | None], str], status: int = 200) -> Response:
+    """A page ``render`` writes given the CSRF token of a browser signed in by the form (its
+    sign-out button; None when not), with the CSRF cookie when it had none yet."""
     csrf, set_cookie = csrf_token(request.scope)
     sign_out = csrf if cookie_token(request.scope) else None  # signed in by the form
-    response = HTMLResponse(assets.error_html(status, message, sign_out), status, HEADERS)
+    response = HTMLResponse(render(sign_out), status, HEADERS)
     if sign_out and set_cookie:
         response.headers.append("set-cookie", set_cookie)
     return response
@@ -104,16 +110,11 @@ def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:
     """A page: the shell for what ``handler`` names, after it checked the caller may see the
     traces (a handler may answer a redirect instead). Its errors are :func:`page_error`'s."""
     def endpoint(request: Request, view: TenantView) -> Response:
-        csrf, set_cookie = csrf_token(request.scope)
-        sign_out = csrf if cookie_token(request.scope) else None  # signed in by the form
         answer = handler(request, view)
         if isinstance(answer, Response):
             return answer
         title, page, data = answer
-        response = HTMLResponse(assets.page_html(title, page, data, sign_out), headers=HEADERS)
-        if sign_out and set_cookie:
-            response.headers.append("set-cookie", set_cookie)
-        return response
+        return _html(request, lambda sign_out: assets.page_html(title, page, data, sign_out))
 
     endpoint.__name__ = handler.__name__
     return endpoint
