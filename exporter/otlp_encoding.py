@@ -80,7 +80,7 @@ def _key(key: str) -> bytes:
     """The ``key`` field of a ``KeyValue`` (the names recur: kept once encoded)."""
     prefix = _keys.get(key)
     if prefix is None:
-        prefix = _field(b"\x0a", key.encode("utf-8"))
+        prefix = _text(b"\x0a", key)
         if len(_keys) < _KEYS_KEPT:
             _keys[key] = prefix
     return prefix
