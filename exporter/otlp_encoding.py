@@ -39,6 +39,8 @@ _KEYS_KEPT = 4096
 def varint(n: int) -> bytes:
     if n < 128:
         return _SMALL[n]
+    if n < 16384:
+        return bytes((n & 127 | 128, n >> 7))
     out = bytearray()
     while n > 127:
         out.append((n & 127) | 128)
@@ -97,12 +99,16 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
     out: list[bytes] = []
     for key, v in (attrs or {}).items():
         if v.__class__ is str:
-            prefix = _key(key)
+            prefix = _keys.get(key) or _key(key)
             data = v.encode("utf-8")
-            inner = len(data)
-            size = 1 + len(varint(inner)) + inner  # the AnyValue
-            out += [tag, varint(len(prefix) + 1 + len(varint(size)) + size), prefix, b"\x12",
-                    varint(size), b"\x0a", varint(inner), data]
+            inner = varint(len(data))
+            size = 1 + len(inner) + len(data)  # the AnyValue
+            outer = varint(size)
+            head = varint(len(prefix) + 1 + len(outer) + size)
+            if size < 1024:
+                out.append(b"".join((tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)))
+            else:
+                out += (tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)
             continue
         try:
             out.append(_field(tag, key_value(key, v)))
@@ -183,16 +189,18 @@ def _scope(scope: Any) -> bytes:
 
 def request(spans: Sequence[ReadableSpan]) -> bytes:
     """An ``ExportTraceServiceRequest``: the spans grouped by resource, then by scope."""
-    grouped: dict[Any, dict[Any, list[bytes]]] = {}
+    # Grouped by the objects themselves: a resource hashes by serialising its attributes.
+    grouped: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
     for s in spans:
-        scopes = grouped.setdefault(s.resource, {})
         encoded = span(s)
-        scopes.setdefault(s.instrumentation_scope or None, []).extend(
+        resource, scope = s.resource, s.instrumentation_scope or None
+        scopes = grouped.setdefault(id(resource), (resource, {}))[1]
+        scopes.setdefault(id(scope), (scope, []))[1].extend(
             (b"\x12" + varint(len(encoded)), encoded))
     out = []
-    for resource, scopes in grouped.items():
+    for resource, scopes in grouped.values():
         body = [_field(b"\x0a", b"".join(attributes(b"\x0a", resource.attributes)))]
-        for scope, encoded in scopes.items():
+        for scope, encoded in scopes.values():
             head = _field(b"\x0a", _scope(scope))
             tail = _text(b"\x1a", scope.schema_url if scope is not None else None)
             size = len(head) + sum(len(e) for e in encoded) + len(tail)
