@@ -188,8 +188,11 @@ def _scope(scope: Any) -> bytes:
 
 
 def request(spans: Sequence[ReadableSpan]) -> bytes:
-    """An ``ExportTraceServiceRequest``: the spans grouped by resource, then by scope."""
-    # Grouped by the objects themselves: a resource hashes by serialising its attributes.
+    """An ``ExportTraceServiceRequest``: the spans grouped by resource, then by scope.
+
+    Grouped by the objects themselves (a ``Resource`` hashes by serialising its attributes):
+    equal resources that are distinct objects make two groups, as valid, where the stock
+    encoder makes one."""
     grouped: dict[int, tuple[Any, dict[int, tuple[Any, list[bytes]]]]] = {}
     for s in spans:
         encoded = span(s)
