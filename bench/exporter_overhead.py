@@ -1,9 +1,9 @@
 """Per-call overhead of recording an LLM call: no instrumentation vs Rewind's exporter vs the
 official OpenTelemetry instrumentation (``opentelemetry-instrumentation-genai-openai``, content
 capture ``SPAN_ONLY``), each under the pipeline ``instrument()`` builds and under one the
-application built itself, all measured in one run: wall time per call and CPU per call with
-every thread of the process counted (the export thread included: each round ends with a flush
-inside the CPU window).
+application built itself (the SDK's batch processor and OTLP exporter), all measured in one
+run: wall time per call and CPU per call with every thread of the process counted (the export
+thread included: each round ends with a flush inside the CPU window), and CPU ours / theirs.
 
     python bench/exporter_overhead.py [--calls 200] [--rounds 5] [--prompt-kb 8]
 
@@ -128,8 +128,8 @@ def main() -> int:
     import openai
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from rewind.exporter.export_queue import BoundedSpanProcessor
     from rewind.exporter.otel_pipeline import build_provider, export_stats
 
     llm, llm_url = start([sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
@@ -137,10 +137,11 @@ def main() -> int:
     sink, sink_address = start([sys.executable, __file__, "--sink"], "listening on")
     try:
         # The pipeline instrument() builds (payload decoding at export), shared with the peer;
-        # and one the application built itself (decoding inline), same queue and exporter.
+        # and one the application built itself (decoding inline): the SDK's batch processor
+        # and OTLP exporter, as an application configures them.
         provider = build_provider("bench", f"http://{sink_address}")
         app_provider = TracerProvider()
-        app_provider.add_span_processor(BoundedSpanProcessor(OTLPSpanExporter(
+        app_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
             endpoint=f"http://{sink_address}", insecure=True)))
         client = openai.OpenAI(base_url=llm_url + "/v1", api_key="sk-bench", max_retries=0)
         prompt = ("All work and no play makes a dull model. " * 1000)[: int(args.prompt_kb
@@ -196,9 +197,15 @@ def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
     base_cpu = statistics.median(measured[0].cpu)
     print(f"{'cpu':>6}  {'variant':<26}{'median ms/call':>15}{'vs none':>10}   "
           "(all threads, export included)")
+    cpus = {}
     for variant in measured:
-        cpu = statistics.median(variant.cpu)
+        cpu = cpus[variant.name] = statistics.median(variant.cpu)
         print(f"{'':>6}  {variant.name:<26}{cpu * 1000:>15.3f}{cpu / base_cpu:>9.3f}x")
+    for ours, theirs in (("rewind", "official genai-openai"),
+                         ("rewind, app's pipeline", "official, app's pipeline")):
+        if theirs in cpus:
+            print(f"{'':>6}  {ours} / {theirs}: {cpus[ours] / cpus[theirs]:.3f}x CPU "
+                  f"(target: <= 1)")
     print()
     if missing:
         print(f"official instrumentation not measured: {missing}")

@@ -77,19 +77,21 @@ def match_key(method: str, path: str, headers: Mapping[str, str], body: Any) -> 
 # -- at export --------------------------------------------------------------------------------
 
 
-def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
-           redactor: Redactor) -> dict[str, Any]:
-    """The span's attributes with the pending parts derived from its own raw exchange."""
+def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
+           redactor: Redactor) -> tuple[str, dict[str, Any]]:
+    """The span's name and attributes with the pending parts derived from its own raw
+    exchange (the name holds the requested model, read from the body as it is recorded)."""
     out = dict(attrs)
     parts = str(out.pop(A.ENRICH, ""))
     url = urlsplit(str(out.get(A.REQUEST_URL, "")))
     endpoint = providers.detect(url.hostname or "", url.path)
     if endpoint is None:
-        return out
+        return name, out
     body = canonical.parse_body(bodies.body_bytes(out.get(A.REQUEST_BODY),
                                                   out.get(A.REQUEST_BODY_ENCODING)))
     derived: dict[str, Any] = {}
     if "request" in parts:
+        name = f"{endpoint.operation} {endpoint.model(body)}".strip()
         derived.update(request_attributes(endpoint, body, redactor))
         if A.MATCH_KEY not in out:
             headers = json_or_none(out.get(A.REQUEST_HEADERS) or "{}") or {}
@@ -106,7 +108,8 @@ def derive(attrs: Mapping[str, Any], settings: CaptureSettings,
     if A.CONVERSATION_ID in derived:  # the request's own conversation beats the agent's
         merged[A.CONVERSATION_ID] = derived[A.CONVERSATION_ID]
     # as the SDK stores them: sequences as tuples
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.allowed(merged).items()}
+    return name, {k: tuple(v) if isinstance(v, list) else v
+                  for k, v in settings.allowed(merged).items()}
 
 
 def enrich(span: ReadableSpan) -> ReadableSpan:
@@ -116,12 +119,12 @@ def enrich(span: ReadableSpan) -> ReadableSpan:
         return span
     settings, redactor = _current
     try:
-        derived = derive(attrs, settings, redactor)
+        name, derived = derive(span.name, attrs, settings, redactor)
     except Exception:
         log.exception("rewind: could not derive the semconv attributes of %s", span.name)
-        derived = {k: v for k, v in attrs.items() if k != A.ENRICH}
+        name, derived = span.name, {k: v for k, v in attrs.items() if k != A.ENRICH}
     return ReadableSpan(
-        name=span.name, context=span.context, parent=span.parent, resource=span.resource,
+        name=name, context=span.context, parent=span.parent, resource=span.resource,
         attributes=derived, events=span.events, links=span.links, kind=span.kind,
         status=span.status, start_time=span.start_time, end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,

@@ -50,19 +50,16 @@ DEFAULT_MAX_QUEUE_SPANS = 2048
 DEFAULT_MAX_QUEUE_BYTES = 128 * 1024 * 1024
 DEFAULT_MAX_EXPORT_BYTES = 4 * 1024 * 1024
 _SPAN_OVERHEAD = 256  # ids, timestamps, kind, status, resource reference
-_PAYLOAD = tuple(A.RAW_ATTRIBUTES | A.CONTENT_ATTRIBUTES)
 
 
 def span_bytes(span: ReadableSpan) -> int:
     """About what the span weighs once encoded: its strings dominate. A span whose semconv
-    content is derived at export will about double (the content repeats the payloads)."""
+    content is derived at export will about double (the content repeats the payloads).
+    One pass over the attributes (a lookup of a name the span lacks costs a raised KeyError)."""
     attributes = span.attributes or {}
     total = _SPAN_OVERHEAD + len(span.name)
-    if A.KIND in attributes:  # ours: the payload attributes are known, the rest is small
-        total += 64 * len(attributes) + sum(len(attributes.get(name) or "") for name in _PAYLOAD)
-    else:
-        for key, value in attributes.items():
-            total += len(key) + (len(value) if value.__class__ is str else 16)
+    for key, value in attributes.items():
+        total += len(key) + (len(value) if value.__class__ is str else 16)
     for event in span.events:
         total += _SPAN_OVERHEAD + sum(len(str(v)) for v in (event.attributes or {}).values())
     return total * 2 if A.ENRICH in attributes else total

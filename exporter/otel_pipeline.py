@@ -17,6 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 
+from . import otlp_senders
 from .export_queue import BoundedSpanProcessor
 
 log = logging.getLogger("rewind.exporter")
@@ -26,23 +27,18 @@ _built: list[TracerProvider] = []
 
 
 def otlp_exporter(endpoint: str | None = None) -> SpanExporter:
-    """OTLP exporter chosen by the standard ``OTEL_EXPORTER_OTLP_*`` variables."""
+    """OTLP exporter chosen by the standard ``OTEL_EXPORTER_OTLP_*`` variables, sending
+    requests encoded by :mod:`.otlp_encoding` (each span serialised once)."""
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or "grpc"
     ).strip()
     if protocol.startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
         if endpoint:
             endpoint = endpoint.rstrip("/") + "/v1/traces"
-        return OTLPSpanExporter(endpoint=endpoint)
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-        OTLPSpanExporter as GrpcExporter,
-    )
-
-    return GrpcExporter(endpoint=endpoint)
+        return otlp_senders.http_exporter(endpoint=endpoint)
+    return otlp_senders.grpc_exporter(endpoint=endpoint)
 
 
 def configured_provider() -> TracerProvider | None:

@@ -67,7 +67,11 @@ class Recorder:
             raw = bytes(request.content)
         except Exception:  # streamed upload not read yet: keep metadata only
             raw = b""
-        body = canonical.parse_body(raw)
+        # Deferred: the export thread parses the body and puts the model in the span's name
+        # (enrichment.derive); the name here holds the operation only.
+        deferred = (self.defer and endpoint is not None
+                    and len(raw) <= self.settings.max_body_bytes)
+        body = None if deferred else canonical.parse_body(raw)
         model = endpoint.model(body) if endpoint else ""
         name = f"{endpoint.operation} {model}".strip() if endpoint else request.method.upper()
         span, step = start_step_span(self.tracer, name, SpanKind.CLIENT, scope.parent_context())
@@ -129,7 +133,7 @@ class Recorder:
             attrs[A.ENRICH] = "request"
             if changed:  # the key is of the request as sent, not of its redacted copy
                 attrs[A.MATCH_KEY] = enrichment.match_key(request.method, path, kept_headers,
-                                                          body)
+                                                          canonical.parse_body(raw))
         else:
             derived = enrichment.request_attributes(endpoint, body, self.redactor, secrets)
             if oversized:

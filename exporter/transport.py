@@ -213,9 +213,9 @@ def _telemetry(request: Any) -> bool:
     endpoint is no telemetry."""
     from . import providers, telemetry
 
-    url = request.url
-    return (telemetry.is_telemetry(url.host, url.port)
-            and providers.detect(url.host, url.path) is None)
+    url = request.url  # a model call is never telemetry: that test is the cheaper one
+    return (providers.detect(url.host, url.path) is None
+            and telemetry.is_telemetry(url.host, url.port))
 
 
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("rewind_inside", default=False)

@@ -56,7 +56,8 @@ def recorded(provider, memory_spans, leave_out=VOLATILE) -> list[dict]:
     out = []
     for span in sorted(memory_spans(), key=lambda s: s.attributes.get("rewind.step", -1)):
         if "rewind.step" in span.attributes:
-            out.append({k: v for k, v in span.attributes.items() if k not in leave_out})
+            out.append({"span name": span.name,
+                        **{k: v for k, v in span.attributes.items() if k not in leave_out}})
     return out
 
 
@@ -73,6 +74,7 @@ def test_derived_at_export_equals_derived_inline(fake_llm):
         assert a == b
         assert "rewind.enrich" not in b
     assert "gen_ai.output.messages" in second[0] and "gen_ai.input.messages" in second[0]
+    assert second[0]["span name"] == "chat gpt-4o"  # named after the model read at export
     assert second[1]["gen_ai.tool.call.id"] == json.loads(
         second[0]["gen_ai.output.messages"])[0]["parts"][0]["id"]
     dump = json.dumps(second)
@@ -87,6 +89,7 @@ def test_a_recorded_answer_reads_back_as_the_exporter_derived_it(fake_llm):
     recorded.base_url = fake_llm.base_url
     inline = wiretap.Spans()
     spans = recorded(inline.provider, inline.finished, leave_out=())
+    spans = [{k: v for k, v in attrs.items() if k != "span name"} for attrs in spans]
     rows = [{"SpanId": f"{n:016x}", "SpanName": "call", "SpanAttributes": attrs}
             for n, attrs in enumerate(spans)]
     llm = [i for i in build_cassette("ab" * 16, rows).interactions if i.kind == "llm"]
