@@ -6,7 +6,11 @@ Measured, at two sizes so growth is visible (``--sizes``, default 200k spans in 
 
 * the trace listing (``GET /v1/traces``, ``rewind traces``; ``reader.list_traces``), newest
   50, without and with a service filter;
-* ``rewind stats`` usage (``reader_usage.usage``), the whole store;
+* ``rewind stats`` usage (``reader_usage.usage``), the whole store, and over 60 days (edges
+  not on hours) with its growth from one size to the next (target ``GROWTH``: a period's
+  usage is read from hourly rollups, so it costs about the same however many spans the hours
+  hold); the same period read from every call (``rolled=False``, as before migration 10)
+  timed once per size;
 * the cassette fetch of the worker: the version check every request makes, and the spans read
   when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces.
 
@@ -30,11 +34,13 @@ builds them (about two minutes for 1M spans), later runs reuse them.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_fill
 
 from rewind.collector import reader
-from rewind.collector.filters import TraceFilters
+from rewind.collector.filters import TraceFilters, UsageFilters
 from rewind.collector.llm_steps import (
     LLM_STEPS,
     calls_counted,
@@ -58,6 +64,12 @@ from rewind.collector.store import Store
 
 LIMIT = 50
 TARGET = 2.0
+GROWTH = 1.2
+USAGE_MS = "usage, 60 days: ours (ms)"
+# 60 days ending 23 minutes before the generated store's last hour ends.
+PERIOD_END = (datetime.fromisoformat(store_fill.DAY).replace(tzinfo=timezone.utc)
+              + timedelta(days=store_fill.DAYS, minutes=-23))
+PERIOD = UsageFilters(PERIOD_END - timedelta(days=60), PERIOD_END)
 
 
 def median_ms(values: list[float]) -> float:
@@ -213,15 +225,20 @@ def _usage_rows(rows: list[dict[str, Any]]) -> list[tuple]:
                    r["errors"], r["duration_ns"]) for r in rows)
 
 
-def usage_by_trace(store: Store) -> list[tuple]:
+def usage_by_trace(store: Store, period: UsageFilters | None = None) -> list[tuple]:
     """By hand on rewind_llm_calls: each trace's calls side by side (no window function),
-    every call checked against its trace's calls, then summed per service and model."""
+    every call checked against its trace's calls (in ``period``), then summed per service
+    and model."""
     c = tuple(f"c.{i}" for i in range(1, 8))
+    where = "1"
+    if period and period.since and period.until:
+        where = (f"Timestamp >= fromUnixTimestamp64Nano({int(period.since.timestamp() * 1e9)}) "
+                 f"AND Timestamp <= fromUnixTimestamp64Nano({int(period.until.timestamp() * 1e9)})")
     return _usage_rows(store.query(f"""
 {_SUMS}
 FROM (
     SELECT groupArray(({', '.join(_PEER)})) AS peers, groupArray({_FACTS}) AS facts
-    FROM {LLM_CALLS} GROUP BY TraceId)
+    FROM {LLM_CALLS} WHERE {where} GROUP BY TraceId)
 ARRAY JOIN peers AS c, facts AS f
 WHERE NOT arrayExists(p -> {shadowed_by('p', *c)}, peers)
 GROUP BY service, model"""))
@@ -313,9 +330,23 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
                  "rewind_traces, then calls by id":
                      lambda s=service: listing_from_summary_by_ids(store, s)},
                 listing_key))
+        started = time.perf_counter()
+        usage(store, PERIOD)
+        print(f"  usage, first read (rolls the hours not rolled yet): "
+              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        started = time.perf_counter()
+        every_call = usage_key(usage(store, PERIOD, rolled=False))
+        print(f"  usage over 60 days from every call (as before migration 10): "
+              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        if every_call != usage_key(usage(store, PERIOD)):
+            raise SystemExit("usage from the rollup differs from usage from every call")
         out["stats"] = report("stats (usage, whole store)", race(
             rounds, lambda: usage_key(usage(store)),
             {"calls by trace": lambda: usage_by_trace(store)}))
+        result = race(rounds, lambda: usage_key(usage(store, PERIOD)),
+                      {"calls by trace, period": lambda: usage_by_trace(store, PERIOD)})
+        out["usage, 60 days"] = report("usage, 60 days", result)
+        out[USAGE_MS] = result[0] * 1e3
         picks = sample_traces(store, 5)
         out["cassette version"] = report("cassette fetch: version check", race(
             rounds, lambda: [reader.trace_version(store, t) for t in picks],
@@ -345,9 +376,14 @@ def main() -> None:
     print(f"\nratios to the best hand-written SQL, medians of the rounds' ratios (target <= "
           f"{TARGET:.0f}x); load average at the end {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores:")
-    for label in next(iter(results.values())):
+    for label in (name for name in next(iter(results.values())) if name != USAGE_MS):
         print(f"  {label:<34} " + "   ".join(f"{spans:>9,} spans {r[label]:5.2f}"
                                              for spans, r in results.items()))
+    times = [r.pop(USAGE_MS) for r in results.values()]
+    for small, large in itertools.pairwise(times):
+        print(f"usage over 60 days: {small:.1f} ms -> {large:.1f} ms, growth "
+              f"{large / small:.2f}x ({'OK' if large / small <= GROWTH else 'ABOVE TARGET'} "
+              f"<= {GROWTH}x)")
 
 
 if __name__ == "__main__":

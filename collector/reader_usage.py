@@ -148,14 +148,15 @@ def _roll_changed(store: Store, first: int, last: int) -> list[int]:
     changed = _changed(store, first, last)
     if not changed:
         return []
-    hours = [(h, h + _HOUR) for h in changed]
+    span = [(changed[0], changed[-1] + _HOUR)]  # one period: an OR of many is slow
+    listed = ", ".join(str(h // 10**9) for h in changed)
     store.command(rollup.roll(
         SINGLE_NODE,
-        peers=_ranges(hours, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR),
-        lineage=_ranges(hours, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR,
+        peers=_ranges(span, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR),
+        lineage=_ranges(span, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR,
                         rollup.LINEAGE_HOURS * _HOUR - rollup.PEER_HOURS * _HOUR),
-        counted=_ranges(hours, 0, 2**63 - 1),
-        hours=f"SELECT arrayJoin([{', '.join(str(h // 10**9) for h in changed)}]) AS h"))
+        counted=f"toUInt32({rollup.HOUR}) IN ({listed})",
+        hours=f"SELECT arrayJoin([{listed}]) AS h"))
     return _changed(store, first, last)
 
 

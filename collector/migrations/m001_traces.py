@@ -112,7 +112,9 @@ CREATE TABLE IF NOT EXISTS {layout.local(LLM_CALLS)}{layout.on_cluster} (
     StatusCode LowCardinality(String),
     MatchKey String,
     FinishReasons String,
-    ScopeName LowCardinality(String) DEFAULT ''
+    ScopeName LowCardinality(String) DEFAULT '',
+    CacheReadTokens UInt64 DEFAULT 0,
+    CacheCreationTokens UInt64 DEFAULT 0
 ) ENGINE = {layout.engine("MergeTree", LLM_CALLS)}
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)

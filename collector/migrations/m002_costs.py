@@ -31,14 +31,17 @@ DEFAULT_PRICES = tuple((model, p.input, p.output) for model, p in builtin_prices
 
 
 def model_prices_table(layout: Layout = SINGLE_NODE) -> str:
-    """Small and read by every query: on a cluster, one full copy on every node."""
+    """Small and read by every query: on a cluster, one full copy on every node. A table
+    created since migration 10 has its cache prices already, last like its ALTER puts them."""
     engine = layout.engine("ReplacingMergeTree", MODEL_PRICES, "UpdatedAt", every_shard=True)
     return f"""
 CREATE TABLE IF NOT EXISTS {layout.name(MODEL_PRICES)}{layout.on_cluster} (
     Model String,
     InputUsdPerMTok Float64,
     OutputUsdPerMTok Float64,
-    UpdatedAt DateTime DEFAULT now()
+    UpdatedAt DateTime DEFAULT now(),
+    CacheReadUsdPerMTok Float64 DEFAULT -1,
+    CacheCreationUsdPerMTok Float64 DEFAULT -1
 ) ENGINE = {engine}
 ORDER BY Model
 """

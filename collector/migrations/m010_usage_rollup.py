@@ -171,6 +171,8 @@ GROUP BY Hour
 
 
 def statements(layout: Layout) -> tuple[str, ...]:
+    """A table created since has the new columns already (migrations 1 and 2), last like the
+    ALTERs put them."""
     cache = ", ".join(f"ADD COLUMN IF NOT EXISTS {name} UInt64 DEFAULT 0"
                       for name in CACHE_COLUMNS)
     alters = [f"ALTER TABLE {layout.local(LLM_CALLS)}{layout.on_cluster} {cache}"]
