@@ -109,16 +109,19 @@ GROUP BY Hour
 
 def _calls(layout: Layout, peers: str, lineage: str) -> str:
     """The calls matching ``peers`` with their span's tenant, whether their usage was
-    reported, and whether a span matching ``lineage`` made their trace from a run."""
+    reported, and whether a span matching ``lineage`` made their trace from a run. Spans'
+    attribute maps (their bodies) are read only where their skip index says the key is."""
     columns = ", ".join(f"c.{name} AS {name}" for name in (*CALL_COLUMNS, *CACHE_COLUMNS))
-    traces = layout.name(TRACES)
-    return f"""(SELECT {columns}, s.Tenant AS Tenant, s.Unreported AS Unreported,
+    traces, calls = layout.name(TRACES), layout.name(LLM_CALLS)
+    return f"""(SELECT {columns}, s.Tenant AS Tenant,
+    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM {traces} WHERE ({peers})
+        AND {span_attribute(A.USAGE_REPORTED)} = 'false') AS Unreported,
     toUInt8(c.TraceId IN (SELECT TraceId FROM {traces} WHERE ({lineage}) AND {MADE_FROM_RUN}))
         AS Lineage
-FROM {layout.name(LLM_CALLS)} AS c
-ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes[{sql_string(A.TENANT)}] AS Tenant,
-        {span_attribute(A.USAGE_REPORTED)} = 'false' AS Unreported
-    FROM {traces} WHERE ({peers}) AND {IS_LLM_CALL}) AS s
+FROM {calls} AS c
+ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes[{sql_string(A.TENANT)}] AS Tenant
+    FROM {traces} WHERE ({peers})
+        AND (TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {calls} WHERE {peers})) AS s
     ON c.TraceId = s.TraceId AND c.SpanId = s.SpanId
 WHERE {peers})"""
 
