@@ -3,7 +3,9 @@ stats``, ``GET /v1/usage``) and per listed trace (the runs page).
 
 Usage comes from ``rewind_llm_calls`` without the shadows (one row per LLM call however many
 spans describe it, as the ``rewind_llm_steps`` view has it; see ``llm_steps.steps_by_trace``),
-summed per service and model in the query; a trace's cost from ``rewind_llm_costs``.
+summed per service and model: the ended hours of a period from their rollup
+(``rewind_usage_hours``, migration 10), its edges from the calls. A trace's cost comes from
+``rewind_llm_costs`` (cached input tokens at their own price).
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def _calls(store: Store, filters: UsageFilters, tenant: str | None, since: int, 
     """The sums of the calls in the ``counted`` periods (ns) of [since, end), each compared
     with the calls of its trace in the period around it (an hour more on each side)."""
     peers = _ranges(counted, since, end, rollup.PEER_HOURS * _HOUR)
-    params: dict[str, Any] = {"since": since, "until": end - 1}
+    params: dict[str, Any] = {}
     where = [peers]
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
