@@ -74,7 +74,7 @@ def usage(store: Store, filters: UsageFilters | None = None,
     ``rolled``: every call is read (what the rollup must equal)."""
     filters = filters or UsageFilters()
     since, end = epoch_ns(filters.since, 0), epoch_ns(filters.until, 2**62) + 1
-    first = -(-since // _HOUR) * _HOUR + rollup.PEER_HOURS * _HOUR
+    first = max(-(-since // _HOUR) * _HOUR + rollup.PEER_HOURS * _HOUR, 0)  # no hour before 1970
     last = min(end // _HOUR * _HOUR, _store_hour(store)) - rollup.PEER_HOURS * _HOUR
     totals: dict[tuple[str, str], list[int]] = {}
     if rolled and first < last:

@@ -105,7 +105,8 @@ def _at(hours: float) -> datetime:
 PERIODS = [(None, None), (_at(0), _at(12)), (_at(0.5), _at(11.25)),
            (_at(1) + timedelta(minutes=13), _at(9) + timedelta(seconds=41)),
            (_at(3) - timedelta(milliseconds=1), _at(10)), (_at(2), _at(3)),
-           (_at(4.5), _at(6.2)), (_at(-50), _at(400))]
+           (_at(4.5), _at(6.2)), (_at(-50), _at(400)),
+           (datetime(1900, 1, 2, tzinfo=timezone.utc), None)]
 
 
 def _both(store: Store, filters: UsageFilters, tenant: str | None = None) -> list:
