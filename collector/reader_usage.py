@@ -60,6 +60,8 @@ class Usage:
 _COUNTS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens",
            "cache_creation_tokens", "errors", "duration_ns", "unreported_calls")
 _HOUR = 3600 * 10**9
+_PEER = rollup.PEER_MINUTES * 60 * 10**9
+_LINEAGE = rollup.LINEAGE_HOURS * _HOUR
 
 
 def usage(store: Store, filters: UsageFilters | None = None,
@@ -69,13 +71,14 @@ def usage(store: Store, filters: UsageFilters | None = None,
 
     The hours of the period rolled up (``rewind_usage_hours``, migration 10) are read from
     there, after rolling those that changed since; the rest (the period's first and last
-    hours and the hours around them, hours not ended or changed a moment ago) from the
+    hours, and the next ones when a rolled hour's peers would reach outside the period;
+    hours not ended or changed a moment ago) from the
     calls, each compared with its trace's calls in the period as before the rollup. Not
     ``rolled``: every call is read (what the rollup must equal)."""
     filters = filters or UsageFilters()
     since, end = epoch_ns(filters.since, 0), epoch_ns(filters.until, 2**62) + 1
-    first = max(-(-since // _HOUR) * _HOUR + rollup.PEER_HOURS * _HOUR, 0)  # no hour before 1970
-    last = min(end // _HOUR * _HOUR, _store_hour(store)) - rollup.PEER_HOURS * _HOUR
+    first = max(-(-(since + _PEER) // _HOUR) * _HOUR, 0)  # no hour before 1970
+    last = min((end - _PEER) // _HOUR * _HOUR, _store_hour(store))
     totals: dict[tuple[str, str], list[int]] = {}
     if rolled and first < last:
         live = _roll_changed(store, first, last)
@@ -154,9 +157,8 @@ def _roll_changed(store: Store, first: int, last: int) -> list[int]:
     listed = ", ".join(str(h // 10**9) for h in changed)
     store.command(rollup.roll(
         SINGLE_NODE,
-        peers=_ranges(span, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR),
-        lineage=_ranges(span, 0, 2**63 - 1, rollup.PEER_HOURS * _HOUR,
-                        rollup.LINEAGE_HOURS * _HOUR - rollup.PEER_HOURS * _HOUR),
+        peers=_ranges(span, 0, 2**63 - 1, _PEER),
+        lineage=_ranges(span, 0, 2**63 - 1, _PEER, _LINEAGE - _PEER),
         counted=f"toUInt32({rollup.HOUR}) IN ({listed})",
         hours=f"SELECT arrayJoin([{listed}]) AS h"))
     return _changed(store, first, last)
@@ -190,16 +192,15 @@ GROUP BY service, model
 def _calls(store: Store, filters: UsageFilters, tenant: str | None, since: int, end: int,
            counted: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
     """The sums of the calls in the ``counted`` periods (ns) of [since, end), each compared
-    with the calls of its trace in the period around it (an hour more on each side)."""
-    peers = _ranges(counted, since, end, rollup.PEER_HOURS * _HOUR)
+    with the calls of its trace in the period around it (``PEER_MINUTES`` more each side)."""
+    peers = _ranges(counted, since, end, _PEER)
     params: dict[str, Any] = {}
     where = [peers]
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
                      f"{peers} AND {tenant_condition(tenant, params)})")
     if not filters.include_replays:
-        lineage = _ranges(counted, since - rollup.LINEAGE_HOURS * _HOUR, end,
-                          rollup.PEER_HOURS * _HOUR, rollup.LINEAGE_HOURS * _HOUR)
+        lineage = _ranges(counted, since - _LINEAGE, end, _PEER, _LINEAGE)
         where.append(f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE {lineage} AND "
                      f"{MADE_FROM_RUN})")
     unreported = (f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "

@@ -10,7 +10,7 @@ made from a run), the calls counted once (``llm_steps``) and their tokens, error
 and calls without reported usage, so ``rewind stats`` and ``GET /v1/usage`` over 60 days read
 about a thousand hours instead of every call. Two spans of one call may arrive in different
 inserts, so an hour is not summed as its spans arrive: it is *rolled* once its next hour has
-ended, each call compared with the calls of its trace in the hour before and after too, and
+ended, each call compared with the calls of its trace minutes before and after too, and
 rolled again when spans that change it arrive later (``rewind_usage_touched``, kept by a
 materialized view, says when they did). A roll appends its rows with the time it started
 (``RolledAt``) and one marker row per hour (``Lineage`` 2); a read takes each hour's newest
@@ -50,9 +50,11 @@ from .m001_traces import llm_calls_view
 from .m002_costs import CACHE_PRICES, default_prices, llm_costs_view
 
 MARKER = 2  # Lineage of the row that says an hour was rolled (calls 0)
-# Shadows are looked for this many hours around the counted hour; a read takes a rolled hour
-# only when these hours are inside its period too (and rolls it only when they have ended).
-PEER_HOURS = 1
+# Shadows are looked for this many minutes around the counted hour (two spans of one call
+# start together); a read takes a rolled hour only when they are inside its period too.
+PEER_MINUTES = 10
+# A span changes the rolls of its hour and of the hours next to it (PEER_MINUTES is less).
+NEXT_HOURS = 1
 # Spans made from a run mark their trace's calls this many hours later as replays or forks.
 LINEAGE_HOURS = 24
 # A span arriving this close before a roll started may not have been seen by it.
@@ -96,7 +98,7 @@ def touched_view(layout: Layout = SINGLE_NODE) -> str:
     """Every hour whose roll an arriving span changes: an LLM span's own hour and the hours
     around (it is their calls' peer), a span made from a run the hours its trace's calls
     may have."""
-    offsets = f"range(-{PEER_HOURS}, if({MADE_FROM_RUN}, {LINEAGE_HOURS + 1}, {PEER_HOURS + 1}))"
+    offsets = f"range(-{NEXT_HOURS}, if({MADE_FROM_RUN}, {LINEAGE_HOURS + 1}, {NEXT_HOURS + 1}))"
     return f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(USAGE_TOUCHED_MV)}{layout.on_cluster}
 TO {layout.name(USAGE_TOUCHED)}
@@ -129,7 +131,7 @@ WHERE {peers})"""
 def roll(layout: Layout, peers: str, lineage: str, counted: str, hours: str) -> str:
     """The statement that rolls the hours the query ``hours`` gives (column ``h``): the calls
     matching ``counted`` (those of these hours), each compared with the calls of its trace
-    and tenant matching ``peers`` (the hours around too), summed per hour and group, with a
+    and tenant matching ``peers`` (minutes around them too), summed per hour and group, with a
     marker row per hour; every row stamped with the time the roll started."""
     facts = (f"({HOUR}, Tenant, ServiceName, if(ResponseModel != '', ResponseModel, "
              f"RequestModel), Lineage, InputTokens, OutputTokens, {', '.join(CACHE_COLUMNS)}, "
@@ -161,10 +163,10 @@ def _backfill(layout: Layout) -> tuple[str, ...]:
     """Every hour stored whose next hour has ended is rolled; the others are marked touched,
     so the first read after the migration rolls them when they have ended."""
     calls = layout.name(LLM_CALLS)
-    ended = f"{HOUR} + INTERVAL {PEER_HOURS + 1} HOUR <= now()"
+    ended = f"{HOUR} + INTERVAL {NEXT_HOURS + 1} HOUR <= now()"
     touch = f"""
 INSERT INTO {layout.name(USAGE_TOUCHED)} (Hour, Touched)
-SELECT {HOUR} + toIntervalHour(arrayJoin(range(-{PEER_HOURS}, {PEER_HOURS + 1}))) AS Hour,
+SELECT {HOUR} + toIntervalHour(arrayJoin(range(-{NEXT_HOURS}, {NEXT_HOURS + 1}))) AS Hour,
     now64(9) AS Touched
 FROM {calls} WHERE NOT ({ended})
 GROUP BY Hour
