@@ -5,9 +5,10 @@ builds the rows (kilobytes of chat-completion JSON per LLM call, varied in lengt
 so a million spans take a minute or two instead of the hour Python would need, and the
 materialized views fill exactly as they do on ingest.
 
-The shape: ``traces`` agent runs of about ``spans / traces`` spans each, all on one day (one
-date partition) with their start times spread over 20 hours, so the spans of many runs are
-interleaved in time as they are in production. Each run is a root ``invoke_agent`` span, then
+The shape: ``traces`` agent runs of about ``spans / traces`` spans each, their start times
+spread over ``DAYS`` days from ``DAY`` (a date partition each), so the spans of many runs are
+interleaved in time as they are in production, and a period of weeks holds as many hours as a
+store in use. Each run is a root ``invoke_agent`` span, then
 steps 2.5 s apart: two LLM calls (Rewind's exact exchange: request and response bodies, plus
 the GenAI content attributes) for every tool call; one LLM call in seven also has a shadow
 span from another instrumentation (same call, no exchange), which the listing and stats must
@@ -30,8 +31,9 @@ from rewind.collector.store import Store
 from rewind.exporter import attributes as A
 
 ENV_DIR = "REWIND_BENCH_DIR"
-GENERATOR_VERSION = 1  # bump when the rows change: cached stores are rebuilt
+GENERATOR_VERSION = 2  # bump when the rows change: cached stores are rebuilt
 DAY = "2026-03-02 00:00:00"
+DAYS = 60
 STEP_NS = 2_500_000_000
 CHUNK = 50_000  # spans per INSERT: a few hundred MB of rows in memory at a time
 
@@ -86,7 +88,8 @@ WITH
     {models}[1 + cityHash64(t, if(is_shadow, i - 1, i)) % 4] AS model,
     {tools}[1 + cityHash64(t, i) % 4] AS tool,
     toInt64(toUnixTimestamp(toDateTime({sql_string(DAY)}, 'UTC'))) * 1000000000
-        + toInt64(cityHash64(t, 'start') % (20 * 3600 * 1000)) * 1000000 AS trace_start,
+        + toInt64(cityHash64(t, 'start') % ({DAYS} * 24 * 3600 * 1000 - 3600 * 1000)) * 1000000
+        AS trace_start,
     trace_start + i * {STEP_NS} + if(is_shadow, 10000000 - {STEP_NS}, 0) AS start_ns,
     'svc-' || toString(cityHash64(t, 'svc') % 8) AS service,
     {_text('number, 1', 2, 8)} AS system_text,

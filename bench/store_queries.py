@@ -6,7 +6,12 @@ Measured, at two sizes so growth is visible (``--sizes``, default 200k spans in 
 
 * the trace listing (``GET /v1/traces``, ``rewind traces``; ``reader.list_traces``), newest
   50, without and with a service filter;
-* ``rewind stats`` usage (``reader_usage.usage``), the whole store;
+* ``rewind stats`` usage (``reader_usage.usage``), the whole store, and over 60 days (edges
+  not on hours), and its growth from the first size to the last, the two stores read in
+  alternating rounds by a process each (target ``GROWTH``: a period's usage is read from
+  hourly rollups, so it costs about the same however many spans the hours hold;
+  ``--growth-only`` measures just that); the same period read from every call
+  (``rolled=False``, as before migration 10) timed once per size;
 * the cassette fetch of the worker: the version check every request makes, and the spans read
   when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces.
 
@@ -32,9 +37,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_fill
 
 from rewind.collector import reader
-from rewind.collector.filters import TraceFilters
+from rewind.collector.filters import TraceFilters, UsageFilters
 from rewind.collector.llm_steps import (
     LLM_STEPS,
     calls_counted,
@@ -58,6 +65,11 @@ from rewind.collector.store import Store
 
 LIMIT = 50
 TARGET = 2.0
+GROWTH = 1.2
+# 60 days ending 23 minutes before the generated store's last hour ends.
+PERIOD_END = (datetime.fromisoformat(store_fill.DAY).replace(tzinfo=timezone.utc)
+              + timedelta(days=store_fill.DAYS, minutes=-23))
+PERIOD = UsageFilters(PERIOD_END - timedelta(days=60), PERIOD_END)
 
 
 def median_ms(values: list[float]) -> float:
@@ -213,15 +225,20 @@ def _usage_rows(rows: list[dict[str, Any]]) -> list[tuple]:
                    r["errors"], r["duration_ns"]) for r in rows)
 
 
-def usage_by_trace(store: Store) -> list[tuple]:
+def usage_by_trace(store: Store, period: UsageFilters | None = None) -> list[tuple]:
     """By hand on rewind_llm_calls: each trace's calls side by side (no window function),
-    every call checked against its trace's calls, then summed per service and model."""
+    every call checked against its trace's calls (in ``period``), then summed per service
+    and model."""
     c = tuple(f"c.{i}" for i in range(1, 8))
+    where = "1"
+    if period and period.since and period.until:
+        where = (f"Timestamp >= fromUnixTimestamp64Nano({int(period.since.timestamp() * 1e9)}) "
+                 f"AND Timestamp <= fromUnixTimestamp64Nano({int(period.until.timestamp() * 1e9)})")
     return _usage_rows(store.query(f"""
 {_SUMS}
 FROM (
     SELECT groupArray(({', '.join(_PEER)})) AS peers, groupArray({_FACTS}) AS facts
-    FROM {LLM_CALLS} GROUP BY TraceId)
+    FROM {LLM_CALLS} WHERE {where} GROUP BY TraceId)
 ARRAY JOIN peers AS c, facts AS f
 WHERE NOT arrayExists(p -> {shadowed_by('p', *c)}, peers)
 GROUP BY service, model"""))
@@ -313,9 +330,22 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
                  "rewind_traces, then calls by id":
                      lambda s=service: listing_from_summary_by_ids(store, s)},
                 listing_key))
+        started = time.perf_counter()
+        usage(store, PERIOD)
+        print(f"  usage, first read (rolls the hours not rolled yet): "
+              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        started = time.perf_counter()
+        every_call = usage_key(usage(store, PERIOD, rolled=False))
+        print(f"  usage over 60 days from every call (as before migration 10): "
+              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        if every_call != usage_key(usage(store, PERIOD)):
+            raise SystemExit("usage from the rollup differs from usage from every call")
         out["stats"] = report("stats (usage, whole store)", race(
             rounds, lambda: usage_key(usage(store)),
             {"calls by trace": lambda: usage_by_trace(store)}))
+        result = race(rounds, lambda: usage_key(usage(store, PERIOD)),
+                      {"calls by trace, period": lambda: usage_by_trace(store, PERIOD)})
+        out["usage, 60 days"] = report("usage, 60 days", result)
         picks = sample_traces(store, 5)
         out["cassette version"] = report("cassette fetch: version check", race(
             rounds, lambda: [reader.trace_version(store, t) for t in picks],
@@ -332,22 +362,81 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
         store.close()
 
 
+def serve_usage(size: str) -> None:
+    """A child of :func:`growth`: opens one store (a process holds one embedded engine),
+    reads the period's usage once (rolling what is not rolled yet), then on each line of
+    stdin reads it ``REPEAT`` times and prints the fastest, in seconds."""
+    spans, traces = (int(x) for x in size.split(":"))
+    store, _ = store_fill.open_store(spans, traces)
+    store_fill.wait_for_merges(store)
+    usage(store, PERIOD)
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        fastest = float("inf")
+        for _ in range(REPEAT):
+            started = time.perf_counter()
+            usage(store, PERIOD)
+            fastest = min(fastest, time.perf_counter() - started)
+        print(fastest, flush=True)
+
+
+def growth(sizes: list[str], rounds: int) -> None:
+    """Usage over 60 days on the smallest and the largest store, one process each, in
+    alternating rounds (so that the drift of a shared machine hits both); the growth is the
+    median of the rounds' own ratios."""
+    children = [subprocess.Popen([sys.executable, "-P", __file__, "--serve-usage", size],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for size in (sizes[0], sizes[-1])]
+    try:
+        for child in children:
+            assert child.stdout and child.stdout.readline().strip() == "ready"
+        times: list[list[float]] = [[], []]
+        for number in range(rounds):
+            for side in (0, 1) if number % 2 == 0 else (1, 0):
+                child = children[side]
+                assert child.stdin and child.stdout
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                times[side].append(float(child.stdout.readline()))
+    finally:
+        for child in children:
+            if child.stdin:
+                child.stdin.close()
+            child.wait()
+    ratios = [large / small for small, large in zip(*times, strict=True)]
+    ratio = statistics.median(ratios)
+    print(f"usage over 60 days, alternating rounds: {median_ms(times[0]):.1f} ms at "
+          f"{sizes[0]} -> {median_ms(times[1]):.1f} ms at {sizes[-1]} (spans:traces), growth "
+          f"{ratio:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
+          f"{'OK' if ratio <= GROWTH else 'ABOVE TARGET'} (target <= {GROWTH}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="200000:4000,1000000:20000",
                         help="spans:traces, comma separated")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--growth-only", action="store_true",
+                        help="only usage's growth from the first size to the last")
+    parser.add_argument("--serve-usage", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    results = {}
-    for size in args.sizes.split(","):
-        spans, traces = (int(x) for x in size.split(":"))
-        results[spans] = run_size(spans, traces, args.rounds)
-    print(f"\nratios to the best hand-written SQL, medians of the rounds' ratios (target <= "
-          f"{TARGET:.0f}x); load average at the end {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores:")
-    for label in next(iter(results.values())):
-        print(f"  {label:<34} " + "   ".join(f"{spans:>9,} spans {r[label]:5.2f}"
-                                             for spans, r in results.items()))
+    if args.serve_usage:
+        serve_usage(args.serve_usage)
+        return
+    sizes = args.sizes.split(",")
+    if not args.growth_only:
+        results = {}
+        for size in sizes:
+            spans, traces = (int(x) for x in size.split(":"))
+            results[spans] = run_size(spans, traces, args.rounds)
+        print(f"\nratios to the best hand-written SQL, medians of the rounds' ratios (target <= "
+              f"{TARGET:.0f}x); load average at the end {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} cores:")
+        for label in next(iter(results.values())):
+            print(f"  {label:<34} " + "   ".join(f"{spans:>9,} spans {r[label]:5.2f}"
+                                                 for spans, r in results.items()))
+    if len(sizes) > 1:
+        growth(sizes, args.rounds)
 
 
 if __name__ == "__main__":

@@ -77,10 +77,13 @@ def calls_counted(rows: str) -> str:
             f"{rows})")
 
 
-def steps_by_trace(where: str, facts: str, table: str = LLM_CALLS) -> str:
-    """A query for the ``rewind_llm_calls`` rows matching ``where``, shadows dropped, one row
-    per call with column ``f``: the tuple ``facts`` of the call's columns (``table``: the
-    calls table's name in the layout).
+def steps_by_trace(where: str, facts: str, table: str = LLM_CALLS, counted: str = "1",
+                   by: str = "TraceId") -> str:
+    """A query for the ``rewind_llm_calls`` rows matching ``where`` and ``counted``, shadows
+    dropped, one row per call with column ``f``: the tuple ``facts`` of the call's columns
+    (``table``: the calls table's name in the layout, or a query with its columns). Rows
+    matching ``where`` only are peers, never counted (the usage rollup counts some hours and
+    compares them with the hours around); peers are grouped ``by`` the trace.
 
     Same rule as the view, several times faster than its window: a row with Rewind's exchange
     is never a shadow (it is preferred to any row without one, and two with one are never one
@@ -89,13 +92,15 @@ def steps_by_trace(where: str, facts: str, table: str = LLM_CALLS) -> str:
     ``where`` (a period cuts a trace's peers too)."""
     row = ", ".join(_CALL_ROW)
     keep = f"(f, c) -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, peers)"
-    return f"""SELECT {facts} AS f FROM {table} WHERE ({where}) AND Step >= 0
+    mine, taken = ("Step < 0", "") if counted == "1" else (f"Step < 0 AND ({counted})",
+                                                          f" AND ({counted})")
+    return f"""SELECT {facts} AS f FROM {table} WHERE ({where}){taken} AND Step >= 0
 UNION ALL
 SELECT arrayJoin(arrayFilter({keep}, facts, mine)) AS f FROM (
-    SELECT groupArray(({row})) AS peers, groupArrayIf(({row}), Step < 0) AS mine,
-           groupArrayIf({facts}, Step < 0) AS facts
+    SELECT groupArray(({row})) AS peers, groupArrayIf(({row}), {mine}) AS mine,
+           groupArrayIf({facts}, {mine}) AS facts
     FROM {table} WHERE {where}
-    GROUP BY TraceId)"""
+    GROUP BY {by})"""
 
 
 def llm_steps_view(layout: Layout = SINGLE_NODE) -> str:
@@ -114,13 +119,17 @@ WHERE NOT arrayExists(p -> {shadowed_by('p', *_CALL_ROW)}, Peers)
 CALL_COLUMNS = ("Timestamp", "TraceId", "SpanId", "ServiceName", "Step", "Operation", "Provider",
                 "RequestModel", "ResponseModel", "InputTokens", "OutputTokens", "Duration",
                 "StatusCode", "MatchKey", "FinishReasons", "ScopeName")
+# Input tokens read from and written to the provider's cache (migration 10 adds them).
+CACHE_COLUMNS = ("CacheReadTokens", "CacheCreationTokens")
 
 
-def llm_steps_view_by_trace(layout: Layout = SINGLE_NODE) -> str:
+def llm_steps_view_by_trace(layout: Layout = SINGLE_NODE,
+                            names: tuple[str, ...] = CALL_COLUMNS) -> str:
     """``rewind_llm_steps`` again (migration 6), the same rows through ``steps_by_trace``
-    instead of a window: several times faster for the dashboards and ``rewind_llm_costs``."""
-    columns = ", ".join(f"f.{n} AS {name}" for n, name in enumerate(CALL_COLUMNS, 1))
-    rows = steps_by_trace("1", f"({', '.join(CALL_COLUMNS)})", layout.name(LLM_CALLS))
+    instead of a window: several times faster for the dashboards and ``rewind_llm_costs``;
+    ``names``: the columns it has (the cache columns since migration 10)."""
+    columns = ", ".join(f"f.{n} AS {name}" for n, name in enumerate(names, 1))
+    rows = steps_by_trace("1", f"({', '.join(names)})", layout.name(LLM_CALLS))
     return f"""
 CREATE OR REPLACE VIEW {layout.name(LLM_STEPS)}{layout.on_cluster} AS
 SELECT {columns}

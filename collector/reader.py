@@ -20,13 +20,19 @@ from rewind.exporter import attributes as A
 from . import genai_events
 from .filters import TraceFilters
 from .llm_steps import SPAN_CALL_ROW, calls_counted
-from .schema import IS_LLM_CALL, LOGS, TRACE_LIST, TRACES, span_attribute, sql_string
+from .schema import (
+    IS_LLM_CALL,
+    LOGS,
+    MADE_FROM_RUN,
+    TRACE_LIST,
+    TRACES,
+    span_attribute,
+    sql_string,
+)
 from .store import Store
 
 # A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
 # span its source and step. mapContains reads the span-attribute key index (bloom filter).
-MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
-                 f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
 # In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
 LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
 _FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)

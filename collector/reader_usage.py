@@ -3,7 +3,9 @@ stats``, ``GET /v1/usage``) and per listed trace (the runs page).
 
 Usage comes from ``rewind_llm_calls`` without the shadows (one row per LLM call however many
 spans describe it, as the ``rewind_llm_steps`` view has it; see ``llm_steps.steps_by_trace``),
-summed per service and model in the query; a trace's cost from ``rewind_llm_costs``.
+summed per service and model: the ended hours of a period from their rollup
+(``rewind_usage_hours``, migration 10), its edges from the calls. A trace's cost comes from
+``rewind_llm_costs`` (cached input tokens at their own price).
 """
 
 from __future__ import annotations
@@ -17,20 +19,18 @@ from rewind.exporter import attributes as A
 
 from .filters import UsageFilters
 from .llm_steps import steps_by_trace
-from .reader import MADE_FROM_RUN, StoreRow, tenant_condition
-from .schema import LLM_COSTS, TRACES, span_attribute
+from .migrations import m010_usage_rollup as rollup
+from .reader import StoreRow, tenant_condition
+from .schema import (
+    LLM_COSTS,
+    MADE_FROM_RUN,
+    SINGLE_NODE,
+    TRACES,
+    USAGE_HOURS,
+    USAGE_TOUCHED,
+    span_attribute,
+)
 from .store import Store
-
-# How far before a period a fork's root span may start and still have calls in it.
-LINEAGE_SLACK = "INTERVAL 1 DAY"
-
-
-def not_made_from_run(since: str, until: str) -> str:
-    """A condition on rows with a ``TraceId`` between the SQL times ``since`` and ``until``:
-    their trace is no replay or fork. Stats count only original runs unless asked: a
-    replay's calls were answered from its source, a fork's first ones too."""
-    return (f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE Timestamp >= {since} - "
-            f"{LINEAGE_SLACK} AND Timestamp <= {until} AND {MADE_FROM_RUN})")
 
 
 def epoch_ns(moment: datetime | None, default: int) -> int:
@@ -49,47 +49,180 @@ class Usage:
     errors: int
     duration_ns: int
     unreported_calls: int = 0  # streamed calls whose usage the stream did not carry
+    cache_read_tokens: int = 0  # of the input tokens, read from the provider's cache
+    cache_creation_tokens: int = 0  # of the input tokens, written to it
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
+# Usage's counts in the order of rollup.SUMS, and as the rolled rows and the calls give them.
+_COUNTS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens",
+           "cache_creation_tokens", "errors", "duration_ns", "unreported_calls")
+_HOUR = 3600 * 10**9
+_PEER = rollup.PEER_MINUTES * 60 * 10**9
+_LINEAGE = rollup.LINEAGE_HOURS * _HOUR
+
+
 def usage(store: Store, filters: UsageFilters | None = None,
-          tenant: str | None = None) -> list[Usage]:
-    """Calls and tokens per service and model; only ``tenant``'s calls when one is given (the
-    call table has no tenant: its spans are picked from the span table, same period); replays
-    and forks only with ``include_replays``."""
+          tenant: str | None = None, rolled: bool = True) -> list[Usage]:
+    """Calls and tokens per service and model; only ``tenant``'s calls when one is given;
+    replays and forks only with ``include_replays``.
+
+    The hours of the period rolled up (``rewind_usage_hours``, migration 10) are read from
+    there, after rolling those that changed since; the rest (the period's first and last
+    hours, and the next ones when a rolled hour's peers would reach outside the period;
+    hours not ended or changed a moment ago) from the
+    calls, each compared with its trace's calls in the period as before the rollup. Not
+    ``rolled``: every call is read (what the rollup must equal)."""
     filters = filters or UsageFilters()
-    where = ["Timestamp >= fromUnixTimestamp64Nano({since:Int64})",
-             "Timestamp <= fromUnixTimestamp64Nano({until:Int64})"]
-    params: dict[str, Any] = {"since": epoch_ns(filters.since, 0),
-                              "until": epoch_ns(filters.until, 2**62)}
+    since, end = epoch_ns(filters.since, 0), epoch_ns(filters.until, 2**62) + 1
+    first = max(-(-(since + _PEER) // _HOUR) * _HOUR, 0)  # no hour before 1970
+    last = min((end - _PEER) // _HOUR * _HOUR, _store_hour(store))
+    totals: dict[tuple[str, str], list[int]] = {}
+    if rolled and first < last:
+        live = _roll_changed(store, first, last)
+        _add(totals, _rolled(store, filters, tenant, first, last, live))
+        counted = [(since, first), (last, end), *((h, h + _HOUR) for h in live)]
+    else:
+        counted = [(since, end)]
+    _add(totals, _calls(store, filters, tenant, since, end, counted))
+    return [Usage(service, model, **dict(zip(_COUNTS, counts, strict=True)))
+            for (service, model), counts in sorted(totals.items())]
+
+
+def _add(totals: dict[tuple[str, str], list[int]], rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        line = totals.setdefault((str(row["service"]), str(row["model"])), [0] * len(_COUNTS))
+        for n, name in enumerate(_COUNTS):
+            line[n] += int(row[name])
+
+
+def _store_hour(store: Store) -> int:
+    """The start of the hour before the store's current one: the last hour that may be
+    rolled ends before it (its peers' hour has ended)."""
+    now = store.query("SELECT toInt64(toUnixTimestamp(now())) AS now")[0]["now"]
+    return (int(now) * 10**9 // _HOUR - 1) * _HOUR
+
+
+def _ranges(spans: Sequence[tuple[int, int]], low: int, high: int, widen: int = 0,
+            before: int = 0) -> str:
+    """A condition on ``Timestamp``: in one of the periods [start, end) in nanoseconds,
+    each widened by ``widen`` (and ``before`` more before it), cut to [low, high)."""
+    merged: list[list[int]] = []
+    for start, stop in sorted((max(a - widen - before, low), min(b + widen, high))
+                              for a, b in spans):
+        if start >= stop:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    if not merged:
+        return "0"
+    return "(" + " OR ".join(f"(Timestamp >= fromUnixTimestamp64Nano(toInt64({a})) AND "
+                             f"Timestamp < fromUnixTimestamp64Nano(toInt64({b})))"
+                             for a, b in merged) + ")"
+
+
+def _hours_between(first: int, last: int) -> dict[str, Any]:
+    return {"first": first // 10**9, "last": last // 10**9}
+
+
+_IN_HOURS = "Hour >= toDateTime({first:UInt32}) AND Hour < toDateTime({last:UInt32})"
+
+
+def _changed(store: Store, first: int, last: int) -> list[int]:
+    """Hours in [first, last) (ns) not rolled since spans that change them arrived."""
+    rows = store.query(f"""
+SELECT toInt64(toUInt32(t.Hour)) * 1000000000 AS hour
+FROM (SELECT Hour, max(Touched) AS Touched FROM {USAGE_TOUCHED} WHERE {_IN_HOURS}
+      GROUP BY Hour) AS t
+LEFT JOIN (SELECT Hour, max(RolledAt) AS RolledAt FROM {USAGE_HOURS}
+           WHERE Lineage = {rollup.MARKER} AND {_IN_HOURS} GROUP BY Hour) AS r
+    ON t.Hour = r.Hour
+WHERE t.Touched + INTERVAL {rollup.SETTLE_SECONDS} SECOND > r.RolledAt
+ORDER BY hour
+""", _hours_between(first, last))
+    return [int(r["hour"]) for r in rows]
+
+
+def _roll_changed(store: Store, first: int, last: int) -> list[int]:
+    """Rolls the changed hours in [first, last); returns those still changed after (spans
+    arrived while it rolled, or a moment before)."""
+    changed = _changed(store, first, last)
+    if not changed:
+        return []
+    span = [(changed[0], changed[-1] + _HOUR)]  # one period: an OR of many is slow
+    listed = ", ".join(str(h // 10**9) for h in changed)
+    store.command(rollup.roll(
+        SINGLE_NODE,
+        peers=_ranges(span, 0, 2**63 - 1, _PEER),
+        lineage=_ranges(span, 0, 2**63 - 1, _PEER, _LINEAGE - _PEER),
+        counted=f"toUInt32({rollup.HOUR}) IN ({listed})",
+        hours=f"SELECT arrayJoin([{listed}]) AS h"))
+    return _changed(store, first, last)
+
+
+def _rolled(store: Store, filters: UsageFilters, tenant: str | None, first: int, last: int,
+            live: Sequence[int]) -> list[dict[str, Any]]:
+    """The sums of the rolled hours in [first, last) but ``live``, each hour's newest roll."""
+    params: dict[str, Any] = {**_hours_between(first, last),
+                              "live": [h // 10**9 for h in live]}
+    where = [_IN_HOURS, "toUInt32(Hour) NOT IN {live:Array(UInt32)}",
+             "Lineage = 0" if not filters.include_replays else f"Lineage != {rollup.MARKER}",
+             f"(Hour, RolledAt) IN (SELECT Hour, max(RolledAt) FROM {USAGE_HOURS} WHERE "
+             f"Lineage = {rollup.MARKER} AND {_IN_HOURS} GROUP BY Hour)"]
+    if tenant is not None:
+        where.append("Tenant = {tenant:String}")
+        params["tenant"] = tenant
+    if filters.service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = filters.service
+    sums = ", ".join(f"sum({column}) AS {name}" for column, name in zip(rollup.SUMS, _COUNTS,
+                                                                      strict=True))
+    return store.query(f"""
+SELECT ServiceName AS service, Model AS model, {sums}
+FROM {USAGE_HOURS}
+WHERE {' AND '.join(where)}
+GROUP BY service, model
+""", params)
+
+
+def _calls(store: Store, filters: UsageFilters, tenant: str | None, since: int, end: int,
+           counted: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The sums of the calls in the ``counted`` periods (ns) of [since, end), each compared
+    with the calls of its trace in the period around it (``PEER_MINUTES`` more each side)."""
+    peers = _ranges(counted, since, end, _PEER)
+    params: dict[str, Any] = {}
+    where = [peers]
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
-                     f"{' AND '.join(where[:2])} AND {tenant_condition(tenant, params)})")
+                     f"{peers} AND {tenant_condition(tenant, params)})")
     if not filters.include_replays:
-        where.append(not_made_from_run("fromUnixTimestamp64Nano({since:Int64})",
-                                       "fromUnixTimestamp64Nano({until:Int64})"))
+        lineage = _ranges(counted, since - _LINEAGE, end, _PEER, _LINEAGE)
+        where.append(f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE {lineage} AND "
+                     f"{MADE_FROM_RUN})")
     unreported = (f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
-                  f"{' AND '.join(where[:2])} AND {span_attribute(A.USAGE_REPORTED)} = 'false')")
+                  f"{peers} AND {span_attribute(A.USAGE_REPORTED)} = 'false')")
     facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
-             f"OutputTokens, StatusCode, Duration, {unreported})")
+             f"OutputTokens, StatusCode, Duration, {unreported}, CacheReadTokens, "
+             "CacheCreationTokens)")
     service_filter = ""
     if filters.service:
         service_filter = "WHERE service = {service:String}"
         params["service"] = filters.service
-    rows = store.query(
-        f"""
+    calls = steps_by_trace(" AND ".join(where), facts,
+                           counted=_ranges(counted, since, end))
+    return store.query(f"""
 SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
-       sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
+       sum(f.4) AS output_tokens, sum(f.8) AS cache_read_tokens,
+       sum(f.9) AS cache_creation_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
        sum(f.6) AS duration_ns, countIf(f.7) AS unreported_calls
-FROM ({steps_by_trace(' AND '.join(where), facts)})
+FROM ({calls})
 {service_filter}
 GROUP BY service, model
-ORDER BY service, model
 """, params)
-    return [Usage(**{k: (int(v) if k not in ("service", "model") else str(v))
-                     for k, v in row.items()}) for row in rows]
 
 
 @dataclass(frozen=True)

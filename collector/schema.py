@@ -23,6 +23,9 @@ MIGRATIONS_TABLE = "rewind_schema_migrations"
 MODEL_PRICES = "rewind_model_prices"
 LLM_COSTS = "rewind_llm_costs"
 TOOL_CALLS = "rewind_tool_calls"
+USAGE_HOURS = "rewind_usage_hours"  # LLM calls and tokens per hour (``rewind stats``)
+USAGE_TOUCHED = "rewind_usage_touched"  # when spans last arrived that change an hour's usage
+USAGE_TOUCHED_MV = "rewind_usage_touched_mv"
 SUITES = "rewind_suites"  # named sets of recorded runs (``rewind suite``)
 SUITE_RESULTS = "rewind_suite_results"  # what each run of a suite did, each time it ran
 
@@ -148,6 +151,9 @@ def span_attribute(name: str) -> str:
 IS_LLM_CALL = (f"{span_attribute(A.OPERATION)} IN "
                f"({', '.join(sql_string(op) for op in A.LLM_OPERATIONS)})")
 
+# A span of a run made from another: a replay or a fork.
+MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
+                 f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
 
 # A dated or "-latest" model name is priced as its family when it has no row of its own
 # (every trailing version is dropped: a proxy may append its own date to the upstream name).

@@ -16,6 +16,7 @@ from . import (
     m007_generation_aliases,
     m008_logs,
     m009_suites,
+    m010_usage_rollup,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -28,4 +29,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m007_generation_aliases.MIGRATION,
     m008_logs.MIGRATION,
     m009_suites.MIGRATION,
+    m010_usage_rollup.MIGRATION,
 )

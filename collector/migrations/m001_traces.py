@@ -112,7 +112,9 @@ CREATE TABLE IF NOT EXISTS {layout.local(LLM_CALLS)}{layout.on_cluster} (
     StatusCode LowCardinality(String),
     MatchKey String,
     FinishReasons String,
-    ScopeName LowCardinality(String) DEFAULT ''
+    ScopeName LowCardinality(String) DEFAULT '',
+    CacheReadTokens UInt64 DEFAULT 0,
+    CacheCreationTokens UInt64 DEFAULT 0
 ) ENGINE = {layout.engine("MergeTree", LLM_CALLS)}
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)
@@ -120,10 +122,15 @@ SETTINGS {layout.dedup}
 """
 
 
-def llm_calls_view(layout: Layout = SINGLE_NODE, with_scope: bool = False) -> str:
-    """``with_scope`` (migration 4): the scope too, which tells instrumentations apart."""
+def llm_calls_view(layout: Layout = SINGLE_NODE, with_scope: bool = False,
+                   with_cache: bool = False) -> str:
+    """``with_scope`` (migration 4): the scope too, which tells instrumentations apart;
+    ``with_cache`` (migration 10): the input tokens read from and written to the cache."""
     a = span_attribute
     scope = ",\n    ScopeName" if with_scope else ""
+    if with_cache:
+        scope += (f",\n    toUInt64OrZero({a(A.CACHE_READ_TOKENS)}) AS CacheReadTokens,"
+                  f"\n    toUInt64OrZero({a(A.CACHE_CREATION_TOKENS)}) AS CacheCreationTokens")
     return f"""
 CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(LLM_CALLS_MV)}{layout.on_cluster}
 TO {layout.local(LLM_CALLS)}

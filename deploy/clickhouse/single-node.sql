@@ -85,7 +85,9 @@ CREATE TABLE IF NOT EXISTS rewind_llm_calls (
     StatusCode LowCardinality(String),
     MatchKey String,
     FinishReasons String,
-    ScopeName LowCardinality(String) DEFAULT ''
+    ScopeName LowCardinality(String) DEFAULT '',
+    CacheReadTokens UInt64 DEFAULT 0,
+    CacheCreationTokens UInt64 DEFAULT 0
 ) ENGINE = MergeTree()
 PARTITION BY toDate(Timestamp)
 ORDER BY (ServiceName, RequestModel, Timestamp, TraceId)
@@ -116,7 +118,9 @@ CREATE TABLE IF NOT EXISTS rewind_model_prices (
     Model String,
     InputUsdPerMTok Float64,
     OutputUsdPerMTok Float64,
-    UpdatedAt DateTime DEFAULT now()
+    UpdatedAt DateTime DEFAULT now(),
+    CacheReadUsdPerMTok Float64 DEFAULT -1,
+    CacheCreationUsdPerMTok Float64 DEFAULT -1
 ) ENGINE = ReplacingMergeTree(UpdatedAt)
 ORDER BY Model;
 
@@ -389,3 +393,188 @@ CREATE TABLE IF NOT EXISTS rewind_suite_results (
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (9, 'rewind_suites, rewind_suite_results: regression suites');
+
+ALTER TABLE rewind_llm_calls ADD COLUMN IF NOT EXISTS CacheReadTokens UInt64 DEFAULT 0, ADD COLUMN IF NOT EXISTS CacheCreationTokens UInt64 DEFAULT 0;
+
+DROP VIEW IF EXISTS rewind_llm_calls_mv;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_llm_calls_mv
+TO rewind_llm_calls
+AS SELECT
+    Timestamp, TraceId, SpanId, ServiceName,
+    toInt64OrDefault(SpanAttributes['rewind.step'], toInt64(-1)) AS Step,
+    SpanAttributes['gen_ai.operation.name'] AS Operation,
+    if(SpanAttributes['gen_ai.provider.name'] != '', SpanAttributes['gen_ai.provider.name'],
+       SpanAttributes['gen_ai.system']) AS Provider,
+    SpanAttributes['gen_ai.request.model'] AS RequestModel,
+    SpanAttributes['gen_ai.response.model'] AS ResponseModel,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.input_tokens']) AS InputTokens,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.output_tokens']) AS OutputTokens,
+    Duration, StatusCode,
+    SpanAttributes['rewind.match_key'] AS MatchKey,
+    SpanAttributes['gen_ai.response.finish_reasons'] AS FinishReasons,
+    ScopeName,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.cache_read.input_tokens']) AS CacheReadTokens,
+    toUInt64OrZero(SpanAttributes['gen_ai.usage.cache_creation.input_tokens']) AS CacheCreationTokens
+FROM otel_traces
+WHERE SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses');
+
+CREATE OR REPLACE VIEW rewind_llm_steps AS
+SELECT f.1 AS Timestamp, f.2 AS TraceId, f.3 AS SpanId, f.4 AS ServiceName, f.5 AS Step, f.6 AS Operation, f.7 AS Provider, f.8 AS RequestModel, f.9 AS ResponseModel, f.10 AS InputTokens, f.11 AS OutputTokens, f.12 AS Duration, f.13 AS StatusCode, f.14 AS MatchKey, f.15 AS FinishReasons, f.16 AS ScopeName, f.17 AS CacheReadTokens, f.18 AS CacheCreationTokens
+FROM (SELECT (Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName, CacheReadTokens, CacheCreationTokens) AS f FROM rewind_llm_calls WHERE (1) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
+        AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
+        AND p.2 <= c.3 AND c.2 <= p.3
+        AND NOT (p.6 AND c.6)
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - c.6, c.2, c.2 - c.3, c.1)), peers), facts, mine)) AS f FROM (
+    SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0) AS mine,
+           groupArrayIf((Timestamp, TraceId, SpanId, ServiceName, Step, Operation, Provider, RequestModel, ResponseModel, InputTokens, OutputTokens, Duration, StatusCode, MatchKey, FinishReasons, ScopeName, CacheReadTokens, CacheCreationTokens), Step < 0) AS facts
+    FROM rewind_llm_calls WHERE 1
+    GROUP BY TraceId));
+
+ALTER TABLE rewind_model_prices ADD COLUMN IF NOT EXISTS CacheReadUsdPerMTok Float64 DEFAULT -1, ADD COLUMN IF NOT EXISTS CacheCreationUsdPerMTok Float64 DEFAULT -1;
+
+INSERT INTO rewind_model_prices (Model, InputUsdPerMTok, OutputUsdPerMTok,
+    CacheReadUsdPerMTok, CacheCreationUsdPerMTok, UpdatedAt)
+VALUES
+    ('claude-3-5-haiku', 0.80, 4.00, 0.0800, 1.0000, '2025-01-01 00:00:01'),
+    ('claude-3-5-sonnet', 3.00, 15.00, 0.3000, 3.7500, '2025-01-01 00:00:01'),
+    ('claude-3-7-sonnet', 3.00, 15.00, 0.3000, 3.7500, '2025-01-01 00:00:01'),
+    ('claude-haiku-4-5', 1.00, 5.00, 0.1000, 1.2500, '2025-01-01 00:00:01'),
+    ('claude-opus-4', 15.00, 75.00, 1.5000, 18.7500, '2025-01-01 00:00:01'),
+    ('claude-opus-4-1', 15.00, 75.00, 1.5000, 18.7500, '2025-01-01 00:00:01'),
+    ('claude-sonnet-4', 3.00, 15.00, 0.3000, 3.7500, '2025-01-01 00:00:01'),
+    ('claude-sonnet-4-5', 3.00, 15.00, 0.3000, 3.7500, '2025-01-01 00:00:01'),
+    ('gemini-2.0-flash', 0.10, 0.40, -1, -1, '2025-01-01 00:00:01'),
+    ('gemini-2.5-flash', 0.30, 2.50, -1, -1, '2025-01-01 00:00:01'),
+    ('gemini-2.5-pro', 1.25, 10.00, -1, -1, '2025-01-01 00:00:01'),
+    ('gpt-4.1', 2.00, 8.00, 0.5000, -1, '2025-01-01 00:00:01'),
+    ('gpt-4.1-mini', 0.40, 1.60, 0.1000, -1, '2025-01-01 00:00:01'),
+    ('gpt-4.1-nano', 0.10, 0.40, 0.0250, -1, '2025-01-01 00:00:01'),
+    ('gpt-4o', 2.50, 10.00, 1.2500, -1, '2025-01-01 00:00:01'),
+    ('gpt-4o-mini', 0.15, 0.60, 0.0750, -1, '2025-01-01 00:00:01'),
+    ('gpt-5', 1.25, 10.00, 0.1250, -1, '2025-01-01 00:00:01'),
+    ('gpt-5-mini', 0.25, 2.00, 0.0250, -1, '2025-01-01 00:00:01'),
+    ('gpt-5-nano', 0.05, 0.40, 0.0050, -1, '2025-01-01 00:00:01'),
+    ('o1', 15.00, 60.00, 7.5000, -1, '2025-01-01 00:00:01'),
+    ('o3', 2.00, 8.00, 0.5000, -1, '2025-01-01 00:00:01'),
+    ('o3-mini', 1.10, 4.40, 0.5500, -1, '2025-01-01 00:00:01'),
+    ('o4-mini', 1.10, 4.40, 0.2750, -1, '2025-01-01 00:00:01'),
+    ('text-embedding-3-large', 0.13, 0.00, -1, -1, '2025-01-01 00:00:01'),
+    ('text-embedding-3-small', 0.02, 0.00, -1, -1, '2025-01-01 00:00:01');
+
+DROP VIEW IF EXISTS rewind_llm_costs;
+
+CREATE VIEW IF NOT EXISTS rewind_llm_costs AS
+SELECT
+    c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId,
+    c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation,
+    c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel,
+    c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration,
+    c.StatusCode AS StatusCode,
+    c.CacheReadTokens AS CacheReadTokens,
+    c.CacheCreationTokens AS CacheCreationTokens,
+    if(exact.Model != '', exact.Model, family.Model) AS PricedAs,
+    (greatest(toInt64(c.InputTokens) - c.CacheReadTokens - c.CacheCreationTokens, 0) * if(exact.Model != '', exact.InputUsdPerMTok, family.InputUsdPerMTok)
+     + c.CacheReadTokens * if(if(exact.Model != '', exact.CacheReadUsdPerMTok, family.CacheReadUsdPerMTok) < 0, if(exact.Model != '', exact.InputUsdPerMTok, family.InputUsdPerMTok), if(exact.Model != '', exact.CacheReadUsdPerMTok, family.CacheReadUsdPerMTok))
+     + c.CacheCreationTokens * if(if(exact.Model != '', exact.CacheCreationUsdPerMTok, family.CacheCreationUsdPerMTok) < 0, if(exact.Model != '', exact.InputUsdPerMTok, family.InputUsdPerMTok), if(exact.Model != '', exact.CacheCreationUsdPerMTok, family.CacheCreationUsdPerMTok))
+     + c.OutputTokens * if(exact.Model != '', exact.OutputUsdPerMTok, family.OutputUsdPerMTok)) / 1e6 AS CostUsd
+FROM rewind_llm_steps AS c
+LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok, argMax(CacheReadUsdPerMTok, UpdatedAt) AS CacheReadUsdPerMTok, argMax(CacheCreationUsdPerMTok, UpdatedAt) AS CacheCreationUsdPerMTok FROM rewind_model_prices GROUP BY Model) AS exact ON exact.Model = if(c.ResponseModel != '', c.ResponseModel, c.RequestModel)
+LEFT JOIN (SELECT Model, argMax(InputUsdPerMTok, UpdatedAt) AS InputUsdPerMTok, argMax(OutputUsdPerMTok, UpdatedAt) AS OutputUsdPerMTok, argMax(CacheReadUsdPerMTok, UpdatedAt) AS CacheReadUsdPerMTok, argMax(CacheCreationUsdPerMTok, UpdatedAt) AS CacheCreationUsdPerMTok FROM rewind_model_prices GROUP BY Model) AS family
+    ON family.Model = replaceRegexpOne(if(c.ResponseModel != '', c.ResponseModel, c.RequestModel), '(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$', '');
+
+CREATE TABLE IF NOT EXISTS rewind_usage_hours (
+    Hour DateTime('UTC'),
+    Lineage UInt8,
+    Tenant LowCardinality(String),
+    ServiceName LowCardinality(String),
+    Model LowCardinality(String),
+    Calls UInt64,
+    InputTokens UInt64,
+    OutputTokens UInt64,
+    CacheReadTokens UInt64,
+    CacheCreationTokens UInt64,
+    Errors UInt64,
+    DurationNs UInt64,
+    Unreported UInt64,
+    RolledAt DateTime64(9)
+) ENGINE = ReplacingMergeTree(RolledAt)
+PARTITION BY toYYYYMM(Hour)
+ORDER BY (Hour, Lineage, Tenant, ServiceName, Model);
+
+CREATE TABLE IF NOT EXISTS rewind_usage_touched (
+    Hour DateTime('UTC'),
+    Touched DateTime64(9)
+) ENGINE = ReplacingMergeTree(Touched)
+ORDER BY Hour;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_usage_touched_mv
+TO rewind_usage_touched
+AS SELECT toStartOfHour(Timestamp, 'UTC') + toIntervalHour(arrayJoin(range(-1, if((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')), 25, 2)))) AS Hour, max(now64(9)) AS Touched
+FROM otel_traces
+WHERE SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content', 'embeddings', 'responses') OR (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id'))
+GROUP BY Hour;
+
+INSERT INTO rewind_usage_touched (Hour, Touched)
+SELECT toStartOfHour(Timestamp, 'UTC') + toIntervalHour(arrayJoin(range(-1, 2))) AS Hour,
+    now64(9) AS Touched
+FROM rewind_llm_calls WHERE NOT (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now())
+GROUP BY Hour;
+
+INSERT INTO rewind_usage_hours (Hour, Lineage, Tenant, ServiceName, Model, Calls, InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens, Errors, DurationNs, Unreported, RolledAt)
+SELECT Hour, Lineage, Tenant, ServiceName, Model, sum(Calls) AS Calls, sum(InputTokens) AS InputTokens, sum(OutputTokens) AS OutputTokens, sum(CacheReadTokens) AS CacheReadTokens, sum(CacheCreationTokens) AS CacheCreationTokens, sum(Errors) AS Errors, sum(DurationNs) AS DurationNs, sum(Unreported) AS Unreported, now64(9) AS RolledAt
+FROM (
+    SELECT toDateTime(f.1, 'UTC') AS Hour, toUInt8(f.5) AS Lineage, toString(f.2) AS Tenant,
+        toString(f.3) AS ServiceName, toString(f.4) AS Model, toUInt64(1) AS Calls, toUInt64(f.6) AS InputTokens, toUInt64(f.7) AS OutputTokens, toUInt64(f.8) AS CacheReadTokens, toUInt64(f.9) AS CacheCreationTokens, toUInt64(f.10) AS Errors, toUInt64(f.11) AS DurationNs, toUInt64(f.12) AS Unreported
+    FROM (SELECT (toStartOfHour(Timestamp, 'UTC'), Tenant, ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), Lineage, InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens, StatusCode = 'STATUS_CODE_ERROR', Duration, Unreported) AS f FROM (SELECT c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId, c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation, c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel, c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration, c.StatusCode AS StatusCode, c.MatchKey AS MatchKey, c.FinishReasons AS FinishReasons, c.ScopeName AS ScopeName, c.CacheReadTokens AS CacheReadTokens, c.CacheCreationTokens AS CacheCreationTokens, s.Tenant AS Tenant,
+    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM otel_traces WHERE (1)
+        AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
+    toUInt8(c.TraceId IN (SELECT TraceId FROM otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id'))))
+        AS Lineage
+FROM rewind_llm_calls AS c
+ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes['rewind.tenant'] AS Tenant
+    FROM otel_traces WHERE (1)
+        AND (TraceId, SpanId) IN (SELECT TraceId, SpanId FROM rewind_llm_calls WHERE 1)) AS s
+    ON c.TraceId = s.TraceId AND c.SpanId = s.SpanId
+WHERE 1) WHERE (1) AND (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now()) AND Step >= 0
+UNION ALL
+SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
+        AND (p.7 != c.7 OR p.7 = '' OR c.7 = '')
+        AND (p.4 = c.4 OR p.4 = '' OR c.4 = ''
+             OR (p.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion') AND c.4 IN ('chat', 'text_completion', 'generate_content', 'responses', 'completion')))
+        AND (p.5 = '' OR c.5 = '' OR startsWith(replaceRegexpOne(p.5, '^.*/', ''), replaceRegexpOne(c.5, '^.*/', ''))
+             OR startsWith(replaceRegexpOne(c.5, '^.*/', ''), replaceRegexpOne(p.5, '^.*/', '')))
+        AND p.2 <= c.3 AND c.2 <= p.3
+        AND NOT (p.6 AND c.6)
+        AND (1 - p.6, p.2, p.2 - p.3, p.1)
+            < (1 - c.6, c.2, c.2 - c.3, c.1)), peers), facts, mine)) AS f FROM (
+    SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0 AND (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now())) AS mine,
+           groupArrayIf((toStartOfHour(Timestamp, 'UTC'), Tenant, ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), Lineage, InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens, StatusCode = 'STATUS_CODE_ERROR', Duration, Unreported), Step < 0 AND (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now())) AS facts
+    FROM (SELECT c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId, c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation, c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel, c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration, c.StatusCode AS StatusCode, c.MatchKey AS MatchKey, c.FinishReasons AS FinishReasons, c.ScopeName AS ScopeName, c.CacheReadTokens AS CacheReadTokens, c.CacheCreationTokens AS CacheCreationTokens, s.Tenant AS Tenant,
+    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM otel_traces WHERE (1)
+        AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
+    toUInt8(c.TraceId IN (SELECT TraceId FROM otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id'))))
+        AS Lineage
+FROM rewind_llm_calls AS c
+ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes['rewind.tenant'] AS Tenant
+    FROM otel_traces WHERE (1)
+        AND (TraceId, SpanId) IN (SELECT TraceId, SpanId FROM rewind_llm_calls WHERE 1)) AS s
+    ON c.TraceId = s.TraceId AND c.SpanId = s.SpanId
+WHERE 1) WHERE 1
+    GROUP BY TraceId, Tenant))
+    UNION ALL
+    SELECT toDateTime(h, 'UTC') AS Hour, toUInt8(2) AS Lineage, '' AS Tenant,
+        '' AS ServiceName, '' AS Model, toUInt64(0) AS Calls, toUInt64(0) AS InputTokens, toUInt64(0) AS OutputTokens, toUInt64(0) AS CacheReadTokens, toUInt64(0) AS CacheCreationTokens, toUInt64(0) AS Errors, toUInt64(0) AS DurationNs, toUInt64(0) AS Unreported
+    FROM (SELECT DISTINCT toStartOfHour(Timestamp, 'UTC') AS h FROM rewind_llm_calls WHERE toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now()))
+GROUP BY Hour, Lineage, Tenant, ServiceName, Model
+SETTINGS max_bytes_before_external_group_by = 1000000000;
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (10, 'rewind_usage_hours: usage rolled up per hour; cached tokens priced');

@@ -135,7 +135,8 @@ def summarise(usage: Iterable[Usage], prices: PriceTable, by: str = "both") -> S
     total = StatsLine(("total",))
     unpriced: set[str] = set()
     for item in usage:
-        cost = prices.cost(item.model, item.input_tokens, item.output_tokens)
+        cost = prices.cost(item.model, item.input_tokens, item.output_tokens,
+                           item.cache_read_tokens, item.cache_creation_tokens)
         if cost is None:
             unpriced.add(item.model or "(no model)")
         key = tuple(getattr(item, f) for f in fields)
