@@ -17,12 +17,14 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from rewind.exporter.errors import RewindError
+
 FORMAT = "ArrowStream"
 _WRAPPED = re.compile(r"^(\w+)\((.*)\)$")
 _SCALARS = {"UInt8": pa.uint8(), "UInt64": pa.uint64(), "DateTime64(9)": pa.timestamp("ns")}
 
 
-class ArrowBlockError(ValueError):
+class ArrowBlockError(RewindError):
     """A column's values do not fit its type; the message names the column."""
 
 
