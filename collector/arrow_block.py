@@ -2,8 +2,8 @@
 
 The conversion workers hand the store one block per spool segment. Building it with pyarrow
 (compiled: it reads the rows' strings and dicts in place, one column at a time) costs the
-workers less than clickhouse-connect's Native encoder (which builds the key dictionaries and
-map columns with Python loops), and the engine parses Arrow for about what it spends on
+workers less than clickhouse-connect's Native encoder (which builds the low-cardinality
+dictionaries in Python), and the engine parses Arrow for about what it spends on
 Native. The Arrow types follow the table's ClickHouse types, so a value the table cannot hold
 (a time past 2262, say) fails here, named by column.
 """
