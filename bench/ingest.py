@@ -18,9 +18,8 @@ the median of the rounds' ratios: on a shared machine the engine's own speed dri
 within minutes, and a ratio of two measurements taken seconds apart cancels that drift where
 a ratio of each side's best round would not. Before each measurement the disk is synced, so
 neither side pays for writing back the other's data. CPU per span is printed for the collector's
-receiving process (and, of it, the engine's threads: the insert), its conversion workers (which
-build Arrow blocks the engine parses), the sender and the direct inserts: on a machine with
-few cores CPU, not waiting, bounds the ratio.
+receiving process (and, of it, the engine's threads: the insert), its conversion workers, the
+sender and the direct inserts: on a machine with few cores CPU, not waiting, bounds the ratio.
 
     python -P bench/ingest.py [--spans 16000] [--rounds 5] [--protocol grpc|http] [--senders 4]
 
@@ -406,7 +405,7 @@ def main() -> None:
         files = native_files(tmp, rows, batch)
         encoded = sum(path.stat().st_size for path, _ in files)
         print(f"  {len(files)} Native batches of {encoded / 1e6:,.0f} MB in all, encoded before "
-              "the clock starts (the conversion workers leave Arrow)")
+              "the clock starts (as the conversion workers leave them)")
         # The collector warms its insert path before it announces ready; untimed direct
         # rounds warm this process's engine and heap, so the first timed one does not pay.
         direct_round(tmp, rows, batch, -1)

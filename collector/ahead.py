@@ -1,4 +1,4 @@
-"""Sealed spool segments -> Arrow blocks, converted ahead of their insert.
+"""Sealed spool segments -> Native blocks, converted ahead of their insert.
 
 The writer inserts one segment at a time; converting the next ones meanwhile (in the
 converter's worker processes) keeps the store busy. At most ``ahead_bytes`` of segments are

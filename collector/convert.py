@@ -1,7 +1,6 @@
-"""Spool segment -> one insert block for ``otel_traces`` (or ``otel_logs``): an Arrow stream the
-store parses itself (``arrow_block``).
+"""Spool segment -> one Native-format insert block for ``otel_traces`` (or ``otel_logs``).
 
-Turning OTLP into rows and rows into a block is the CPU-heavy half of ingest.
+Turning OTLP into rows and rows into ClickHouse's Native format is the CPU-heavy half of ingest.
 Done on the receiving process it competes for one GIL with the receivers; ``Converter`` runs it
 in worker processes that read the sealed segment file themselves and write the block to a
 file next to it, so the receiving process passes and gets back only paths. With no workers
@@ -10,7 +9,6 @@ file next to it, so the receiving process passes and gets back only paths. With 
 
 from __future__ import annotations
 
-import io
 import logging
 import multiprocessing
 import os
@@ -26,10 +24,9 @@ from typing import Any, BinaryIO
 
 from rewind.exporter.errors import RewindError
 
-from .arrow_block import ArrowBlockError, write_arrow
-from .arrow_block import warm as warm_arrow
 from .segments import Record, scan_segment, set_aside_record
 from .signals import SIGNALS, TRACE_SIGNAL, Signal
+from .writer import warm_insert_path
 
 log = logging.getLogger("rewind.collector.convert")
 
@@ -38,13 +35,13 @@ class ConversionError(RewindError):
     """Rows could not be encoded (a single bad record is set aside, not raised)."""
 
 
-BLOCK_SUFFIX = ".arrow"  # the store tells the format by it (``store.FILE_FORMATS``)
+BLOCK_SUFFIX = ".native"
 PARTIAL_SUFFIX = ".partial"
 
 
 @dataclass
 class Block:
-    """What one segment becomes: a block file next to it for one insert (None when no span
+    """What one segment becomes: a Native file next to it for one insert (None when no span
     survived), and what was lost on the way (spans by reason; the records themselves are kept
     in ``dead/``)."""
 
@@ -80,8 +77,7 @@ def _column_types(signal: str = TRACE_SIGNAL.name) -> tuple[Any, ...]:
 def write_native(rows: list[list[Any]], target: BinaryIO, signal: Signal = TRACE_SIGNAL) -> None:
     """Rows in the signal's column order (``TRACE_COLUMNS``) -> the body of ``INSERT ...
     FORMAT Native``, written as the encoder produces it (a block is tens of megabytes: joining
-    or slicing it would copy). The collector's blocks are Arrow (``encode_block``); this is the
-    benchmark's limit, the engine's own format."""
+    or slicing it would copy)."""
     from clickhouse_connect.driver.insert import InsertContext
     from clickhouse_connect.driver.transform import NativeTransform
 
@@ -103,17 +99,16 @@ def write_native(rows: list[list[Any]], target: BinaryIO, signal: Signal = TRACE
         raise ConversionError(f"cannot encode {len(rows)} spans: {error}") from error
 
 
-def encode_block(rows: list[list[Any]], target: BinaryIO, signal: Signal = TRACE_SIGNAL) -> None:
-    """Rows in the signal's column order -> the block the collector inserts (an Arrow stream)."""
-    try:
-        write_arrow(rows, target, signal.columns, signal.column_types)
-    except ArrowBlockError as error:
-        raise ConversionError(f"cannot encode {len(rows)} spans: {error}") from error
+class _Discard:
+    """A sink for a trial encoding: only whether it fails matters."""
+
+    def write(self, data: object) -> None:
+        pass
 
 
 def _encodable(rows: list[list[Any]], signal: Signal) -> str | None:
     try:
-        encode_block(rows, io.BytesIO(), signal)
+        write_native(rows, _Discard(), signal)  # type: ignore[arg-type]
         return None
     except ConversionError as error:
         return str(error.__cause__ or error)
@@ -174,7 +169,7 @@ def _write_block(rows: list[list[Any]], target: Path, signal: Signal) -> None:
     partial = Path(name)
     try:
         with open(fd, "wb") as out:
-            encode_block(rows, out, signal)
+            write_native(rows, out, signal)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -191,8 +186,8 @@ def _watch_parent(parent: int) -> None:
 def _worker_init(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the collector to handle
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    for each in SIGNALS.values():  # sets pyarrow up now, not on the first batch
-        warm_arrow(each.columns, each.column_types)
+    _column_types()
+    warm_insert_path()
 
 
 def _ready() -> int:

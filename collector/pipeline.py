@@ -3,7 +3,7 @@
 ``accept`` is called by both receivers on their worker threads. It decodes and screens the
 request, appends it to the spool and returns once the record is fsync'd (concurrent requests
 share one fsync). A single writer thread seals the open segment when it is big or old enough,
-has the converter turn each sealed segment into an Arrow block (in worker processes, a few
+has the converter turn each sealed segment into a Native block (in worker processes, a few
 segments ahead of the insert: ``ahead.py``) and inserts it with the segment's own
 deduplication token, retrying while the store is away.
 """

@@ -87,7 +87,7 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 # Columns of otel_traces the writer fills, in row order, with their types (the converter
-# builds its Arrow blocks with them; a test holds them equal to the migrated table).
+# encodes Native blocks with them; a test holds them equal to the migrated table).
 TRACE_COLUMNS_TYPED = (
     ("Timestamp", "DateTime64(9)"),
     ("TraceId", "String"),

@@ -119,8 +119,7 @@ class Spool:
 
     def _recover(self) -> None:
         clean = (self.dir / CLEAN_STOP).exists()
-        for derived in (*self.dir.glob("seg-*.arrow"), *self.dir.glob("seg-*.native"),
-                        *self.dir.glob("seg-*.partial")):
+        for derived in (*self.dir.glob("seg-*.native"), *self.dir.glob("seg-*.partial")):
             derived.unlink()  # converted blocks of a previous run: made again when needed
         found = []
         for path in self.dir.glob("seg-*.wal"):

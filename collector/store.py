@@ -23,8 +23,6 @@ from .server_settings import store_url
 # 2262-04-11).
 MAX_TIME_NS = 2**63 - 1
 DEFAULT_DIR = ".rewind/store"
-# Files of insert blocks, by suffix: the collector's (Arrow) and the engine's own (Native).
-FILE_FORMATS = {".arrow": "ArrowStream", ".native": "Native"}
 
 
 class StoreError(RewindError):
@@ -140,11 +138,11 @@ class Store:
                 table, rows, column_names=list(columns), settings=settings or None
             )
 
-    def insert_file(self, table: str, columns: Sequence[str], path: Path,
-                    dedup_token: str | None = None, extra: dict[str, Any] | None = None) -> None:
-        """Inserts a file of blocks in the format its suffix names (``FILE_FORMATS``; see
-        ``convert``): the embedded engine reads it itself; a server gets it streamed."""
-        fmt = FILE_FORMATS[path.suffix]
+    def insert_native_file(self, table: str, columns: Sequence[str], path: Path,
+                           dedup_token: str | None = None,
+                           extra: dict[str, Any] | None = None) -> None:
+        """Inserts a file holding Native-format blocks (see ``convert``): the embedded engine
+        reads it itself; a server gets it streamed."""
         settings = dict(extra or {})
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
@@ -157,11 +155,11 @@ class Store:
                                    for key, value in settings.items())
                 self._client.command(
                     f"INSERT INTO {table} ({cols}) FROM INFILE {sql_string(str(path))}"
-                    f"{' SETTINGS ' + clause if clause else ''} FORMAT {fmt}")
+                    f"{' SETTINGS ' + clause if clause else ''} FORMAT Native")
                 return
             with open(path, "rb") as block:
                 self._client.raw_insert(table, list(columns), insert_block=block,
-                                        fmt=fmt, settings=settings or None)
+                                        fmt="Native", settings=settings or None)
 
     def close(self) -> None:
         """Idempotent: a store handed to several owners may be closed by each."""

@@ -147,10 +147,10 @@ class StoreLink:
 
     def write_block(self, path: Path, spans: int, token: str,
                     table: tuple[str, tuple[str, ...]] = (TRACES, TRACE_COLUMNS)) -> None:
-        """Inserts a block file of ``spans`` rows (from ``convert``: Arrow, or Native) under
-        ``token`` into ``table`` (its name and columns)."""
-        self._insert(lambda store: store.insert_file(*table, path, token, _DEDUP_SETTINGS),
-                     spans)
+        """Inserts a Native file of ``spans`` rows (from ``convert``) under ``token`` into
+        ``table`` (its name and columns)."""
+        self._insert(lambda store: store.insert_native_file(*table, path, token,
+                                                            _DEDUP_SETTINGS), spans)
 
     def _insert(self, insert: Callable[[Store], object], spans: int) -> None:
         with self._lock:
