@@ -18,8 +18,8 @@ the median of the rounds' ratios: on a shared machine the engine's own speed dri
 within minutes, and a ratio of two measurements taken seconds apart cancels that drift where
 a ratio of each side's best round would not. Before each measurement the disk is synced, so
 neither side pays for writing back the other's data. CPU per span is printed for the collector's
-receiving process, its conversion workers, the sender and the direct inserts: on a machine
-with few cores CPU, not waiting, bounds the ratio.
+receiving process (and, of it, the engine's threads: the insert), its conversion workers, the
+sender and the direct inserts: on a machine with few cores CPU, not waiting, bounds the ratio.
 
     python -P bench/ingest.py [--spans 16000] [--rounds 5] [--protocol grpc|http] [--senders 4]
 
@@ -219,27 +219,59 @@ def queued(http_url: str) -> int:
     return httpx.get(http_url + "/ready", timeout=10).json()["queued_spans"]
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """CPU time of a process and of its live children (conversion workers), from /proc;
-    zeros where there is no /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
+# Threads of the receiving process that run Python or gRPC; the engine names its own threads
+# (and the writer thread's, once it has run an insert there), so every other thread's CPU is
+# the store's insert, with the merges and other background work it causes.
+_NOT_ENGINE = ("python", "event_engine", "grpc_global_tim")
 
-    def stat(p: int | str) -> list[str]:
-        return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
 
-    def used(p: int | str) -> float:
-        try:
-            fields = stat(p)
-            return (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError):
-            return 0.0  # gone meanwhile
+def _stat(path: str) -> list[str]:
+    return Path(path).read_text().rsplit(")", 1)[1].split()
 
+
+def _ticks(path: str) -> int:
     try:
-        children = [int(p) for p in os.listdir("/proc")
-                    if p.isdigit() and int(stat(p)[1]) == pid]
+        fields = _stat(path)
+        return int(fields[11]) + int(fields[12])
     except (OSError, IndexError):
-        return 0.0, 0.0
-    return used(pid), sum(used(p) for p in children)
+        return 0  # gone meanwhile
+
+
+@dataclass
+class CpuSnapshot:
+    """CPU seconds of the receiving process (per thread) and of its conversion workers."""
+
+    threads: dict[int, tuple[str, float]]
+    workers: float
+
+    def since(self, before: CpuSnapshot) -> tuple[float, float, float]:
+        """(receiving process, of which the engine's threads, conversion workers)."""
+        total = engine = 0.0
+        for tid, (name, used) in self.threads.items():
+            spent = used - before.threads.get(tid, (name, 0.0))[1]
+            total += spent
+            if name not in _NOT_ENGINE:
+                engine += spent
+        return total, engine, self.workers - before.workers
+
+
+def cpu_seconds(pid: int) -> CpuSnapshot:
+    """CPU time of a process's threads and of its live children (conversion workers), from
+    /proc; empty where there is no /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    threads: dict[int, tuple[str, float]] = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            except OSError:
+                continue
+            threads[int(tid)] = (name, _ticks(f"/proc/{pid}/task/{tid}/stat") / tick)
+        children = [int(p) for p in os.listdir("/proc")
+                    if p.isdigit() and _stat(f"/proc/{p}/stat")[1] == str(pid)]
+    except (OSError, IndexError):
+        return CpuSnapshot(threads, 0.0)
+    return CpuSnapshot(threads, sum(_ticks(f"/proc/{p}/stat") for p in children) / tick)
 
 
 @dataclass
@@ -250,6 +282,7 @@ class Measure:
     cpu: float
     workers_cpu: float = 0.0
     sender_cpu: float = 0.0
+    insert_cpu: float = 0.0  # the part of ``cpu`` spent by the engine's threads
 
 
 def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int,
@@ -263,7 +296,7 @@ def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int
         assert sender.stdin is not None and sender.stdout is not None
         if sender.stdout.readline().strip() != "ready":
             raise SystemExit("sender did not start")
-        started, (main_cpu, workers_cpu) = time.perf_counter(), cpu_seconds(collector.pid)
+        started, before = time.perf_counter(), cpu_seconds(collector.pid)
         sender.stdin.write("go\n")
         sender.stdin.flush()
         report = sender.stdout.read()
@@ -272,13 +305,13 @@ def through_collector(store_url: str, tmp: Path, requests_file: Path, spans: int
         while queued(http_url):  # every request was acknowledged: wait for the inserts
             time.sleep(0.05)
         elapsed = time.perf_counter() - started
-        main_after, workers_after = cpu_seconds(collector.pid)
+        main, engine, workers = cpu_seconds(collector.pid).since(before)
     finally:
         collector.send_signal(signal.SIGTERM)
         collector.wait(60)
     sender_cpu = float(report.split()[-1])
-    return Measure(spans / elapsed, (main_after - main_cpu) / spans,
-                   (workers_after - workers_cpu) / spans, sender_cpu / spans)
+    return Measure(spans / elapsed, main / spans, workers / spans, sender_cpu / spans,
+                   engine / spans)
 
 
 def direct_insert(store: Store, rows: list[list], batch: int, round_no: int) -> Measure:
@@ -396,7 +429,8 @@ def main() -> None:
                   f"Native batches {n.rate:,.0f} spans/s (ratio {c.rate / n.rate:.2f}), insert "
                   f"from Python {p.rate:,.0f} spans/s (ratio {c.rate / p.rate:.2f}); CPU per "
                   f"span: collector {(c.cpu + c.workers_cpu) * 1e6:,.0f} us (receiving process "
-                  f"{c.cpu * 1e6:,.0f}, conversion workers {c.workers_cpu * 1e6:,.0f}), sender "
+                  f"{c.cpu * 1e6:,.0f}, of which the insert {c.insert_cpu * 1e6:,.0f}; conversion "
+                  f"workers {c.workers_cpu * 1e6:,.0f}), sender "
                   f"{c.sender_cpu * 1e6:,.0f} us, Native insert {n.cpu * 1e6:,.0f} us, "
                   f"insert from Python {p.cpu * 1e6:,.0f} us")
     ratios = [c.rate / n.rate for c, n in zip(collector, native, strict=True)]
@@ -419,9 +453,14 @@ def main() -> None:
           f"{python_cpu * 1e6:,.0f} us")
     print(f"ratio to inserting from Python: {statistics.median(python_ratios):.2f}, median "
           f"({min(python_ratios):.2f}-{max(python_ratios):.2f})")
+    receiving, insert, conversion = (statistics.median(getattr(c, name) for c in collector)
+                                     for name in ("cpu", "insert_cpu", "workers_cpu"))
     print(f"ratio: {ratio:.2f} of the limit, median of {len(ratios)} rounds "
           f"({min(ratios):.2f}-{max(ratios):.2f}); target >= 0.6 "
-          f"{'OK' if ratio >= 0.6 else 'BELOW TARGET'}")
+          f"{'OK' if ratio >= 0.6 else 'BELOW TARGET'}; CPU per span, medians: receiving "
+          f"process {receiving * 1e6:,.0f} us (the insert {insert * 1e6:,.0f}, receiving "
+          f"{(receiving - insert) * 1e6:,.0f}), conversion {conversion * 1e6:,.0f} us, Native "
+          f"insert {native_cpu * 1e6:,.0f} us")
 
 
 if __name__ == "__main__":
