@@ -29,6 +29,7 @@ from playwright.sync_api import expect
 
 from rewind.exporter import attributes as A
 from tests.support.browser import artifacts, browser
+from tests.support.cli import rewind
 from tests.support.harness import Recording, record_command
 from tests.support.http_service import ToolService
 
@@ -261,3 +262,19 @@ def test_a_run_being_recorded_gains_steps_on_its_open_page(world):
                       {A.OPERATION: "invoke_agent", A.AGENT_NAME: "live"})])
     expect(page.locator("#tree .wf-row")).to_have_count(4, timeout=15_000)
     expect(page.locator("#live")).to_be_hidden()
+
+
+def test_rewind_inspect_lists_the_http_steps_with_method_host_path_and_status(world):
+    trace_id = world.recorded.trace_id
+    shown = rewind("inspect", trace_id, "--api", world.recorded.served.api_url, columns="200")
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert f"trace {trace_id}: 3 steps" in out
+    rows = [line for line in out.splitlines() if re.match(r"\s*\d+\s+(http|llm|tool)\s", line)]
+    assert len(rows) == 3
+    assert re.search(r"0\s+http\s+GET 127\.0\.0\.1:\d+/weather\s.*\s200\s", rows[0]), rows[0]
+    assert re.search(r"1\s+http\s+POST 127\.0\.0\.1:\d+/search\s.*\s200\s", rows[1]), rows[1]
+    assert "parse_order" not in out  # a span, shown with --all
+    everything = rewind("inspect", trace_id, "--all", "--api", world.recorded.served.api_url,
+                        columns="200").stdout
+    assert re.search(r"error\s+parse_order", everything)

@@ -5,6 +5,7 @@
 "use strict";
 (function (R) {
   var el = R.el;
+  var FIRST_ROWS = 120, BATCH_ROWS = 400;
 
   function label(e) {
     return (e.step !== null ? "#" + e.step + " " : "") + (e.label || e.name);
@@ -59,7 +60,7 @@
   R.waterfall = function (run, onPick) {
     var order = treeOrder(run.events), frame = axis(run.events);
     var view = {from: 0, to: Math.max(frame.end - frame.origin, 1e-3)};
-    var bars = [], rowsByIndex = {}, full = view.to;
+    var bars = [], rowsByIndex = {}, full = view.to, current = null;
 
     function pos(e) {
       var width = view.to - view.from, at = e.start_ms - frame.origin;
@@ -69,13 +70,15 @@
       return {left: left, width: Math.min(size, 100 - left), clipped: clippedLeft, out: left > 100 || size <= 0};
     }
 
+    function drawBar(pair) {
+      var p = pos(pair[1]);
+      pair[0].hidden = p.out;
+      pair[0].classList.toggle("clipped", p.clipped);
+      if (!p.out) place(pair[0], p.left, p.width);
+    }
+
     function drawBars() {
-      bars.forEach(function (pair) {
-        var p = pos(pair[1]);
-        pair[0].hidden = p.out;
-        pair[0].classList.toggle("clipped", p.clipped);
-        if (!p.out) place(pair[0], p.left, p.width);
-      });
+      bars.forEach(drawBar);
       R.clear(scale);
       ticks(view.from, view.to).forEach(function (t) {
         var left = 100 * (t - view.from) / (view.to - view.from);
@@ -90,6 +93,7 @@
       var e = pair[0], depth = pair[1];
       var bar = el("span", {class: "bar type-" + e.kind + (e.status === "ok" ? "" : " failed")});
       bars.push([bar, e]);
+      drawBar([bar, e]);
       var llm = e.type === "llm";
       var node = el("button", {type: "button", tabindex: -1, role: "treeitem", "aria-level": depth + 1,
         class: "event wf-row type-" + e.kind + (e.status === "ok" ? "" : " failed"), "data-index": e.index,
@@ -104,6 +108,11 @@
         el("span", {class: "num wf-tok"}, llm ? R.num(e.input_tokens + e.output_tokens) : ""),
         el("span", {class: "num wf-cost"}, llm ? R.shortCost(e.cost_usd) : ""));
       rowsByIndex[e.index] = node;
+      if (e.index === current) {  /* selected before its row was drawn */
+        node.classList.add("selected");
+        node.tabIndex = 0;
+        setTimeout(function () { node.scrollIntoView({block: "nearest"}); }, 0);
+      }
       return node;
     }
 
@@ -166,7 +175,15 @@
       onclick: function (event) {
         var target = event.target.closest("[data-index]");
         if (target) onPick(Number(target.dataset.index));
-      }}, order.rows.map(row));
+      }}, order.rows.slice(0, FIRST_ROWS).map(row));
+    /* The first screen's rows at once, the rest a batch per task: a long run opens fast. */
+    (function more(from) {
+      if (from >= order.rows.length) return;
+      setTimeout(function () {
+        R.append(tree, order.rows.slice(from, from + BATCH_ROWS).map(row));
+        more(from + BATCH_ROWS);
+      }, 0);
+    })(FIRST_ROWS);
     var first = tree.firstChild;
     if (first) first.tabIndex = 0;
     var node = el("div", {class: "waterfall", id: "waterfall"},
@@ -182,8 +199,9 @@
       origin: frame.origin, zoom: zoom,
       /* The selected row is the tree's one tab stop. */
       focusable: function (index, focus) {
-        var current = tree.querySelector('[tabindex="0"]');
-        if (current) current.tabIndex = -1;
+        var before = tree.querySelector('[tabindex="0"]');
+        if (before) before.tabIndex = -1;
+        current = index;
         var target = rowsByIndex[index];
         if (!target) return;
         target.tabIndex = 0;
