@@ -94,7 +94,10 @@ def world(tmp_path_factory) -> Iterator[World]:
                                   TOOL_URL=service.base_url)
     try:
         with browser() as chromium:
-            yield World(recorded, chromium, artifacts(tmp_path_factory))
+            world = World(recorded, chromium, artifacts(tmp_path_factory))
+            world.send(long_run())
+            recorded.served.wait_for_spans(LONG_TRACE, 153)
+            yield world
     finally:
         recorded.served.stop()
 
@@ -179,8 +182,6 @@ def test_a_recorded_run_shows_http_error_and_model_steps_as_what_they_are(world)
 
 
 def test_the_waterfall_of_150_steps_lines_up_with_the_times_and_fits_1280px(world):
-    world.send(long_run())
-    world.recorded.served.wait_for_spans(LONG_TRACE, 153)
     run = world.outline(LONG_TRACE)
     page = world.page(f"/traces/{LONG_TRACE}", width=1280)
     rows = page.locator("#tree .wf-row").count()
@@ -238,6 +239,15 @@ def test_tab_reaches_the_step_and_keys_and_the_address_select(world):
     assert page.evaluate("document.activeElement.dataset.index") == last.get_attribute("data-index")
     page.keyboard.press("Home")
     expect(page.locator("#tree .wf-row").first).to_have_class(re.compile("selected"))
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("z")  # the selected step's own time fills the axis
+    expect(page.locator("#zoom-reset")).to_be_visible()
+    track = page.locator("#tree .selected .wf-track").bounding_box()
+    bar = page.locator("#tree .selected .bar").bounding_box()
+    assert bar["width"] == pytest.approx(track["width"], abs=2)
+    page.keyboard.press("Escape")
+    expect(page.locator("#zoom-reset")).to_be_hidden()
 
     recorded = world.page(f"/traces/{world.recorded.trace_id}")
     recorded.evaluate("location.hash = '#step-1'")

@@ -81,6 +81,12 @@
     var tag = (event.target.tagName || "").toLowerCase();
     if (tag === "input" || tag === "textarea" || tag === "select" || event.ctrlKey || event.metaKey || event.altKey) return;
     var inTree = Boolean(event.target.closest && event.target.closest("#tree"));
+    if (event.key === "z" || event.key === "Escape") {
+      var e = run.events[selected];
+      if (event.key === "z" && e) fall.zoom(e.start_ms - fall.origin, e.start_ms + e.duration_ms - fall.origin);
+      else fall.zoom(0, Infinity);
+      return;
+    }
     var delta = {j: 1, k: -1, ArrowDown: 1, ArrowUp: -1, Home: -Infinity, End: Infinity}[event.key];
     if (delta === undefined || ((event.key === "Home" || event.key === "End") && !inTree && tag !== "body")) return;
     move(delta, inTree);
@@ -113,7 +119,7 @@
 
   /* The line that replays the run, or why the recorded command is not offered. */
   function replayLine(replay) {
-    var keys = " (j / k or ↓ / ↑ walk the steps)";
+    var keys = " (j / k walk the steps; in the waterfall ↓ / ↑, Home / End; z zooms to the step, Esc zooms out)";
     if (replay.line === null) return [el("p", {class: "hint", id: "replay-refused"}, replay.refused + keys)];
     return [el("p", {class: "hint", id: "replay-label"}, replay.label + keys + ":"), R.command("replay-command", replay.line)];
   }
