@@ -28,6 +28,8 @@ from opentelemetry.trace.status import Status, StatusCode
 from playwright.sync_api import expect
 
 from rewind.exporter import attributes as A
+from rewind.replay.timetravel.timeline import Timeline
+from rewind.replay.ui.views import LIVE_FOR_NS, still_recording
 from tests.support.browser import artifacts, browser
 from tests.support.cli import rewind
 from tests.support.harness import Recording, record_command
@@ -288,3 +290,14 @@ def test_rewind_inspect_lists_the_http_steps_with_method_host_path_and_status(wo
     everything = rewind("inspect", trace_id, "--all", "--api", world.recorded.served.api_url,
                         columns="200").stdout
     assert re.search(r"error\s+parse_order", everything)
+
+
+def test_a_run_is_polled_while_a_parent_is_missing_and_not_for_ever():
+    def span(span_id: str, parent: str) -> dict[str, Any]:
+        return {"SpanId": span_id, "ParentSpanId": parent, "StartNs": 1_000, "Duration": 500,
+                "SpanAttributes": {}, "SpanName": "step", "TraceId": LIVE_TRACE}
+
+    waiting = Timeline(LIVE_TRACE, [span("b", "a")])
+    assert still_recording(waiting, now_ns=2_000)
+    assert not still_recording(waiting, now_ns=1_500 + LIVE_FOR_NS)  # its parent never came
+    assert not still_recording(Timeline(LIVE_TRACE, [span("a", ""), span("b", "a")]), 2_000)

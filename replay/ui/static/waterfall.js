@@ -83,7 +83,7 @@
       ticks(view.from, view.to).forEach(function (t) {
         var left = 100 * (t - view.from) / (view.to - view.from);
         scale.appendChild(el("span", {class: "tick" + (left < 8 ? " start" : left > 92 ? " end" : ""),
-          style: {left: left.toFixed(3) + "%"}}, R.ms(t)));
+          style: {left: left.toFixed(3) + "%"}}, t === 0 ? "0" : R.ms(t)));
       });
       reset.hidden = view.from === 0 && view.to === full;
       zoomed.textContent = reset.hidden ? "" : R.ms(view.from) + " – " + R.ms(view.to);
