@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from rewind.replay.timetravel.timeline import Event, Timeline
+from rewind.replay.ui.step_kinds import http_status, step_label
 
-OUTLINE_KINDS = ("llm", "tool")
-ALL_KINDS = ("llm", "tool", "agent", "context", "span")
+# By default the steps a run replays: model, tool, HTTP and database calls (Event.kind).
+OUTLINE_KINDS = ("llm", "tool", "http", "db")
+ALL_KINDS = (*OUTLINE_KINDS, "agent", "request", "context", "error", "span")
 
 
 def event_row(run: Timeline, event: Event) -> dict[str, Any]:
     """One line of the outline: type, model, tokens, latency, cost, status, a preview."""
-    return {"index": event.index, "step": event.step, "type": event.type, "name": event.name,
+    return {"index": event.index, "step": event.step, "type": event.type, "kind": event.kind,
+            "name": event.name, "label": step_label(event), "http_status": http_status(event),
             "model": event.model, "input_tokens": event.input_tokens,
             "output_tokens": event.output_tokens,
             "duration_ms": round(event.duration_ns / 1e6, 3), "cost_usd": run.cost_of(event),
@@ -23,7 +26,7 @@ def event_row(run: Timeline, event: Event) -> dict[str, Any]:
 def outline(run: Timeline, kinds: tuple[str, ...] = OUTLINE_KINDS) -> dict[str, Any]:
     return {"trace_id": run.trace_id, "totals": run.totals(), "lineage": run.lineage,
             "skipped": [s.__dict__ for s in run.cassette.skipped],
-            "events": [event_row(run, e) for e in run.events if e.type in kinds]}
+            "events": [event_row(run, e) for e in run.events if e.kind in kinds]}
 
 
 def step_document(run: Timeline, number: int, raw: bool) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from rewind.replay.timetravel.diff import (
 )
 from rewind.replay.timetravel.stats import Stats
 from rewind.replay.timetravel.timeline import Event, Timeline
+from rewind.replay.ui.step_kinds import http_status, step_label
 
 if TYPE_CHECKING:
     from rewind.collector.reader import TraceRow
@@ -123,7 +124,14 @@ def _unreported(totals: dict[str, Any]) -> str:
     return f" (+{count} call{'' if count == 1 else 's'} usage not reported)" if count else ""
 
 
-def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
+def _status(event: Event) -> Text:
+    """ok or error; an HTTP call's status code as it was answered."""
+    code = http_status(event) if event.kind == "http" else None
+    shown = str(code) if code and event.ok else event.status
+    return Text(shown, style="green" if event.ok and (code or 0) < 400 else "red")
+
+
+def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool", "http", "db"),
                    title: str | None = None, width: int | None = None) -> Table:
     """``width``: the terminal's; below :data:`ROOMY` columns the name and model wrap within
     a bound, so that the preview keeps a readable width."""
@@ -142,16 +150,15 @@ def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool"),
                          no_wrap=column not in NAME_WIDTHS, max_width=bound)
     table.add_column("preview")
     for event in run.events:
-        if event.type not in kinds:
+        if event.kind not in kinds:
             continue
         llm = event.type == "llm"
         row(
-            table, "" if event.step is None else str(event.step), event.type, event.name,
+            table, "" if event.step is None else str(event.step), event.kind, step_label(event),
             event.model if llm else "",
             _tokens(event) if llm else "",
             _ms(event.duration_ns), _cost(run, event) if llm else "",
-            Text(event.status, style="green" if event.status == "ok" else "red"),
-            event.preview)
+            _status(event), event.preview)
     return table
 
 

@@ -50,8 +50,8 @@ def show(result: Any, as_json: bool, view: Callable[[Any], Any]) -> None:
 
 @click.command(cls=Command)
 @click.argument("ref")
-@click.option("--all", "show_all", is_flag=True, help="Every span (agents, others), not "
-              "only model and tool steps.")
+@click.option("--all", "show_all", is_flag=True, help="Every span (agents, requests, "
+              "others), not only model, tool, HTTP and database steps.")
 @click.option("--messages-at", type=int, default=None, metavar="STEP",
               help="Print the conversation as it stood once STEP was done.")
 @click.option("--user-messages", is_flag=True, help="Print the user messages and the step "

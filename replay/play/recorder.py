@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from rewind.collector.server_settings import worker_url
+from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.replay.play import launch
@@ -30,6 +31,7 @@ from rewind.replay.sources.locate import ApiSource, worker_reachable
 DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+RESOURCE_VAR = "OTEL_RESOURCE_ATTRIBUTES"  # OpenTelemetry's: key=value pairs, values %-encoded
 
 
 @dataclass
@@ -110,10 +112,18 @@ def collector_reachable(endpoint: str, timeout: float = 0.5) -> bool:
 
 
 def record_settings(
-    base: Mapping[str, str], report_path: str, endpoint: str, name: str, capture: str | None
+    base: Mapping[str, str], report_path: str, endpoint: str, name: str, capture: str | None,
+    command: Sequence[str] = (),
 ) -> dict[str, str | None]:
-    """What the child's environment gets on top of ``base`` (None: removed) to record itself."""
+    """What the child's environment gets on top of ``base`` (None: removed) to record itself:
+    among them the command it runs, as the resource's ``process.command_args``, so the run
+    page offers the command that really ran."""
     settings = RecordSettings(True, report_path, name).to_env()
+    resource = base.get(RESOURCE_VAR, "")
+    if command and A.PROCESS_COMMAND_ARGS not in resource:
+        argv = quote(json.dumps(list(command)), safe="")  # the variable splits at commas
+        settings[RESOURCE_VAR] = ",".join(filter(None, (resource,
+                                                         f"{A.PROCESS_COMMAND_ARGS}={argv}")))
     if not any(base.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, dict(base)):
         settings["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
         settings["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = None
@@ -151,7 +161,8 @@ def run_recorded(
     chosen = endpoint_for(endpoint, base)
     with tempfile.TemporaryDirectory(prefix="rewind-record-") as tmp:
         report_path = os.path.join(tmp, "report.jsonl")
-        recording = record_settings(base, report_path, chosen, name or run_name(command), capture)
+        recording = record_settings(base, report_path, chosen, name or run_name(command), capture,
+                                    command)
         exit_code = launch.run(command, {**recording, **(settings or {})}, installers, timeout)
         outcome = RecordOutcome(exit_code, chosen, read_report(report_path))
     wait_until_readable(outcome)

@@ -29,7 +29,7 @@ from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.build import build_cassette
-from rewind.replay.cassette.calls import has_exchange, is_llm_span
+from rewind.replay.cassette.calls import event_type, has_exchange, shown_kind
 from rewind.replay.cassette.messages import Message, conversation_of
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.timetravel.diff import StepView, preview
@@ -99,6 +99,11 @@ class Event:
         return "ok"
 
     @property
+    def kind(self) -> str:
+        """What the step is, as people read it (see :func:`shown_kind`)."""
+        return shown_kind(self.span, self.type)
+
+    @property
     def model(self) -> str:
         return self.attributes.get(A.RESPONSE_MODEL) or self.attributes.get(A.REQUEST_MODEL, "")
 
@@ -154,17 +159,6 @@ class Event:
         return []
 
 
-def _event_type(span: Mapping[str, Any]) -> str:
-    attrs = span.get("SpanAttributes") or {}
-    if attrs.get(A.KIND) == A.KIND_TOOL or attrs.get(A.OPERATION) == "execute_tool":
-        return "tool"
-    if attrs.get(A.KIND) == A.KIND_LLM or is_llm_span(span):
-        return "llm"
-    if attrs.get(A.OPERATION) in ("invoke_agent", "create_agent"):
-        return "agent"
-    return "span"
-
-
 class Timeline:
     """One trace: its events in order, its cassette, and the ways to look into it."""
 
@@ -184,7 +178,7 @@ class Timeline:
             step = interaction.step if interaction is not None else (
                 _int(span["SpanAttributes"][A.STEP]) if has_exchange(span) else None)
             shadow_of = self.cassette.shadows.get(span["SpanId"])
-            kind = "context" if shadow_of else _event_type(span)
+            kind = "context" if shadow_of else event_type(span)
             self.events.append(Event(len(self.events), kind, span["SpanName"], step, span,
                                      interaction, shadow_of))
         self._by_step = {e.step: e for e in self.events if e.step is not None}

@@ -18,7 +18,8 @@ from importlib import resources
 from typing import Any
 
 # Served at /ui/<name>; scripts load in this order (dom.js first: the others use it).
-SCRIPTS = ("dom.js", "runs.js", "trace.js", "compare.js", "suites.js", "app.js")
+SCRIPTS = ("dom.js", "runs.js", "waterfall.js", "steps.js", "trace.js", "compare.js", "suites.js",
+           "app.js")
 STYLES = ("app.css",)
 STATIC_FILES = (*STYLES, *SCRIPTS)
 STATIC_PREFIX = "/ui/"

@@ -87,19 +87,25 @@ class Command:
 
     line: str = ""
     refused: str = ""
+    source: str = ""  # the resource attribute it was read from
+
+
+def _args_of(resource: dict[str, Any]) -> list[str]:
+    """``process.command_args`` when it is a list of words (stored as JSON), else []."""
+    raw = resource.get(A.PROCESS_COMMAND_ARGS)
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    return args if isinstance(args, list) and all(isinstance(a, str) for a in args) else []
 
 
 def _argv(resource: dict[str, Any]) -> list[str] | str:
     """The recorded argv (``process.command_args``, else the words of
     ``process.command_line``), or why there is none to offer."""
-    raw = resource.get(A.PROCESS_COMMAND_ARGS)
-    if raw:
-        try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            args = None
-        if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
-            return args
+    args = _args_of(resource)
+    if args:
+        return args
     line = str(resource.get(A.PROCESS_COMMAND_LINE) or "")
     if CONTROL.search(line):
         return "the recorded command line holds a control character (a line break or the like)"
@@ -123,7 +129,8 @@ def recorded_command(timeline: Timeline) -> Command:
         return Command(refused=REFUSED.format(
             why="an argument of the recorded command holds a control character (a line "
                 "break or the like)"))
-    return Command(line=shlex.join(argv)) if argv else Command()
+    source = A.PROCESS_COMMAND_ARGS if _args_of(resource) else A.PROCESS_COMMAND_LINE
+    return Command(line=shlex.join(argv), source=source) if argv else Command()
 
 
 def replay_command(trace_id: str, command: str = "", found: Inbound | None = None) -> str:
@@ -147,6 +154,7 @@ def offered_replay(trace_id: str, command: Command, found: Inbound | None) -> di
                 "label": f"Replay this {kind} offline"}
     if command.refused:
         return {"line": None, "refused": command.refused, "label": ""}
-    label = ("Replay it offline with the recorded command" if command.line else
-             "Replay it offline (put your agent's command after --)")
+    label = (f"Replay it offline with the recorded command (the run's {command.source}, "
+             "quoted for a POSIX shell)" if command.line else
+             "Replay it offline (no command was recorded: put your agent's command after --)")
     return {"line": replay_command(trace_id, command.line), "refused": "", "label": label}

@@ -8,6 +8,7 @@ are read only when it is selected, so a run of thousands of steps opens fast.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,10 +23,11 @@ from rewind.replay.ui.service_view import (
     inbound,
     inbound_view,
     offered_replay,
-    pretty,
     recorded_command,
 )
+from rewind.replay.ui.step_kinds import http_status, http_view, kind_detail, step_label
 
+LIVE_FOR_NS = 10 * 60 * 10**9  # a run with no new span for this long is no longer polled
 MAIN_LANE = "run"  # spans outside any agent
 
 
@@ -64,14 +66,31 @@ def outline(timeline: Timeline, content: bool = True) -> list[dict[str, Any]]:
     for e in timeline.events:
         cost = timeline.cost_of(e)
         rows.append({
-            "index": e.index, "type": e.type, "name": e.name, "step": e.step,
+            "index": e.index, "type": e.type, "kind": e.kind, "name": e.name,
+            "label": step_label(e) if content else _bare_label(e), "step": e.step,
             "parent": index_of.get(e.parent_span_id), "lane": lanes[e.span_id],
             "start_ms": _ms(e.start_ns - start), "duration_ms": _ms(e.duration_ns),
             "status": e.status, "model": e.model if e.type == "llm" else "",
             "input_tokens": e.input_tokens, "output_tokens": e.output_tokens,
             "cost_usd": cost, "preview": e.preview if content else "",
+            "code": http_status(e) if e.kind in ("http", "request") else None,
         })
     return rows
+
+
+def _bare_label(event: Event) -> str:
+    """Without content an HTTP step is named by method and host only (a path can hold ids)."""
+    return step_label(event).split("/", 1)[0] if event.kind == "http" else event.name
+
+
+def still_recording(timeline: Timeline, now_ns: int | None = None) -> bool:
+    """Whether the run may still gain spans: a span's parent is not stored yet (a span is
+    exported when it ends, so the root comes last) and the last span ended less than
+    :data:`LIVE_FOR_NS` ago (a parent in another trace or lost is not waited for forever)."""
+    ids = {e.span_id for e in timeline.events}
+    waiting = any(e.parent_span_id and e.parent_span_id not in ids for e in timeline.events)
+    last = max(e.start_ns + e.duration_ns for e in timeline.events)
+    return waiting and (now_ns if now_ns is not None else time.time_ns()) - last < LIVE_FOR_NS
 
 
 def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
@@ -95,25 +114,7 @@ def run_view(timeline: Timeline, derived: Sequence[Mapping[str, Any]] = (),
         "inbound": inbound_view(found, content),
         "replay": offered_replay(timeline.trace_id,
                                  recorded_command(timeline) if content else Command(), found),
-        "content": content,
-    }
-
-
-def _stream(events: list[tuple[int, str]]) -> list[dict[str, Any]]:
-    return [{"offset_ms": offset, "data": pretty(data.removeprefix("data: "))
-             if data.startswith("data: ") else data} for offset, data in events]
-
-
-def _exchange(event: Event) -> dict[str, Any] | None:
-    i = event.interaction
-    if i is None:
-        return None
-    return {
-        "method": i.method, "url": i.url, "status": i.status, "streamed": i.streamed,
-        "request": pretty(i.request_bytes()),
-        "response": "" if i.streamed else pretty(i.response_bytes()),
-        "events": _stream(i.response_events or []),
-        "synthetic": i.synthetic is not None,
+        "content": content, "live": still_recording(timeline),
     }
 
 
@@ -162,7 +163,7 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
         "tool_name": event.tool_name if event.type == "tool" else "",
         "attributes": _visible(event.attributes, content),
         "resource": _visible_resource(event.span.get("ResourceAttributes") or {}, content),
-        "content": content,
+        "content": content, **kind_detail(event, content),
     }
     if not content:
         return detail
@@ -173,7 +174,8 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
     detail.update({
         "input": inputs, "output": event.output_messages(), **_request_extras(event),
         "arguments": json_or_text(arguments) if event.type == "tool" else None,
-        "exchange": _exchange(event), "last_user_message": users[-1] if users else "",
+        "exchange": http_view(event, True) if event.interaction else None,
+        "last_user_message": users[-1] if users else "",
     })
     return detail
 

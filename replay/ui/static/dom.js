@@ -71,6 +71,11 @@ var Rewind = (function () {
   R.cost = function (value) {
     return value === null || value === undefined ? "unpriced" : "$" + Number(value).toFixed(6);
   };
+  /* A row's cost in the waterfall: few digits, the run's total says the rest. */
+  R.shortCost = function (value) {
+    if (value === null || value === undefined) return "–";
+    return value >= 0.01 ? "$" + value.toFixed(2) : value > 0 ? "$" + value.toPrecision(2) : "$0";
+  };
   R.num = function (value) { return Number(value || 0).toLocaleString("en"); };
   R.time = function (value) { return value ? String(value).replace("T", " ").slice(0, 19) + " UTC" : ""; };
 

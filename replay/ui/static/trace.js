@@ -2,7 +2,8 @@
 "use strict";
 (function (R) {
   var el = R.el;
-  var run, selected = null, detailBox, forkBox;
+  var LIVE_EVERY_MS = 1500;
+  var run, selected = null, detailBox, forkBox, headBox, outlineBox, liveNote, fall;
 
   /* A step's detail: from the data the page came with (a shared file has every step), else
      asked for when it is selected. */
@@ -12,112 +13,14 @@
     return R.get("/v1/ui/traces/" + run.trace_id + "/step?index=" + index);
   }
 
-  function onPick(event) {
-    var target = event.target.closest("[data-index]");
-    if (target) select(Number(target.dataset.index));
-  }
-
-  function label(e) {
-    return (e.step !== null ? "#" + e.step + " " : "") + e.name;
-  }
-
-  function eventButton(e, depth) {
-    return el("button", {type: "button", class: "event type-" + e.type + (e.status === "ok" ? "" : " failed"),
-      "data-index": e.index, style: {paddingLeft: (0.3 + depth) + "em"}},
-      el("span", {class: "label"}, label(e)),
-      e.status === "ok" ? null : el("span", {class: "badge error"}, e.status),
-      e.preview ? el("span", {class: "preview"}, e.preview) : null);
-  }
-
-  function tree() {
-    var children = {}, roots = [];
-    run.events.forEach(function (e) {
-      if (e.parent === null || e.parent === undefined) roots.push(e);
-      else (children[e.parent] = children[e.parent] || []).push(e);
-    });
-    /* One row per span in tree order, indented by depth: a flat list stays fast at
-       thousands of spans (rows out of view are not laid out). */
-    var rows = [], stack = roots.slice().reverse().map(function (e) { return [e, 0]; });
-    while (stack.length) {
-      var top = stack.pop(), kids = children[top[0].index] || [];
-      rows.push(eventButton(top[0], top[1]));
-      for (var i = kids.length - 1; i >= 0; i--) stack.push([kids[i], top[1] + 1]);
-    }
-    return el("div", {class: "tree", id: "tree", onclick: onPick}, rows);
-  }
-
-  function lanes() {
-    var end = Math.max.apply(null, run.events.map(function (e) { return e.start_ms + e.duration_ms; })) || 1;
-    var byLane = {}, order = [];
-    run.events.forEach(function (e) {
-      if (!byLane[e.lane]) { byLane[e.lane] = []; order.push(e.lane); }
-      byLane[e.lane].push(e);
-    });
-    return el("div", {class: "lanes", id: "lanes", onclick: onPick}, order.map(function (lane) {
-      return el("div", {class: "lane"}, el("div", {class: "lane-name"}, lane),
-        el("div", {class: "track"}, byLane[lane].map(function (e) {
-          var left = 100 * e.start_ms / end, width = Math.max(0.3, 100 * e.duration_ms / end);
-          return el("button", {type: "button", class: "bar type-" + e.type, "data-index": e.index,
-            style: {left: left.toFixed(3) + "%", width: width.toFixed(3) + "%"},
-            title: label(e) + " · " + R.ms(e.duration_ms)});
-        })));
-    }));
-  }
-
-  function part(p) {
-    if (p.type === "text") return el("div", {class: "text"}, p.content);
-    if (p.type === "tool_call") return el("div", {class: "call"}, el("b", {}, "call " + p.name), R.pre(R.json(p.arguments)));
-    if (p.type === "tool_call_response") return el("div", {class: "result"}, el("b", {}, "result"), R.pre(R.json(p.response)));
-    if (p.type === "reasoning") return el("div", {class: "reasoning"}, el("b", {}, "reasoning"), el("div", {class: "text"}, p.content));
-    return R.pre(R.json(p));
-  }
-
-  function messages(list, id) {
-    if (!list || !list.length) return el("p", {class: "muted"}, "Nothing recorded.");
-    return el("div", {class: "messages", id: id}, list.map(function (m) {
-      return el("div", {class: "message role-" + m.role}, el("div", {class: "role"}, m.role),
-        (m.parts || []).map(part));
-    }));
-  }
-
-  function numbers(d) {
-    var rows = [["Type", d.type], ["Span", d.name], ["Status", d.status], ["Latency", R.ms(d.duration_ms)]];
-    if (d.type === "llm" && d.usage_reported === false) rows.push(["Model", d.model], ["Tokens in / out", "not reported"], ["Cost", "not reported"]);
-    else if (d.type === "llm") rows.push(["Model", d.model], ["Tokens in / out", R.num(d.input_tokens) + " / " + R.num(d.output_tokens)], ["Cost", R.cost(d.cost_usd)]);
-    if (d.tool_name) rows.push(["Tool", d.tool_name]);
-    return el("dl", {class: "numbers"}, rows.map(function (r) { return [el("dt", {}, r[0]), el("dd", {}, r[1])]; }));
-  }
-
-  function exchange(x) {
-    if (!x) return null;
-    var parts = [el("p", {}, x.method + " " + x.url + " → " + x.status + (x.synthetic ? " (rebuilt from content)" : "")),
-      el("h4", {}, "Request"), R.pre(x.request, {class: "raw", id: "raw-request"})];
-    if (x.streamed) {
-      parts.push(el("h4", {}, "Stream (" + x.events.length + " events)"), el("table", {class: "stream", id: "stream"},
-        el("tbody", {}, x.events.map(function (ev) {
-          return el("tr", {}, el("td", {class: "num"}, "+" + ev.offset_ms + " ms"), el("td", {}, R.pre(ev.data)));
-        }))));
-    } else parts.push(el("h4", {}, "Response"), R.pre(x.response, {class: "raw", id: "raw-response"}));
-    return R.folded("Raw exchange", parts);
-  }
+  function label(e) { return R.stepLabel(e); }
 
   function showDetail(d) {
-    var box = R.clear(detailBox);
-    R.append(box, [el("h2", {}, label(d)), numbers(d)]);
-    if (d.error) box.appendChild(el("p", {class: "error", id: "step-error"}, d.error));
-    if (!d.content) {
-      box.appendChild(el("p", {class: "muted"}, "Shared without content: messages and bodies left out."));
-    } else if (d.type === "tool") {
-      R.append(box, [R.section("Arguments", R.pre(R.json(d.arguments), {id: "tool-arguments"})),
-        R.section("Result", messages(d.output, "answer"))]);
-    } else {
-      R.append(box, [R.section("Context the model saw", messages(d.input, "context")),
-        d.tools && d.tools.length ? R.folded("Tools offered (" + d.tools.length + ")", R.pre(R.json(d.tools))) : null,
-        d.params && Object.keys(d.params).length ? R.section("Parameters", R.pre(R.json(d.params))) : null,
-        R.section("Answer", messages(d.output, "answer"))]);
-    }
-    if (d.content) R.append(box, exchange(d.exchange));
-    R.append(box, R.folded("Span attributes", R.pre(R.json(d.attributes))));
+    R.append(R.clear(detailBox), R.stepView(d, {
+      children: function (index) { return (fall.children[index] || []); },
+      select: function (index) { select(index, true); },
+      served: served
+    }));
     showFork(d);
   }
 
@@ -127,7 +30,8 @@
 
   function showFork(d) {
     R.clear(forkBox);
-    if (d.step === null || R.shared) return;
+    /* A model's or a tool's answer can be edited; other steps replay as recorded. */
+    if (d.step === null || R.shared || (d.kind !== "llm" && d.kind !== "tool")) return;
     var original = d.type === "tool" ? R.json(d.output && d.output[0] ? d.output[0].parts[0].response : "") : (d.last_user_message || "");
     var edit = el("textarea", {name: "edit", id: "fork-edit", rows: 4}, original);
     var model = el("input", {name: "model", id: "fork-model", placeholder: d.model || "same model"});
@@ -153,12 +57,11 @@
       el("div", {class: "command"}, line, R.copyButton(function () { return line.textContent; }))]);
   }
 
-  function select(index) {
+  function select(index, focus) {
     selected = index;
     document.querySelectorAll(".selected").forEach(function (n) { n.classList.remove("selected"); });
     document.querySelectorAll('[data-index="' + index + '"]').forEach(function (n) { n.classList.add("selected"); });
-    var row = document.querySelector('.tree [data-index="' + index + '"]');
-    if (row) row.scrollIntoView({block: "nearest"});
+    fall.focusable(index, focus);
     history.replaceState(null, "", "#event-" + index);
     R.clear(detailBox).appendChild(el("p", {class: "muted"}, "Loading…"));
     stepDetail(index).then(function (d) { if (selected === index) showDetail(d); }, function (error) {
@@ -166,19 +69,38 @@
     });
   }
 
-  function move(delta) {
+  /* In the tree, every row in tree order; elsewhere (j / k), the recorded steps. */
+  function move(delta, inTree) {
     var stepped = run.events.filter(function (e) { return e.step !== null; });
-    var list = stepped.length ? stepped : run.events;
+    var list = inTree || !stepped.length ? fall.rows : stepped;
     var at = list.findIndex(function (e) { return e.index === selected; });
-    var next = list[Math.min(list.length - 1, Math.max(0, at < 0 ? 0 : at + delta))];
-    if (next) select(next.index);
+    var to = delta === Infinity ? list.length - 1 : delta === -Infinity ? 0 : Math.min(list.length - 1, Math.max(0, at < 0 ? 0 : at + delta));
+    if (list[to]) select(list[to].index, inTree);
   }
 
   function keys(event) {
     var tag = (event.target.tagName || "").toLowerCase();
     if (tag === "input" || tag === "textarea" || tag === "select" || event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.key === "j" || event.key === "ArrowDown") { move(1); event.preventDefault(); }
-    if (event.key === "k" || event.key === "ArrowUp") { move(-1); event.preventDefault(); }
+    var inTree = Boolean(event.target.closest && event.target.closest("#tree"));
+    if (event.key === "z" || event.key === "Escape") {
+      var e = run.events[selected];
+      if (event.key === "z" && e) fall.zoom(e.start_ms - fall.origin, e.start_ms + e.duration_ms - fall.origin);
+      else fall.zoom(0, Infinity);
+      return;
+    }
+    var delta = {j: 1, k: -1, ArrowDown: 1, ArrowUp: -1, Home: -Infinity, End: Infinity}[event.key];
+    if (delta === undefined || ((event.key === "Home" || event.key === "End") && !inTree && tag !== "body")) return;
+    move(delta, inTree);
+    event.preventDefault();
+  }
+
+  /* #step-N (a recorded step) or #event-N (any span) in the address selects it. */
+  function fromHash() {
+    var match = /^#(event|step)-(\d+)$/.exec(location.hash);
+    if (!match) return null;
+    return run.events.find(function (e) {
+      return match[1] === "event" ? e.index === Number(match[2]) : e.step === Number(match[2]);
+    }) || null;
   }
 
   function header() {
@@ -198,7 +120,7 @@
 
   /* The line that replays the run, or why the recorded command is not offered. */
   function replayLine(replay) {
-    var keys = " (j / k or ↓ / ↑ walk the steps)";
+    var keys = " (j / k walk the steps; in the waterfall ↓ / ↑, Home / End; z zooms to the step, Esc zooms out)";
     if (replay.line === null) return [el("p", {class: "hint", id: "replay-refused"}, replay.refused + keys)];
     return [el("p", {class: "hint", id: "replay-label"}, replay.label + keys + ":"), R.command("replay-command", replay.line)];
   }
@@ -241,20 +163,50 @@
     return R.section("Forks and replays of this run", list);
   }
 
+  function drawOutline() {
+    fall = R.waterfall(run, function (index) { select(index, true); });
+    R.clear(outlineBox).appendChild(R.section("Waterfall", fall.node));
+  }
+
+  /* A run still being recorded: its outline asked for again until it is finished. */
+  function poll() {
+    if (!run.live || R.shared) return;
+    setTimeout(function () {
+      R.get("/v1/ui/traces/" + run.trace_id).then(function (fresh) {
+        var grown = fresh.events.length !== run.events.length;
+        run = fresh;
+        if (grown) {
+          R.clear(headBox);
+          R.append(headBox, header());
+          drawOutline();
+          if (selected !== null) select(selected);
+        }
+        liveNote.hidden = !run.live;
+        poll();
+      }, function () { poll(); });
+    }, LIVE_EVERY_MS);
+  }
+
   function render(data) {
     run = data;
     R.where("Run " + run.trace_id.slice(0, 12));
-    detailBox = el("div", {class: "detail", id: "detail"}, el("p", {class: "muted"}, "Select a step."));
+    detailBox = el("div", {class: "detail", id: "detail", tabindex: 0, role: "region", "aria-label": "Selected step"},
+      el("p", {class: "muted"}, "Select a step."));
     forkBox = el("div", {class: "fork-box", id: "fork"});
-    R.mount(header(), el("div", {class: "split"},
-      el("div", {class: "outline"}, R.section("Timeline", lanes()), R.section("Spans", tree())),
+    headBox = el("div", {id: "run-head"}, header());
+    outlineBox = el("div", {class: "outline"});
+    liveNote = el("p", {class: "live", id: "live", hidden: !run.live}, "Still recording: new steps appear as they are stored.");
+    R.mount(headBox, liveNote, el("div", {class: "split"}, outlineBox,
       el("div", {class: "side"}, detailBox, forkBox, derived())));
+    drawOutline();
     document.addEventListener("keydown", keys);
-    var match = /^#(event|step)-(\d+)$/.exec(location.hash) || [];
-    var wanted = run.events.find(function (e) {
-      return match[1] === "event" ? e.index === Number(match[2]) : match[1] === "step" && e.step === Number(match[2]);
-    }) || run.events.find(function (e) { return e.step !== null; });
+    window.addEventListener("hashchange", function () {
+      var wanted = fromHash();
+      if (wanted) select(wanted.index);
+    });
+    var wanted = fromHash() || run.events.find(function (e) { return e.step !== null; }) || run.events[0];
     if (wanted) select(wanted.index);
+    poll();
   }
 
   R.pages.trace = function (ids) {
