@@ -211,9 +211,11 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
         assert scores["judge:polite"]["value"] == 0.9
         assert scores["tool:get_weather"]["label"] == "fail"
         assert "not called" in scores["tool:get_weather"]["explanation"]
-        # The calls that went live were not priced here: the budget says so, it does not pass.
-        assert scores["cost:2"]["label"] == "fail"
-        assert "of today is not known" in scores["cost:2"]["explanation"]
+        # The calls that went live are read back from the replayed run's own trace: judged.
+        assert scores["cost:2"]["label"] == "pass", scores["cost:2"]
+        assert re.match(r"[0-9.e-]+ USD against [0-9.e-]+ recorded",
+                        scores["cost:2"]["explanation"])
+        assert result["replayed_traces"] and result["replayed_traces"][0] != result["trace_id"]
         assert not result["passed"]
     # Judged alone by what the live answers say, the runs pass.
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
@@ -276,7 +278,7 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
 def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
     """After the runs above: the incidents page lists the twelve runs with their last results
     (the travel runs diverged, with the cause), the travel page the scores of its live runs,
-    each run linked to its recording."""
+    each run linked to its recording and to the diff against its replay."""
     travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
     store = Store(f"chdb://{recorded.store_dir}")
     try:
@@ -299,5 +301,19 @@ def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
             row = page.locator(f'tr.suite-run[data-trace="{trace_id}"]')
             row.locator(f'a[href^="/traces/{trace_id}"]').click()
             page.wait_for_url(re.compile(f"/traces/{trace_id}"))
+            # Each run's diff: its recording against its replay. A run that passed replayed
+            # every step the same; a strict replay stopped at the changed prompt's call.
+            page.goto(f"{url}/suites/incidents")
+            same = next(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
+            for trace_id, status in ((same, "same"), (sorted(travel)[0], "removed")):
+                page.locator(f'tr.suite-run[data-trace="{trace_id}"]').locator(
+                    "a", has_text="diff").click()
+                page.wait_for_url(re.compile(f"/diff/{trace_id}/[0-9a-f]{{32}}$"))
+                page.wait_for_selector("#pairs")
+                statuses = {c.split("status-")[1] for c in page.locator(".pair").evaluate_all(
+                    "ps => ps.map(p => p.className)")}
+                assert statuses == {status}, (trace_id, statuses)
+                page.go_back()
+                page.wait_for_selector("tr.suite-run")
     finally:
         store.close()

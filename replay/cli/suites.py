@@ -245,6 +245,7 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     from rewind.replay.suites.results import write_junit
     from rewind.replay.suites.running import SuiteOptions, run_suite
     from rewind.replay.suites.spec import members
+    from rewind.replay.suites.today import TodaysRuns
 
     if app_spec and call_spec:
         fail("give at most one of --app and --call")
@@ -268,10 +269,14 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
             fail("--live-from-divergence needs an evaluator (--eval, or the suite's own)")
     judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
         if judge_model else None
+    today = attempt(lambda: TodaysRuns(source.store)) if source is not None else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
-                           fail_below, allow_live, ignore)
-    progress = _progress(len(items))
-    results = run_suite(items, options, progress)
+                           fail_below, allow_live, ignore, today)
+    try:
+        results = run_suite(items, options, _progress(len(items)))
+    finally:
+        if today is not None:
+            today.close()  # the replayed runs' spans written before their results are
     if junit_file:
         write_junit(junit_file, found.name, results)
     if source is not None:
