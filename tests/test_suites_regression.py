@@ -127,6 +127,16 @@ def test_the_suite_lists_its_twelve_runs(recorded):
                                                          recorded.request_trace}
 
 
+def test_a_saved_query_by_route_keeps_that_routes_requests(recorded):
+    for route, name in (("POST /ask", "asks"), ("/ask", "ask-path"), ("/nothing", "none")):
+        added = recorded.cli("suite", "add", name, "--route", route)
+        assert added.returncode == 0, added.stderr
+        shown = json.loads(recorded.cli("suite", "show", name, "--json").stdout)
+        assert shown["query"] == {"route": route}
+        found = {m["trace_id"] for m in shown["members"]}
+        assert found == (set() if name == "none" else {recorded.request_trace})
+
+
 def test_unchanged_code_passes_every_run(recorded, tmp_path):
     junit = tmp_path / "report.xml"
     done = run_suite(recorded, "incidents", "-j", "3", "--junit", str(junit), "--json")

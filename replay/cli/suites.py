@@ -49,6 +49,7 @@ def suite() -> None:
     \b
         rewind suite add incidents 4bf92f35 7c0d19aa --command "python agent.py"
         rewind suite add nightly --service checkout --errors --since 7d --sample 50
+        rewind suite add asks --route "POST /ask" --since 7d
         rewind suite run incidents -j 4 --junit report.xml -- python agent.py
         rewind suite export incidents -o suites/incidents   # then: suite run suites/incidents
     """
@@ -60,6 +61,9 @@ def suite() -> None:
 @click.option("--command", "command_line", default=None,
               help="The command that reproduces these runs (quoted, one string).")
 @click.option("--service", default=None, help="Query: runs of this service.")
+@click.option("--route", default=None,
+              help="Query: requests to this route (\"POST /ask\" or \"/ask\"), or jobs of "
+                   "this function.")
 @click.option("--errors", is_flag=True, help="Query: runs with an error span.")
 @click.option("--model", default=None, help="Query: runs calling this model.")
 @click.option("--text", default=None, help="Query: runs saying this anywhere.")
@@ -71,7 +75,7 @@ def suite() -> None:
                    "tool:NAME, no-tool:NAME, calls:RATIO, latency:RATIO, judge:CRITERION).")
 @sourced
 def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service: str | None,
-        errors: bool, model: str | None, text: str | None, since: str | None,
+        route: str | None, errors: bool, model: str | None, text: str | None, since: str | None,
         until: str | None, sample: int | None, evals: tuple[str, ...], api: str | None,
         clickhouse: str | None) -> None:
     """Add runs to suite NAME (made if new): by id (or unique prefix), and/or a saved query
@@ -85,9 +89,9 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
     found = attempt(lambda: catalog.find(name))
     ids = [attempt(lambda t=t: resolve_trace_id(source, t)) for t in trace_ids]
     found = found.with_runs(ids, tuple(shlex.split(command_line or "")))
-    if any((service, errors, model, text, since, until)):
+    if any((service, route, errors, model, text, since, until)):
         filters = attempt(lambda: TraceFilters(
-            service=service, errors=errors, model=model, text=text,
+            service=service, route=route, errors=errors, model=model, text=text,
             since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
         found = found.with_query(filters, sample)
     if evals:
