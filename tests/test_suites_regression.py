@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
 from rewind.collector import reader_suites
 from rewind.collector.migrate import migrate
+from rewind.collector.server_settings import IngestOptions
+from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
@@ -135,6 +138,46 @@ def test_a_saved_query_by_route_keeps_that_routes_requests(recorded):
         assert shown["query"] == {"route": route}
         found = {m["trace_id"] for m in shown["members"]}
         assert found == (set() if name == "none" else {recorded.request_trace})
+
+
+def test_suites_work_through_the_worker_that_holds_the_store(recorded, tmp_path):
+    """As with `rewind serve`: this process holds the store, serves its worker and collector;
+    `rewind suite` goes through the worker, the replayed scripts record to its collector."""
+    weather = sorted(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
+    store = Store(f"chdb://{recorded.store_dir}")
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0,
+                                               spool_dir=tmp_path / "spool"))
+    served = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{ingest.grpc_endpoint}"}
+    try:
+        with worker_on(store) as url:
+            held = recorded.cli("suite", "list", "--clickhouse", f"chdb://{recorded.store_dir}")
+            assert held.returncode != 0
+            assert "open in another process" in held.stderr and "--api" in held.stderr
+            for trace_id in weather[:2]:
+                name, question = recorded.agent_of[trace_id].split("|")
+                added = recorded.cli("suite", "add", "via-worker", trace_id, "--api", url,
+                                     "--command", recorded.command(name, question))
+                assert added.returncode == 0, added.stderr
+            assert "via-worker\t2 runs" in recorded.cli("suite", "list", "--api", url).stdout
+            done = recorded.cli("suite", "run", "via-worker", "--api", url, "--json", **served)
+            assert done.returncode == 0, done.stderr
+            results = json.loads(done.stdout)["results"]
+            assert [r["status"] for r in results] == ["same", "same"]
+            shown = json.loads(recorded.cli("suite", "show", "via-worker", "--json", "--api",
+                                            url).stdout)
+            last = {m["trace_id"]: m["last"] for m in shown["members"]}
+            assert set(last) == set(weather[:2]) and all(r["passed"] for r in last.values())
+            for result in results:  # the replayed run, recorded through the worker's collector
+                replayed = last[result["trace_id"]]["replayed"]
+                assert replayed == result["replayed_traces"][0]
+                assert ingest.flush(30)
+                assert httpx.get(f"{url}/v1/traces/{replayed}").status_code == 200
+            removed = recorded.cli("suite", "remove", "via-worker", "--api", url)
+            assert removed.returncode == 0, removed.stderr
+            assert "via-worker" not in recorded.cli("suite", "list", "--api", url).stdout
+    finally:
+        ingest.stop()
+        store.close()
 
 
 def test_unchanged_code_passes_every_run(recorded, tmp_path):

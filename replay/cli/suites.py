@@ -23,22 +23,21 @@ from rewind.replay.cli.options import (
 
 
 def _source(api: str | None, clickhouse: str | None) -> Any:
-    """The store the suites are kept in: the one given (``--clickhouse``), else the one the
-    worker or the default place holds."""
+    """Where the suites are kept: the store given (``--clickhouse``), else the worker that
+    holds the store (its API: ``/v1/suites``), else the store itself."""
     from rewind.replay.sources.locate import open_source, store_source
 
     if clickhouse and not api:
         return attempt(lambda: store_source(clickhouse))
-    source = attempt(lambda: open_source(api, clickhouse))
-    if not hasattr(source, "store"):
-        fail("suites are kept in the store: stop the worker that holds it, or give "
-             "--clickhouse with a ClickHouse server's URL")
-    return source
+    return attempt(lambda: open_source(api, clickhouse))
 
 
 def _catalog(source: Any) -> Any:
     from rewind.replay.suites.catalog import Catalog
+    from rewind.replay.suites.remote import RemoteCatalog
 
+    if not hasattr(source, "store"):
+        return RemoteCatalog(source)
     return attempt(lambda: Catalog(source.store))
 
 
@@ -249,7 +248,6 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     from rewind.replay.suites.results import write_junit
     from rewind.replay.suites.running import SuiteOptions, run_suite
     from rewind.replay.suites.spec import members
-    from rewind.replay.suites.today import TodaysRuns
 
     if app_spec and call_spec:
         fail("give at most one of --app and --call")
@@ -273,7 +271,7 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
             fail("--live-from-divergence needs an evaluator (--eval, or the suite's own)")
     judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
         if judge_model else None
-    today = attempt(lambda: TodaysRuns(source.store)) if source is not None else None
+    today = attempt(lambda: _todays_runs(source)) if source is not None else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
                            fail_below, allow_live, ignore, today)
     try:
@@ -286,7 +284,7 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     if source is not None:
         attempt(lambda: _catalog(source).save_results(found.name,
                                                       [r.to_dict() for r in results]))
-    if live and source is not None:
+    if live and hasattr(source, "store"):
         from rewind.replay.suites.results import store_scores
 
         stored = attempt(lambda: store_scores(source.store, found.name, results))
@@ -301,6 +299,18 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     note(f"suite {found.name}: {passed}/{len(results)} runs passed")
     sys.stdout.flush()
     sys.exit(0 if passed == len(results) else 1)
+
+
+def _todays_runs(source: Any) -> Any:
+    """Where the replayed scripts record themselves: a collector started here on the store,
+    or the OTLP receiver of the worker holding it (none when it does not answer)."""
+    from rewind.replay.play.recorder import collector_reachable, endpoint_for
+    from rewind.replay.suites.today import TodaysRuns
+
+    if hasattr(source, "store"):
+        return TodaysRuns(source.store)
+    endpoint = endpoint_for(None)
+    return TodaysRuns(endpoint=endpoint) if collector_reachable(endpoint) else None
 
 
 def _progress(total: int) -> Any:

@@ -11,7 +11,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rewind.collector.reader_usage import usage_by_trace
 from rewind.collector.server_settings import IngestOptions
@@ -34,13 +33,12 @@ class Usage:
 class TodaysRuns:
     """Where replayed scripts send their spans, and what is read back from there."""
 
-    def __init__(self, store: Store | None = None, endpoint: str | None = None,
-                 usage_source: Any = None) -> None:
+    def __init__(self, store: Store | None = None, endpoint: str | None = None) -> None:
         """``store``: a collector is started here writing into it; else ``endpoint`` (the
-        worker's OTLP receiver) takes the spans and ``usage_source`` (its API) reads them."""
+        worker's OTLP receiver) takes the spans (their usage is not read back then)."""
         self._tmp = tempfile.TemporaryDirectory(prefix="rewind-suite-")
         self._ingest: IngestHandle | None = None
-        self.store, self.usage_source = store, usage_source
+        self.store = store
         if store is not None:
             self._ingest = start_ingest(store, IngestOptions(
                 grpc_port=0, http_port=0, spool_dir=Path(self._tmp.name, "spool"),
@@ -61,15 +59,10 @@ class TodaysRuns:
 
     def usage(self, trace_ids: list[str]) -> Usage | None:
         """What today's run used, its spans written first; None when none is found."""
-        if not trace_ids:
+        if not trace_ids or self._ingest is None or self.store is None:
             return None
-        if self._ingest is not None:
-            self._ingest.flush(FLUSH_TIMEOUT_S)
-            found = usage_by_trace(self.store, trace_ids, None)
-        elif self.usage_source is not None:
-            found = self.usage_source.usage_by_trace(trace_ids)
-        else:
-            return None
+        self._ingest.flush(FLUSH_TIMEOUT_S)
+        found = usage_by_trace(self.store, trace_ids, None)
         if not found:
             return None
         tokens = sum(u.input_tokens + u.output_tokens for u in found.values())
