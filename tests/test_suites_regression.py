@@ -250,7 +250,8 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
     changed = recorded.copy_code("live", travel="You are a travel agent. Be brief.")
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
                         "--eval", "judge:polite", "--eval", "tool:get_weather",
-                        "--eval", "cost:2", "--judge-url", recorded.llm.base_url + "/v1",
+                        "--eval", "cost:2", "--eval", "tokens:0.01",
+                        "--judge-url", recorded.llm.base_url + "/v1",
                         "--judge-model", "judge-1",
                         "--", sys.executable, "suite_agents.py", "travel", "Plan a day in Rome",
                         cwd=changed)
@@ -268,6 +269,9 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
         assert scores["cost:2"]["label"] == "pass", scores["cost:2"]
         assert re.match(r"[0-9.e-]+ USD against [0-9.e-]+ recorded",
                         scores["cost:2"]["explanation"])
+        used = re.match(r"(\d+) tokens against (\d+) recorded",
+                        scores["tokens:0.01"]["explanation"])
+        assert used and int(used.group(1)) > 0 and scores["tokens:0.01"]["label"] == "fail"
         assert result["replayed_traces"] and result["replayed_traces"][0] != result["trace_id"]
         assert not result["passed"]
     # Judged alone by what the live answers say, the runs pass.
