@@ -59,8 +59,9 @@ class Recorded:
         return {"PYTHONPATH": str(ROOT), suite_agents.URL_VARIABLE: self.llm.base_url, **extra}
 
     def cli(self, *args: str, cwd: Path | None = None, store: bool = True, **env: str):
+        # a suite run replays (and records) a dozen programs: minutes on a loaded machine
         return rewind(*args, cwd=cwd or self.code, store=self.store_dir if store else None,
-                      **self.env(**env))
+                      timeout=600 if args[:2] == ("suite", "run") else 120, **self.env(**env))
 
     def copy_code(self, name: str, **prompts: str) -> Path:
         """The code with some prompts changed, in a folder of its own."""
