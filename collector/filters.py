@@ -62,7 +62,8 @@ def parse_when(text: str | None, now: datetime | None = None,
 @dataclass(frozen=True)
 class TraceFilters:
     """The trace listing (``rewind traces``, ``GET /v1/traces``, the runs page). ``since`` and
-    ``until`` bound a trace's start; ``model`` and ``text`` look into the spans themselves."""
+    ``until`` bound a trace's start; ``model``, ``text`` and ``route`` look into the spans
+    themselves."""
 
     service: str | None = None
     errors: bool = False  # only traces with an error span
@@ -71,6 +72,8 @@ class TraceFilters:
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 50
+    # A request's route as listed ("POST /ask") or alone ("/ask"); a job's function.
+    route: str | None = None
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,7 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
     narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
     sort key). A model or text filter looks into the spans: :func:`_searched`."""
     filters = filters or TraceFilters()
-    if filters.model or filters.text:
+    if filters.model or filters.text or filters.route:
         return [TraceRow.from_columns(row)
                 for row in _with_inbound(store, _searched(store, filters, tenant))]
     params: dict[str, Any] = {"limit": int(filters.limit)}
@@ -251,6 +251,11 @@ def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[d
         having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
                       "> 0, mapValues(SpanAttributes))) > 0")
         params["text"] = filters.text
+    if filters.route:  # as listed (method and route), or the route or path alone
+        having.append(f"countIf(mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) AND "
+                      f"({_INBOUND_PICKS['Route']} = {{route:String}} OR "
+                      f"{_ROUTE_ALONE} = {{route:String}})) > 0")
+        params["route"] = filters.route
     return store.query(f"""
 SELECT
     TraceId,
@@ -315,6 +320,8 @@ def _per_listed_trace(store: Store, rows: list[dict[str, Any]], picks: dict[str,
     return rows
 
 
+_ROUTE_ALONE = (f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+                f"{span_attribute(A.INBOUND_PATH)})")
 _ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
 # One root span per listed unit of work: its kind, route and outcome (see TraceRow).
 _INBOUND_PICKS = {

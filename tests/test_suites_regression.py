@@ -15,11 +15,14 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
 from rewind.collector import reader_suites
 from rewind.collector.migrate import migrate
+from rewind.collector.server_settings import IngestOptions
+from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
@@ -56,8 +59,9 @@ class Recorded:
         return {"PYTHONPATH": str(ROOT), suite_agents.URL_VARIABLE: self.llm.base_url, **extra}
 
     def cli(self, *args: str, cwd: Path | None = None, store: bool = True, **env: str):
+        # a suite run replays (and records) a dozen programs: minutes on a loaded machine
         return rewind(*args, cwd=cwd or self.code, store=self.store_dir if store else None,
-                      **self.env(**env))
+                      timeout=600 if args[:2] == ("suite", "run") else 120, **self.env(**env))
 
     def copy_code(self, name: str, **prompts: str) -> Path:
         """The code with some prompts changed, in a folder of its own."""
@@ -125,6 +129,56 @@ def test_the_suite_lists_its_twelve_runs(recorded):
     shown = json.loads(recorded.cli("suite", "show", "incidents", "--json").stdout)
     assert {m["trace_id"] for m in shown["members"]} == {*recorded.agent_of,
                                                          recorded.request_trace}
+
+
+def test_a_saved_query_by_route_keeps_that_routes_requests(recorded):
+    for route, name in (("POST /ask", "asks"), ("/ask", "ask-path"), ("/nothing", "none")):
+        added = recorded.cli("suite", "add", name, "--route", route)
+        assert added.returncode == 0, added.stderr
+        shown = json.loads(recorded.cli("suite", "show", name, "--json").stdout)
+        assert shown["query"] == {"route": route}
+        found = {m["trace_id"] for m in shown["members"]}
+        assert found == (set() if name == "none" else {recorded.request_trace})
+
+
+def test_suites_work_through_the_worker_that_holds_the_store(recorded, tmp_path):
+    """As with `rewind serve`: this process holds the store, serves its worker and collector;
+    `rewind suite` goes through the worker, the replayed scripts record to its collector."""
+    weather = sorted(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
+    store = Store(f"chdb://{recorded.store_dir}")
+    ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0,
+                                               spool_dir=tmp_path / "spool"))
+    served = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{ingest.grpc_endpoint}"}
+    try:
+        with worker_on(store) as url:
+            held = recorded.cli("suite", "list", "--clickhouse", f"chdb://{recorded.store_dir}")
+            assert held.returncode != 0
+            assert "open in another process" in held.stderr and "--api" in held.stderr
+            for trace_id in weather[:2]:
+                name, question = recorded.agent_of[trace_id].split("|")
+                added = recorded.cli("suite", "add", "via-worker", trace_id, "--api", url,
+                                     "--command", recorded.command(name, question))
+                assert added.returncode == 0, added.stderr
+            assert "via-worker\t2 runs" in recorded.cli("suite", "list", "--api", url).stdout
+            done = recorded.cli("suite", "run", "via-worker", "--api", url, "--json", **served)
+            assert done.returncode == 0, done.stderr
+            results = json.loads(done.stdout)["results"]
+            assert [r["status"] for r in results] == ["same", "same"]
+            shown = json.loads(recorded.cli("suite", "show", "via-worker", "--json", "--api",
+                                            url).stdout)
+            last = {m["trace_id"]: m["last"] for m in shown["members"]}
+            assert set(last) == set(weather[:2]) and all(r["passed"] for r in last.values())
+            for result in results:  # the replayed run, recorded through the worker's collector
+                replayed = last[result["trace_id"]]["replayed"]
+                assert replayed == result["replayed_traces"][0]
+                assert ingest.flush(30)
+                assert httpx.get(f"{url}/v1/traces/{replayed}").status_code == 200
+            removed = recorded.cli("suite", "remove", "via-worker", "--api", url)
+            assert removed.returncode == 0, removed.stderr
+            assert "via-worker" not in recorded.cli("suite", "list", "--api", url).stdout
+    finally:
+        ingest.stop()
+        store.close()
 
 
 def test_unchanged_code_passes_every_run(recorded, tmp_path):
@@ -197,7 +251,8 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
     changed = recorded.copy_code("live", travel="You are a travel agent. Be brief.")
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
                         "--eval", "judge:polite", "--eval", "tool:get_weather",
-                        "--eval", "cost:2", "--judge-url", recorded.llm.base_url + "/v1",
+                        "--eval", "cost:2", "--eval", "tokens:0.01",
+                        "--judge-url", recorded.llm.base_url + "/v1",
                         "--judge-model", "judge-1",
                         "--", sys.executable, "suite_agents.py", "travel", "Plan a day in Rome",
                         cwd=changed)
@@ -211,9 +266,14 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
         assert scores["judge:polite"]["value"] == 0.9
         assert scores["tool:get_weather"]["label"] == "fail"
         assert "not called" in scores["tool:get_weather"]["explanation"]
-        # The calls that went live were not priced here: the budget says so, it does not pass.
-        assert scores["cost:2"]["label"] == "fail"
-        assert "of today is not known" in scores["cost:2"]["explanation"]
+        # The calls that went live are read back from the replayed run's own trace: judged.
+        assert scores["cost:2"]["label"] == "pass", scores["cost:2"]
+        assert re.match(r"[0-9.e-]+ USD against [0-9.e-]+ recorded",
+                        scores["cost:2"]["explanation"])
+        used = re.match(r"(\d+) tokens against (\d+) recorded",
+                        scores["tokens:0.01"]["explanation"])
+        assert used and int(used.group(1)) > 0 and scores["tokens:0.01"]["label"] == "fail"
+        assert result["replayed_traces"] and result["replayed_traces"][0] != result["trace_id"]
         assert not result["passed"]
     # Judged alone by what the live answers say, the runs pass.
     done = recorded.cli("suite", "run", "travel", "--live-from-divergence", "--json",
@@ -276,7 +336,7 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
 def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
     """After the runs above: the incidents page lists the twelve runs with their last results
     (the travel runs diverged, with the cause), the travel page the scores of its live runs,
-    each run linked to its recording."""
+    each run linked to its recording and to the diff against its replay."""
     travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
     store = Store(f"chdb://{recorded.store_dir}")
     try:
@@ -299,5 +359,19 @@ def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
             row = page.locator(f'tr.suite-run[data-trace="{trace_id}"]')
             row.locator(f'a[href^="/traces/{trace_id}"]').click()
             page.wait_for_url(re.compile(f"/traces/{trace_id}"))
+            # Each run's diff: its recording against its replay. A run that passed replayed
+            # every step the same; a strict replay stopped at the changed prompt's call.
+            page.goto(f"{url}/suites/incidents")
+            same = next(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
+            for trace_id, status in ((same, "same"), (sorted(travel)[0], "removed")):
+                page.locator(f'tr.suite-run[data-trace="{trace_id}"]').locator(
+                    "a", has_text="diff").click()
+                page.wait_for_url(re.compile(f"/diff/{trace_id}/[0-9a-f]{{32}}$"))
+                page.wait_for_selector("#pairs")
+                statuses = {c.split("status-")[1] for c in page.locator(".pair").evaluate_all(
+                    "ps => ps.map(p => p.className)")}
+                assert statuses == {status}, (trace_id, statuses)
+                page.go_back()
+                page.wait_for_selector("tr.suite-run")
     finally:
         store.close()

@@ -136,7 +136,12 @@ def calls(client: TestClient, caller: Tenant, target: Tenant,
                 if "{path}" in path:  # a provider's request, replayed
                     kwargs["json"] = chat
                 elif "application/json" in content:
-                    kwargs["json"] = {"trace_id": theirs}
+                    # the trace id wherever the body takes one: a session's, a suite's runs
+                    # and results
+                    takes = content["application/json"]["schema"].get("properties", {})
+                    kwargs["json"] = {"trace_id": theirs, **{
+                        key: [{"trace_id": theirs}] for key in ("runs", "results")
+                        if key in takes}}
                     names["trace"] = theirs
                 elif "application/x-www-form-urlencoded" in content:
                     client.get("/login")  # a browser form: sent with the form's CSRF token

@@ -23,22 +23,21 @@ from rewind.replay.cli.options import (
 
 
 def _source(api: str | None, clickhouse: str | None) -> Any:
-    """The store the suites are kept in: the one given (``--clickhouse``), else the one the
-    worker or the default place holds."""
+    """Where the suites are kept: the store given (``--clickhouse``), else the worker that
+    holds the store (its API: ``/v1/suites``), else the store itself."""
     from rewind.replay.sources.locate import open_source, store_source
 
     if clickhouse and not api:
         return attempt(lambda: store_source(clickhouse))
-    source = attempt(lambda: open_source(api, clickhouse))
-    if not hasattr(source, "store"):
-        fail("suites are kept in the store: stop the worker that holds it, or give "
-             "--clickhouse with a ClickHouse server's URL")
-    return source
+    return attempt(lambda: open_source(api, clickhouse))
 
 
 def _catalog(source: Any) -> Any:
     from rewind.replay.suites.catalog import Catalog
+    from rewind.replay.suites.remote import RemoteCatalog
 
+    if not hasattr(source, "store"):
+        return RemoteCatalog(source)
     return attempt(lambda: Catalog(source.store))
 
 
@@ -49,6 +48,7 @@ def suite() -> None:
     \b
         rewind suite add incidents 4bf92f35 7c0d19aa --command "python agent.py"
         rewind suite add nightly --service checkout --errors --since 7d --sample 50
+        rewind suite add asks --route "POST /ask" --since 7d
         rewind suite run incidents -j 4 --junit report.xml -- python agent.py
         rewind suite export incidents -o suites/incidents   # then: suite run suites/incidents
     """
@@ -60,6 +60,9 @@ def suite() -> None:
 @click.option("--command", "command_line", default=None,
               help="The command that reproduces these runs (quoted, one string).")
 @click.option("--service", default=None, help="Query: runs of this service.")
+@click.option("--route", default=None,
+              help="Query: requests to this route (\"POST /ask\" or \"/ask\"), or jobs of "
+                   "this function.")
 @click.option("--errors", is_flag=True, help="Query: runs with an error span.")
 @click.option("--model", default=None, help="Query: runs calling this model.")
 @click.option("--text", default=None, help="Query: runs saying this anywhere.")
@@ -71,7 +74,7 @@ def suite() -> None:
                    "tool:NAME, no-tool:NAME, calls:RATIO, latency:RATIO, judge:CRITERION).")
 @sourced
 def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service: str | None,
-        errors: bool, model: str | None, text: str | None, since: str | None,
+        route: str | None, errors: bool, model: str | None, text: str | None, since: str | None,
         until: str | None, sample: int | None, evals: tuple[str, ...], api: str | None,
         clickhouse: str | None) -> None:
     """Add runs to suite NAME (made if new): by id (or unique prefix), and/or a saved query
@@ -85,9 +88,9 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
     found = attempt(lambda: catalog.find(name))
     ids = [attempt(lambda t=t: resolve_trace_id(source, t)) for t in trace_ids]
     found = found.with_runs(ids, tuple(shlex.split(command_line or "")))
-    if any((service, errors, model, text, since, until)):
+    if any((service, route, errors, model, text, since, until)):
         filters = attempt(lambda: TraceFilters(
-            service=service, errors=errors, model=model, text=text,
+            service=service, route=route, errors=errors, model=model, text=text,
             since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
         found = found.with_query(filters, sample)
     if evals:
@@ -268,16 +271,20 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
             fail("--live-from-divergence needs an evaluator (--eval, or the suite's own)")
     judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
         if judge_model else None
+    today = attempt(lambda: _todays_runs(source)) if source is not None else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
-                           fail_below, allow_live, ignore)
-    progress = _progress(len(items))
-    results = run_suite(items, options, progress)
+                           fail_below, allow_live, ignore, today)
+    try:
+        results = run_suite(items, options, _progress(len(items)))
+    finally:
+        if today is not None:
+            today.close()  # the replayed runs' spans written before their results are
     if junit_file:
         write_junit(junit_file, found.name, results)
     if source is not None:
         attempt(lambda: _catalog(source).save_results(found.name,
                                                       [r.to_dict() for r in results]))
-    if live and source is not None:
+    if live and hasattr(source, "store"):
         from rewind.replay.suites.results import store_scores
 
         stored = attempt(lambda: store_scores(source.store, found.name, results))
@@ -292,6 +299,18 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     note(f"suite {found.name}: {passed}/{len(results)} runs passed")
     sys.stdout.flush()
     sys.exit(0 if passed == len(results) else 1)
+
+
+def _todays_runs(source: Any) -> Any:
+    """Where the replayed scripts record themselves: a collector started here on the store,
+    or the OTLP receiver of the worker holding it (none when it does not answer)."""
+    from rewind.replay.play.recorder import collector_reachable, endpoint_for
+    from rewind.replay.suites.today import TodaysRuns
+
+    if hasattr(source, "store"):
+        return TodaysRuns(source.store)
+    endpoint = endpoint_for(None)
+    return TodaysRuns(endpoint=endpoint) if collector_reachable(endpoint) else None
 
 
 def _progress(total: int) -> Any:

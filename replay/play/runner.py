@@ -42,12 +42,14 @@ def run_command(
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
     timeout: float | None = DEFAULT_TIMEOUT_S, stdout: IO[Any] | None = None,
+    settings: launch.Settings | None = None,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
     command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
-    goes (default: this process's)."""
+    goes (default: this process's); ``settings``: more of the child's environment (a suite
+    records the replayed run: ``rewind record``'s settings)."""
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
@@ -58,7 +60,8 @@ def run_command(
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
-        exit_code = launch.run(command, child.to_env(), [INSTALLER], timeout, stdout)
+        exit_code = launch.run(command, {**child.to_env(), **(settings or {})}, [INSTALLER],
+                               timeout, stdout)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True

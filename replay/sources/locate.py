@@ -7,6 +7,7 @@ says so and names the flags that point at one.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -107,6 +108,11 @@ class ApiSource:
                             else f" (the token in {ENV_API_TOKEN} is not one of its tokens)")
             raise SourceError(f"worker at {self.url}: {message}")
         return response
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """A route's JSON answer; ``body`` goes as JSON (``rewind suite`` through a worker)."""
+        content = None if body is None else json.dumps(body, default=str).encode("utf-8")
+        return self._send(method, path, content=content).json()
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
         from rewind.collector.reader import TraceRow

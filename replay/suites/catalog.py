@@ -29,10 +29,13 @@ class SuiteNotFound(RewindError):
 class Catalog:
     """A tenant's suites in the store (the CLI is an operator: the default tenant, '')."""
 
-    def __init__(self, store: Store, tenant: str = "") -> None:
+    def __init__(self, store: Store, tenant: str = "", migrate_first: bool = True) -> None:
+        """``migrate_first``: a store from before suites has no rewind_suites yet (a worker's
+        store was migrated when it started)."""
         self.store = store
         self.tenant = tenant
-        migrate(store)  # a store from before suites has no rewind_suites yet
+        if migrate_first:
+            migrate(store)
 
     def names(self) -> dict[str, Suite]:
         return {name: Suite.from_dict(json.loads(text)) for name, text in
@@ -59,7 +62,8 @@ class Catalog:
 
     def save_results(self, name: str, results: list[dict[str, Any]]) -> None:
         """What each run did this time (``RunResult.to_dict()``), appended."""
-        rows = [[self.tenant, name, r["trace_id"], r["status"], int(bool(r["passed"])),
+        rows = [[self.tenant, name, r["trace_id"], r.get("status") or "",
+                 int(bool(r.get("passed"))),
                  r.get("cause") or "", r.get("message") or "", json.dumps(r.get("scores") or []),
                  (r.get("replayed_traces") or [""])[0]] for r in results]
         self.store.insert(SUITE_RESULTS, rows, ["Tenant", "Suite", "TraceId", "Status",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.suites.catalog import Catalog, SuiteNotFound, is_folder, load_folder
+from rewind.replay.suites.catalog import Catalog, is_folder, load_folder
 from rewind.replay.suites.running import RunResult, SuiteOptions, run_one
 from rewind.replay.suites.spec import SuiteRun, members
 
@@ -57,18 +57,19 @@ def suite_cases(ref: str | Path, api: str | None = None,
         return [SuiteCase(found.name, r, cassettes[r.trace_id], found.evaluators)
                 for r in found.runs]
     from rewind.replay.sources.locate import open_source, store_source
+    from rewind.replay.suites.remote import RemoteCatalog
 
     source: Any = store_source(clickhouse) if clickhouse and not api else \
         open_source(api, clickhouse)
-    if not hasattr(source, "store"):
-        raise SuiteNotFound(f"suite {ref}: suites are kept in the store, and a worker answered",
-                            hint="give clickhouse= (the store's URL), or export the suite")
+    held = hasattr(source, "store")  # else a worker holds the store: its API
+    catalog: Any = Catalog(source.store) if held else RemoteCatalog(source)
     try:
-        found = Catalog(source.store).get(str(ref))
+        found = catalog.get(str(ref))
         return [SuiteCase(found.name, r, source.cassette(r.trace_id), found.evaluators)
                 for r in members(found, source)]
     finally:
-        source.store.close()
+        if held:
+            source.store.close()
 
 
 def suite_params(ref: str | Path, **where: str | None) -> list[Any]:

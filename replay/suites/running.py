@@ -17,6 +17,7 @@ from typing import Any
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.divergence import Divergence, shorten
+from rewind.replay.play.recorder import run_name
 from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import run_command
@@ -25,6 +26,7 @@ from rewind.replay.suites.cause import cause_of
 from rewind.replay.suites.evaluators import Judged, Score
 from rewind.replay.suites.judge import JudgeModel
 from rewind.replay.suites.spec import SuiteRun
+from rewind.replay.suites.today import TodaysRuns
 
 SAME, DIVERGED, ERRORED, JUDGED = "same", "diverged", "errored", "judged"
 _IN_PROCESS = threading.Lock()
@@ -43,6 +45,7 @@ class SuiteOptions:
     fail_below: float = 0.5
     allow_live: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    today: TodaysRuns | None = None  # where replayed scripts record themselves (today.py)
 
 
 @dataclass
@@ -90,17 +93,23 @@ def _diverged(result: RunResult, cassette: Cassette, divergence: Divergence) -> 
     result.message = "\n".join(lines)
 
 
-def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
+def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
+            ) -> tuple[Any, str, list[str]]:
     command = run.command or options.command
     if not command:
         raise RewindError(f"no command replays run {run.trace_id}",
                           hint="give it after -- (or with the run: `rewind suite add ... -- CMD`)")
+    today = options.today
+    report = today.report_path(run.trace_id) if today else ""
     with tempfile.TemporaryFile() as out:
         outcome = run_command(cassette, list(command), mode=LENIENT if options.live else STRICT,
                               allow_live=options.allow_live, ignore=options.ignore,
-                              timeout=options.timeout, stdout=out)
+                              timeout=options.timeout, stdout=out,
+                              settings=today.settings(report, run_name(list(command)))
+                              if today else None)
         out.seek(0)
-        return outcome, out.read().decode("utf-8", "replace")
+        recorded = today.traces(report) if today else []
+        return outcome, out.read().decode("utf-8", "replace"), recorded
 
 
 def _request(cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
@@ -117,7 +126,7 @@ def _request(cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
                                           **settings)
     actual = outcome.actual or {}
     body = actual.get("body", actual.get("result", actual.get("error", "")))
-    return outcome, body if isinstance(body, str) else shorten(body, 100_000)
+    return outcome, body if isinstance(body, str) else shorten(body, 100_000), []
 
 
 def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResult:
@@ -129,11 +138,11 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
                 raise RewindError(f"run {run.trace_id} is a recorded {cassette.inbound.kind}",
                                   hint="give --app MODULE:ATTR (requests) or --call "
                                        "MODULE:FUNC (jobs)")
-            outcome, answer = _request(cassette, options)
+            outcome, answer, recorded = _request(cassette, options)
             exit_code = 0 if outcome.same or options.live else outcome.exit_code
             differs = outcome.diffs
         else:
-            outcome, answer = _script(run, cassette, options)
+            outcome, answer, recorded = _script(run, cassette, options)
             exit_code, differs = outcome.exit_code, []
     except RewindError as error:
         result.message = str(error) + (f" ({error.hint})" if error.hint else "")
@@ -141,7 +150,8 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
         return result
     result.seconds = time.monotonic() - began
     report: ReplayReport = outcome.report
-    result.answer, result.replayed_traces = answer.strip(), list(report.trace_ids)
+    result.answer = answer.strip()
+    result.replayed_traces = list(dict.fromkeys([*report.trace_ids, *recorded]))
     if options.live:
         _judge(result, cassette, report, options)
     elif report.divergence is not None:
@@ -172,6 +182,10 @@ def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
     judged.recorded_tokens, judged.recorded_cost = evaluators.recorded_usage(cassette)
     if report.live == 0:  # every call answered from the recording: today's usage is its own
         judged.tokens, judged.cost = evaluators.recorded_usage(cassette, report.replayed)
+    elif options.today is not None:  # what the replayed run recorded, its live calls included
+        used = options.today.usage(result.replayed_traces)
+        if used is not None:
+            judged.tokens, judged.cost = used.tokens, used.cost
     where = (f"live from step {report.divergence.step}" if report.divergence
              else "no divergence: every answer recorded")
     try:

@@ -209,6 +209,35 @@ def openapi_document() -> dict[str, Any]:
                                                                    provider_path]),
             MCP_PATH: _mcp(),
             **ui_paths(),
+            **suite_paths(),  # last: a walk of this document removes the suite at its end
+        },
+    }
+
+
+def suite_paths() -> dict[str, Any]:
+    """``rewind suite`` through a worker: the caller's tenant's suites."""
+    name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+
+    def body(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "properties": properties}}}}
+
+    run = {"type": "object", "required": ["trace_id"], "properties": {
+        "trace_id": _TRACE_ID_SCHEMA, "command": {"type": "array", "items": {"type": "string"}}}}
+    return {
+        "/v1/suites": {"get": _op("Every suite's definition")},
+        "/v1/suites/{name}/results": {"post": _op(
+            "Store what a suite run found, one result per run (RunResult.to_dict())", [name],
+            requestBody=body({"results": {"type": "array", "items": {"type": "object"}}}))},
+        "/v1/suites/{name}": {
+            "get": _op("A suite's definition and its runs' last results", [name]),
+            "put": _op("Save a suite's definition (every run one of the caller's traces)",
+                       [name], requestBody=body({
+                           "runs": {"type": "array", "items": run},
+                           "query": {"type": "object", "description": "TraceFilters as query "
+                                     "parameters"}, "sample": {"type": "integer"},
+                           "evaluators": {"type": "array", "items": {"type": "string"}}})),
+            "delete": _op("Remove a suite", [name]),
         },
     }
 

@@ -20,9 +20,11 @@ from rewind.collector.reader import TraceRow
 from rewind.collector.reader_runs import DerivedRun, RunSummary, Turn
 from rewind.collector.reader_usage import Usage
 from rewind.collector.store import Store
+from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import PREFIX_MATCHES
+from rewind.replay.suites.catalog import Catalog
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui import listing
 from rewind.replay.worker.cache import CassetteCache, trace_spans
@@ -88,6 +90,17 @@ class TenantView:
         tenant = self.tenant or ""
         found = reader_suites.suite_definitions(self._store, tenant, name).get(name)
         return found, reader_suites.last_results(self._store, name, tenant)
+
+    def suites(self) -> Catalog:
+        """This tenant's suites to read and write (an operator's: those the CLI keeps)."""
+        return Catalog(self._store, self.tenant or "", migrate_first=False)
+
+    def check_visible(self, trace_ids: list[str]) -> None:
+        """:class:`TraceNotFound` for the first id this tenant has no trace of (another
+        tenant's reads as unknown)."""
+        for trace_id in dict.fromkeys(trace_ids):
+            if trace_id not in self.trace_ids(trace_id)[0]:
+                raise TraceNotFound(trace_id)
 
     def import_file(self, data: bytes | IO[bytes]) -> archive.ImportResult:
         """The file's spans are stamped with this tenant, whatever the file says."""

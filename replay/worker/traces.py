@@ -4,16 +4,30 @@
                                              first (``filters.TraceFilters``)
     GET /v1/traces/{trace_id}                every span of the trace
     GET /v1/traces/{trace_id}/cassette       the trace as a cassette (cached per version)
+
+Suites (named sets of stored traces, ``rewind suite`` through a worker that holds the store),
+the caller's tenant's:
+
+    GET /v1/suites                           every suite's definition
+    GET /v1/suites/{name}                    its definition and its runs' last results
+    PUT /v1/suites/{name}                    its definition (JSON; runs the caller can see)
+    DELETE /v1/suites/{name}                 removed
+    POST /v1/suites/{name}/results           {"results": [...]}: what a `suite run` found
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Route
 
 from rewind.collector.filters import TraceFilters, from_query
+from rewind.exporter.errors import InvalidValue
+from rewind.replay.suites.spec import Suite
 from rewind.replay.worker.routing import query_limit, route
 from rewind.replay.worker.tenancy import TenantView
 
@@ -37,4 +51,63 @@ def routes() -> list[Route]:
         route("/v1/traces", list_traces),
         route("/v1/traces/{trace_id}", trace),
         route("/v1/traces/{trace_id}/cassette", cassette),
+        *_suite_routes(),
+    ]
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        found = json.loads(await request.body() or b"{}")
+    except ValueError as error:
+        raise InvalidValue(f"expected a JSON object: {error}") from None
+    if not isinstance(found, dict):
+        raise InvalidValue("expected a JSON object")
+    return found
+
+
+def _suite_routes() -> list[Route]:
+    def suites(request: Request, view: TenantView) -> Any:
+        return {"suites": [s.to_dict() for s in view.suites().names().values()]}
+
+    def suite(request: Request, view: TenantView) -> Any:
+        catalog, name = view.suites(), request.path_params["name"]
+        found = catalog.get(name)
+        return {"suite": found.to_dict(), "last": {t: dataclasses.asdict(r) for t, r in
+                                                   catalog.last_results(name).items()}}
+
+    def save(view: TenantView, name: str, body: dict[str, Any]) -> Any:
+        found = Suite.from_dict({**body, "name": name})
+        view.check_visible([r.trace_id for r in found.runs])
+        view.suites().save(found)
+        return {"suite": found.to_dict()}
+
+    async def put(request: Request, view: TenantView) -> Any:
+        body = await _body(request)
+        return await run_in_threadpool(save, view, request.path_params["name"], body)
+
+    def remove(request: Request, view: TenantView) -> Any:
+        view.suites().remove(request.path_params["name"])
+        return {"removed": request.path_params["name"]}
+
+    def save_results(view: TenantView, name: str, body: dict[str, Any]) -> Any:
+        catalog = view.suites()
+        catalog.get(name)
+        results = body.get("results") or []
+        if not isinstance(results, list) or not all(isinstance(r, dict) and r.get("trace_id")
+                                                    for r in results):
+            raise InvalidValue("results: a list of objects with a trace_id")
+        view.check_visible([str(r["trace_id"]) for r in results])
+        catalog.save_results(name, results)
+        return {"saved": len(results)}
+
+    async def results(request: Request, view: TenantView) -> Any:
+        body = await _body(request)
+        return await run_in_threadpool(save_results, view, request.path_params["name"], body)
+
+    return [
+        route("/v1/suites", suites),
+        route("/v1/suites/{name}", suite),
+        route("/v1/suites/{name}", put, methods=["PUT"]),
+        route("/v1/suites/{name}", remove, methods=["DELETE"]),
+        route("/v1/suites/{name}/results", results, methods=["POST"]),
     ]

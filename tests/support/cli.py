@@ -38,12 +38,13 @@ def user_env(store: Path | None = None, columns: str | None = COLUMNS,
 
 def rewind(*args: str, cwd: Path | None = None, store: Path | None = None,
            columns: str | None = COLUMNS, program: str = "rewind",
-           env: Mapping[str, str] | None = None, **extra: str) -> subprocess.CompletedProcess:
+           env: Mapping[str, str] | None = None, timeout: float = 120,
+           **extra: str) -> subprocess.CompletedProcess:
     """``program`` (a console script: rewind, rewind-replay) with ``args``; ``env`` replaces
-    the environment :func:`user_env` would build."""
+    the environment :func:`user_env` would build; killed after ``timeout`` seconds."""
     full_env = dict(env) if env is not None else user_env(store, columns, **extra)
     return subprocess.run([str(BIN / program), *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def timed(*args: str, env: Mapping[str, str]) -> tuple[subprocess.CompletedProcess, float]:
