@@ -8,7 +8,7 @@ from typing import Any
 from rewind.replay.timetravel.timeline import Event, Timeline
 
 OUTLINE_KINDS = ("llm", "tool")
-ALL_KINDS = ("llm", "tool", "agent", "context", "span")
+ALL_KINDS = ("llm", "tool", "agent", "workflow", "context", "span")
 
 
 def event_row(run: Timeline, event: Event) -> dict[str, Any]:
