@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+JS_DEPS := tests/js/node_modules/.installed
 
 .PHONY: serve test lint bench clean
 
@@ -12,13 +13,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# JavaScript agents the tests record with other teams' instrumentations (skipped without npm).
+$(JS_DEPS): tests/js/package.json
+	@if command -v npm >/dev/null; then \
+		npm install --prefix tests/js --no-package-lock --no-audit --no-fund --silent && \
+		touch $(JS_DEPS); \
+	else echo "npm not found: the JavaScript instrumentation tests are skipped"; fi
+
 serve: $(STAMP)
 	$(BIN)/rewind serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: lint
+test: lint $(JS_DEPS)
 	$(BIN)/python -m pytest
 
 clean:

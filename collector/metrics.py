@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST as CONTENT_TYPE
@@ -70,6 +71,36 @@ class Metrics:
             "back-off remembers (bounded).", registry=r)
         self.store_up = Gauge("rewind_collector_store_up",
                               "1 when the last store operation succeeded.", registry=r)
+
+    def for_logs(self) -> Metrics:
+        """The log pipeline's metrics, in this registry: its own counts of log records
+        (``rewind_collector_logs_*``); requests, batch times, conversions, write errors and
+        the store's state are the spans' own, shared."""
+        logs = copy.copy(self)
+        r = self.registry
+        logs.received = Counter("rewind_collector_logs_received", "Log records received in "
+                                "decodable requests.", ["protocol"], registry=r)
+        logs.spooled = Counter("rewind_collector_logs_spooled", "Log records made durable in "
+                               "the logs spool and acknowledged.", registry=r)
+        logs.written = Counter("rewind_collector_logs_written",
+                               "Log records written to the store.", registry=r)
+        logs.rejected = Counter("rewind_collector_logs_rejected", "Log records refused for bad "
+                                "input or limits.", ["reason"], registry=r)
+        logs.dropped = Counter("rewind_collector_logs_dropped", "Acknowledged log records that "
+                               "could not be written, by reason (as spans_dropped).", ["reason"],
+                               registry=r)
+        logs.duplicates = Counter("rewind_collector_logs_duplicate",
+                                  "Log records of retried requests already held.", registry=r)
+        logs.batch_spans = Histogram(
+            "rewind_collector_logs_batch_records", "Log records per inserted batch.",
+            buckets=(1, 10, 100, 1000, 10000), registry=r)
+        logs.queue_spans = Gauge("rewind_collector_logs_queue_records",
+                                 "Log records acknowledged but not yet written.", registry=r)
+        logs.queue_segments = Gauge("rewind_collector_logs_queue_segments",
+                                    "Logs spool segments waiting to be written.", registry=r)
+        logs.spool_bytes = Gauge("rewind_collector_logs_spool_bytes",
+                                 "Bytes on disk in the logs spool.", registry=r)
+        return logs
 
     def bind_queue(self, spans: Callable[[], float], segments: Callable[[], float],
                    spool_bytes: Callable[[], float]) -> None:

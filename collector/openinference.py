@@ -90,6 +90,9 @@ def _llm(attrs: dict[str, str]) -> dict[str, Any]:
         derived[A.OPERATION] = endpoint.operation
         if isinstance(response, dict):
             derived.update(endpoint.response(response))
+        else:  # a stream: its text in output.value, the answer in the flattened messages
+            for name, value in _flattened(attrs).items():
+                derived.setdefault(name, value)
     else:
         derived.update(_flattened(attrs))
     parameters = _json(attrs.get(A.OI_INVOCATION_PARAMETERS))
@@ -98,6 +101,8 @@ def _llm(attrs: dict[str, str]) -> dict[str, Any]:
     derived.setdefault(A.RESPONSE_MODEL, attrs.get(A.OI_MODEL_NAME))
     for name, value in _usage(attrs).items():
         derived.setdefault(name, value)
+    if A.INPUT_TOKENS not in derived and A.OUTPUT_TOKENS not in derived:
+        derived[A.USAGE_REPORTED] = False  # a stream read without its counts: cost unknown
     return derived
 
 

@@ -1,6 +1,6 @@
 """OTLP/HTTP receiver (``POST /v1/traces`` and ``/v1/logs``, protobuf or JSON, gzip/deflate)
 plus the operations endpoints on the same port: ``/health`` (liveness), ``/ready`` (readiness:
-503 while the spool is full or the store cannot take writes), ``/metrics``.
+503 while either signal's spool is full or the store cannot take writes), ``/metrics``.
 
 With tokens configured, a token is checked before anything else is looked at, and ``/metrics``
 needs one (any valid token) too; ``/ready`` answers a caller without one with its status code
@@ -172,10 +172,11 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         return None
 
     async def ready(request: Request) -> Response:
-        status = pipeline.status()
-        # While the store cannot take writes (down, disk full, read-only...) requests are
-        # still spooled ("accepting"), but nothing acknowledged reaches the store: not ready.
-        status["ready"] = status["ready"] and status["store_up"] is not False
+        status = _readiness(pipeline)
+        if logs is not None:  # ready when both spools take requests (one store: traces say)
+            status["logs"] = logs.status()
+            status["logs"]["queued_records"] = status["logs"].pop("queued_spans")
+            status["ready"] = status["ready"] and status["logs"]["ready"]
         code = 200 if status["ready"] else 503
         if refusal(request) is not None:
             # Probes carry no token: they get the answer (the status code) and no details.
@@ -195,6 +196,15 @@ def create_app(pipeline: Pipeline, metrics: Metrics, limits: Limits,
         Route("/ready", ready, methods=["GET"]),
         Route("/metrics", prometheus, methods=["GET"]),
     ]))
+
+
+def _readiness(pipeline: Pipeline) -> dict[str, Any]:
+    """A pipeline's status; not ready while the store cannot take writes (down, disk full,
+    read-only...): requests are still spooled ("accepting"), but nothing acknowledged reaches
+    the store."""
+    status = pipeline.status()
+    status["ready"] = status["ready"] and status["store_up"] is not False
+    return status
 
 
 def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:

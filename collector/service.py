@@ -118,9 +118,9 @@ def start_ingest(store: Store | Callable[[], Store], options: IngestOptions | No
                         options.spool_max_bytes, options.retry_after_s)
     pipeline.start()
     # Log records take the same way through a spool of their own (one insert per segment is
-    # one table), converted in the writer thread (they are few next to spans); their counts
-    # stay out of the spans' metrics.
-    logs = Pipeline(Spool(spool_dir / LOG_SIGNAL.name), link, Metrics(), options.limits,
+    # one table), converted in the writer thread (they are few next to spans); counted apart
+    # from spans on the same /metrics (rewind_collector_logs_*).
+    logs = Pipeline(Spool(spool_dir / LOG_SIGNAL.name), link, metrics.for_logs(), options.limits,
                     replace(options.batch, convert_workers=0), options.spool_max_bytes,
                     options.retry_after_s, LOG_SIGNAL)
     logs.start()

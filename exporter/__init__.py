@@ -24,7 +24,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agents import agent
+    from .agents import agent, workflow
     from .instrumentor import RewindInstrumentor
     from .jobs import job
     from .otel_pipeline import export_stats
@@ -44,6 +44,7 @@ __all__ = [
     "job",
     "tool",
     "uninstrument",
+    "workflow",
 ]
 
 
@@ -131,6 +132,7 @@ _LAZY = {
     "ENV_REPLAY_SOURCE": ".process_settings", "settings": ".process_settings",
     "RecordedToolError": ".tools", "ToolAnswer": ".tools",
     "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
+    "workflow": ".agents",
     "job": ".jobs", "Recorder": ".recording", "ensure_provider": ".otel_pipeline",
     "export_stats": ".otel_pipeline", "exports_through_us": ".otel_pipeline",
 }

@@ -197,6 +197,10 @@ OI_TOOL_CALL_ID = "tool_call.id"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION_ID = "session.id"
 OPERATION_INVOKE_AGENT = "invoke_agent"
+# A coordinated run of several agents (GenAI conventions: INTERNAL, named by gen_ai.agent.name;
+# gen_ai.workflow.name before the conventions merged it into the agent span).
+OPERATION_INVOKE_WORKFLOW = "invoke_workflow"
+WORKFLOW_NAME = "gen_ai.workflow.name"
 
 # What each capture mode leaves out (see config.CaptureMode).
 RAW_ATTRIBUTES = frozenset(

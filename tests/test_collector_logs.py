@@ -1,6 +1,7 @@
 """Log records over OTLP (``POST /v1/logs``, protobuf or JSON, and gRPC's LogsService) land in
 ``otel_logs`` column for column, with the traces' token check and tenancy, once however often a
-request is retried; a bad record is a partial success, as a bad span is."""
+request is retried; a bad record is a partial success, as a bad span is. ``/metrics`` counts
+log records received, written and refused apart from spans; ``/ready`` answers for both."""
 
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
+from prometheus_client.parser import text_string_to_metric_families
 
 from rewind.collector.migrate import migrate
 from rewind.collector.schema import LOG_COLUMNS, LOG_COLUMNS_TYPED, LOGS
-from rewind.collector.server_settings import IngestOptions
+from rewind.collector.server_settings import BatchPolicy, IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 
@@ -67,6 +69,32 @@ def emit(exporter, trace_id: int, service: str) -> None:
     provider.shutdown()
 
 
+def metrics(ingest) -> dict[str, float]:
+    text = httpx.get(ingest.http_url + "/metrics",
+                     headers={"authorization": "Bearer tok-a"}).text
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[sample.name] = found.get(sample.name, 0.0) + sample.value
+    return found
+
+
+def js_logs(trace_hex: str, bad: int = 0) -> bytes:
+    """A request as a JavaScript SDK sends it: one good record and ``bad`` beyond the store."""
+    good = {"timeUnixNano": "1700000000000000000", "traceId": trace_hex, "spanId": "c1" * 8,
+            "eventName": "gen_ai.client.inference.operation.details",
+            "attributes": [{"key": "gen_ai.input.messages",
+                            "value": {"stringValue": '[{"role":"user"}]'}}]}
+    records = [good] + [{**good, "timeUnixNano": str(2**64 - 1)}] * bad
+    return json.dumps({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
+        "scopeLogs": [{"scope": {"name": "@opentelemetry/instrumentation-openai"},
+                       "logRecords": records}]}]}).encode()
+
+
+JSON_AUTH = {"content-type": "application/json", "authorization": "Bearer tok-a"}
+
+
 def test_writer_column_types_are_the_tables(store):
     described = {row["name"]: row["type"] for row in store.query(f"DESCRIBE TABLE {LOGS}")}
     assert [(name, described[name]) for name in LOG_COLUMNS] == list(LOG_COLUMNS_TYPED)
@@ -105,18 +133,9 @@ def test_without_a_token_logs_are_refused_on_both_receivers(ingest, store):
 
 
 def test_json_as_a_javascript_sdk_sends_it_retried_and_partly_bad(ingest, store):
-    good = {"timeUnixNano": "1700000000000000000", "traceId": "b1" * 16, "spanId": "c1" * 8,
-            "eventName": "gen_ai.client.inference.operation.details",
-            "attributes": [{"key": "gen_ai.input.messages",
-                            "value": {"stringValue": '[{"role":"user"}]'}}]}
-    bad = {**good, "timeUnixNano": str(2**64 - 1)}  # beyond what the store holds
-    body = json.dumps({"resourceLogs": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "js"}}]},
-        "scopeLogs": [{"scope": {"name": "@opentelemetry/instrumentation-openai"},
-                       "logRecords": [good, bad]}]}]})
-    headers = {"content-type": "application/json", "authorization": "Bearer tok-a"}
+    body = js_logs("b1" * 16, bad=1)
     for _ in range(3):
-        reply = httpx.post(ingest.http_url + "/v1/logs", content=body, headers=headers)
+        reply = httpx.post(ingest.http_url + "/v1/logs", content=body, headers=JSON_AUTH)
         assert reply.status_code == 200
         assert reply.json()["partialSuccess"]["rejectedLogRecords"] == "1"
     assert ingest.flush()
@@ -135,3 +154,47 @@ def test_the_grpc_response_is_the_logs_own(ingest):
         export = channel.unary_unary("/opentelemetry.proto.collector.logs.v1.LogsService/Export")
         answer = export(body, timeout=10, metadata=[("authorization", "Bearer tok-a")])
     assert ExportLogsServiceResponse.FromString(answer) == ExportLogsServiceResponse()
+
+
+def test_metrics_count_log_records_apart_from_spans(ingest):
+    assert ingest.flush()  # what the tests before sent is written
+    before = metrics(ingest)
+    reply = httpx.post(ingest.http_url + "/v1/logs", content=js_logs("e1" * 16, bad=2),
+                       headers=JSON_AUTH)
+    assert reply.status_code == 200
+    assert ingest.flush()
+    after = metrics(ingest)
+    grew = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in after}
+    assert grew["rewind_collector_logs_received_total"] == 3
+    assert grew["rewind_collector_logs_rejected_total"] == 2
+    assert grew["rewind_collector_logs_written_total"] == 1
+    assert after["rewind_collector_logs_queue_records"] == 0
+    assert grew.get("rewind_collector_spans_received_total", 0) == 0
+    assert grew["rewind_collector_spans_written_total"] == 0
+    ready = httpx.get(ingest.http_url + "/ready", headers={"authorization": "Bearer tok-a"})
+    assert ready.status_code == 200
+    assert ready.json()["logs"]["ready"] and ready.json()["logs"]["queued_records"] == 0
+
+
+def test_ready_says_not_ready_while_the_logs_spool_is_full(store, tmp_path):
+    held = BatchPolicy(timeout_s=60, max_spans=100_000)  # nothing is written meanwhile
+    handle = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, spool_dir=tmp_path,
+                                               batch=held, spool_max_bytes=4096))
+    try:
+        answers = [httpx.post(handle.http_url + "/v1/logs", content=js_logs(f"{n:032x}"),
+                              headers={"content-type": "application/json"}).status_code
+                   for n in range(1, 40)]
+        assert 503 in answers  # pushed back once its spool is full
+        ready = httpx.get(handle.http_url + "/ready")
+        assert ready.status_code == 503
+        status = ready.json()
+        assert status["accepting"] and not status["logs"]["accepting"]  # traces still take
+        assert status["logs"]["queued_records"] > 0 and not status["ready"]
+        assert metrics_open(handle)["rewind_collector_logs_queue_records"] > 0
+    finally:
+        handle.stop()
+
+
+def metrics_open(handle) -> dict[str, float]:
+    text = httpx.get(handle.http_url + "/metrics").text
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}

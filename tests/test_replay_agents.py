@@ -1,11 +1,13 @@
 """Agents with tools, recorded through the collector and replayed with nothing live: no LLM
 connection and no tool function run. OpenAI with parallel tool calls run on threads, and
-Anthropic streaming with tool use."""
+Anthropic streaming with tool use, each its own agent of one workflow (``invoke_workflow``)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
+import httpx
 import pytest
 
 from tests.support.harness import record_script
@@ -15,7 +17,7 @@ AGENT = textwrap.dedent(
     import contextvars, json, os
     from concurrent.futures import ThreadPoolExecutor
     import anthropic, openai
-    from rewind.exporter import agent, instrument, tool
+    from rewind.exporter import agent, instrument, tool, workflow
 
     instrument(service_name="tool-agent")
     LOG = os.environ["TOOL_LOG"]
@@ -80,12 +82,14 @@ AGENT = textwrap.dedent(
             return "".join(stream.text_stream)
 
     url = os.environ["LLM_URL"]
-    with agent("travel-agent") as span:
+    with workflow("trip") as span:
         open(os.environ["TRACE_FILE"], "w").write(format(span.get_span_context().trace_id, "032x"))
-        print("openai:", run_openai(openai.OpenAI(base_url=url + "/v1", api_key="sk-a",
-                                                  max_retries=0)))
-        print("anthropic:", run_anthropic(anthropic.Anthropic(base_url=url, api_key="sk-ant-b",
-                                                              max_retries=0)))
+        with agent("travel-agent"):
+            print("openai:", run_openai(openai.OpenAI(base_url=url + "/v1", api_key="sk-a",
+                                                      max_retries=0)))
+        with agent("weather-agent"):
+            print("anthropic:", run_anthropic(anthropic.Anthropic(
+                base_url=url, api_key="sk-ant-b", max_retries=0)))
     """
 )
 
@@ -94,8 +98,8 @@ AGENT = textwrap.dedent(
 def recorded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agents")
     log = tmp / "tools.log"
-    # 1 agent + 2 OpenAI calls + 2 tools + 2 Anthropic calls + 1 tool
-    recording = record_script(tmp, AGENT, 8, TOOL_LOG=str(log))
+    # 1 workflow + 2 agents + 2 OpenAI calls + 2 tools + 2 Anthropic calls + 1 tool
+    recording = record_script(tmp, AGENT, 10, TOOL_LOG=str(log))
     yield recording, log, log.read_text()
     recording.served.stop()
 
@@ -128,3 +132,24 @@ def test_changed_tool_arguments_diverge_with_the_tool_named(recorded):
     assert done.returncode == 3
     assert "diverged at step 0" in done.stderr
     assert "Paris" in done.stderr and "Rome" in done.stderr
+
+
+def test_the_workflow_is_recorded_and_read_as_one(recorded):
+    recorded = recorded[0]
+    by_name = {s["SpanName"]: s for s in recorded.spans}
+    run = by_name["invoke_workflow trip"]
+    assert run["SpanKind"] == "SPAN_KIND_INTERNAL" and run["ParentSpanId"] == ""
+    assert run["SpanAttributes"]["gen_ai.operation.name"] == "invoke_workflow"
+    assert run["SpanAttributes"]["gen_ai.agent.name"] == "trip"
+    for name in ("invoke_agent travel-agent", "invoke_agent weather-agent"):
+        assert by_name[name]["ParentSpanId"] == run["SpanId"]
+    view = httpx.get(f"{recorded.served.api_url}/v1/ui/traces/{recorded.trace_id}",
+                     timeout=10).json()
+    rows = {row["name"]: row for row in view["events"]}
+    assert rows["invoke_workflow trip"]["type"] == "workflow"
+    assert rows["invoke_workflow trip"]["lane"] == "trip"
+    lanes = {row["lane"] for row in view["events"] if row["type"] == "llm"}
+    assert lanes == {"travel-agent", "weather-agent"}
+    done = recorded.rewind("inspect", recorded.trace_id, "--all", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "workflow" in {e["type"] for e in json.loads(done.stdout)["events"]}

@@ -1,6 +1,8 @@
 """A streamed call whose stream carries no token counts (the openai SDK without
 ``stream_options.include_usage``) is "usage not reported", not 0 tokens and $0: ``inspect``,
-``stats`` and ``GET /v1/usage`` say so; with ``include_usage`` the stream's counts are read."""
+``stats`` and ``GET /v1/usage`` say so. Streams that carry them are read, in every provider's
+shape: OpenAI's final chunk (``include_usage``), Anthropic's ``message_start`` and
+``message_delta``, Gemini's ``usageMetadata`` (real SDKs against the fake LLM)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,10 @@ from tests.support.harness import record_script
 AGENT = textwrap.dedent(
     """
     import os
+    import anthropic
     import openai
+    from google import genai
+    from google.genai import types
     from rewind.exporter import agent, instrument
 
     instrument(service_name="stream-agent")
@@ -31,13 +36,22 @@ AGENT = textwrap.dedent(
                 model="gpt-4o", stream=True, messages=[{"role": "user", "content": "hi"}],
                 **extra)
             print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
+        claude = anthropic.Anthropic(base_url=os.environ["LLM_URL"], api_key="sk-ant-x",
+                                     max_retries=0)
+        with claude.messages.stream(model="claude-sonnet-4-5", max_tokens=64,
+                                    messages=[{"role": "user", "content": "hi"}]) as stream:
+            print("".join(stream.text_stream))
+        gemini = genai.Client(api_key="AIza-x", http_options=types.HttpOptions(
+            base_url=os.environ["LLM_URL"], api_version="v1beta"))
+        print("".join(c.text or "" for c in gemini.models.generate_content_stream(
+            model="gemini-2.5-flash", contents="hi")))
     """
 )
 
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
-    recorded = record_script(tmp_path_factory.mktemp("unreported"), AGENT, 3)
+    recorded = record_script(tmp_path_factory.mktemp("unreported"), AGENT, 5)
     try:
         yield recorded
     finally:
@@ -50,12 +64,30 @@ def cli(recording, *args: str) -> str:
     return done.stdout
 
 
+def llm_spans(recording) -> dict[str, list[dict]]:
+    """Rewind's LLM spans by the provider they called (the anthropic SDK's own
+    instrumentation, when installed, adds a span of its own: counted once, see stats)."""
+    by_provider: dict[str, list[dict]] = {}
+    for span in recording.spans:
+        attrs = span["SpanAttributes"]
+        if span["SpanName"].startswith(("chat ", "generate_content ")):
+            by_provider.setdefault(attrs["gen_ai.provider.name"], []).append(attrs)
+    return by_provider
+
+
 def test_inspect_says_not_reported_and_reads_the_streamed_usage(recording):
-    chats = [s for s in recording.spans if s["SpanName"].startswith("chat")]
-    reported = [s["SpanAttributes"].get("rewind.usage.reported") for s in chats]
+    spans = llm_spans(recording)
+    assert sorted(spans) == ["anthropic", "gcp.gemini", "openai"]
+    reported = [a.get("rewind.usage.reported") for a in spans["openai"]]
     assert sorted(reported, key=str) == sorted([None, "false"], key=str)
-    read = [s for s in chats if "rewind.usage.reported" not in s["SpanAttributes"]]
-    assert int(read[0]["SpanAttributes"]["gen_ai.usage.output_tokens"]) > 0
+    read = [a for a in spans["openai"] if "rewind.usage.reported" not in a]
+    assert int(read[0]["gen_ai.usage.output_tokens"]) > 0
+    for provider in ("anthropic", "gcp.gemini"):
+        [attrs] = spans[provider]
+        assert attrs["gen_ai.request.stream"] == "true"
+        assert "rewind.usage.reported" not in attrs
+        assert int(attrs["gen_ai.usage.input_tokens"]) > 0, provider
+        assert int(attrs["gen_ai.usage.output_tokens"]) == 2, provider  # "echo: hi"
     table = cli(recording, "inspect", recording.trace_id)
     assert "not reported" in table
     assert "(+1callusagenotreported)" in readable(table)
@@ -63,7 +95,7 @@ def test_inspect_says_not_reported_and_reads_the_streamed_usage(recording):
 
 def test_stats_and_usage_api_count_unreported_calls_apart(recording):
     total = json.loads(cli(recording, "stats", "--json"))["total"]
-    assert total["calls"] == 2 and total["unreported_calls"] == 1
+    assert total["calls"] == 4 and total["unreported_calls"] == 1
     assert total["output_tokens"] > 0
     assert "(+1usagenotreported)" in readable(cli(recording, "stats"))
     rows = httpx.get(f"{recording.served.api_url}/v1/usage", timeout=10).json()["usage"]

@@ -2,17 +2,23 @@
 second and third run of the agent (the real ``openai`` SDK) from the top without a restart, a
 run cut short or diverged does not block the next one (which counts its steps from its own
 first request), ``DELETE`` resets by hand, and sessions made with ``POST /v1/replay/sessions``
-serve one run each, independently, looking past the paths they are given to ignore."""
+serve one run each, independently, looking past the paths they are given to ignore, sending
+calls that are no LLM call on to the recorded host when it is allowed live, and matching the
+caller's epoch values against the clock it runs on (the recorded run's, or its own)."""
 
 from __future__ import annotations
 
 import re
 import textwrap
+import time
+from datetime import datetime
+from urllib.parse import urlsplit
 
 import httpx
 import openai
 import pytest
 
+from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.harness import record_script
 
 QUESTIONS = ("find a flight to Lisbon", "and a hotel near the river")
@@ -38,6 +44,37 @@ RECORDER = textwrap.dedent(
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     recorded = record_script(tmp_path_factory.mktemp("http-runs"), RECORDER, 3)
+    yield recorded
+    recorded.served.stop()
+
+
+OLD_RUN = textwrap.dedent(
+    """
+    import os
+    import time
+    import time_machine
+    import openai
+    from rewind.exporter import agent, instrument
+
+    travel = time_machine.travel("2023-03-01T09:00:00Z", tick=True)  # a run long ago
+    travel.start()
+    instrument(service_name="news-desk")
+    client = openai.OpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-test-y",
+                           max_retries=0)
+    with agent("desk") as span:
+        with open(os.environ["TRACE_FILE"], "w") as f:
+            f.write(format(span.get_span_context().trace_id, "032x"))
+        client.chat.completions.create(model="gpt-4o-mini", messages=[
+            {"role": "user", "content": f"news since {int(time.time())}"}])
+    travel.stop()  # spans are sent at exit, on the real clock (gRPC's deadlines need it)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def old_recording(tmp_path_factory):
+    recorded = record_script(tmp_path_factory.mktemp("http-clock"), OLD_RUN, 2,
+                             OTEL_BSP_SCHEDULE_DELAY="60000")
     yield recorded
     recorded.served.stop()
 
@@ -134,3 +171,52 @@ def test_the_api_description_gives_the_session_model_bodies_and_409s(recording):
         "trace_id"]
     assert "session_id" in created["responses"]["201"]["content"]["application/json"][
         "schema"]["properties"]
+
+
+def test_calls_that_are_no_llm_call_go_on_to_a_host_allowed_live(recording):
+    api = recording.served.api_url
+    refused = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": recording.trace_id})
+    client = openai.OpenAI(base_url=f"{api}{refused.json()['base_path']}/v1", api_key="sk-u",
+                           max_retries=0)
+    with pytest.raises(openai.ConflictError, match="/v1/models is not in the recording"):
+        client.models.list()
+    recorded = urlsplit(recording.llm.base_url)
+    with FakeLLMServer(port=recorded.port) as live:  # the service the recording called, up
+        made = httpx.post(f"{api}/v1/replay/sessions", json={
+            "trace_id": recording.trace_id, "allow_live": [recorded.hostname]})
+        assert made.status_code == 201, made.text
+        client = openai.OpenAI(base_url=f"{api}{made.json()['base_path']}/v1",
+                               api_key="sk-u", max_retries=0)
+        assert "gpt-4o-mini" in [m.id for m in client.models.list()]
+        assert run_agent(client.base_url) == [f"echo: {q}" for q in QUESTIONS]
+        assert [(method, path) for method, path, _ in live.requests] == [("GET", "/v1/models")]
+    status = httpx.get(f"{api}/v1/replay/sessions/{made.json()['session_id']}").json()
+    assert status["live"] == 1 and status["replayed"] == 2 and status["divergence"] is None
+    bad = httpx.post(f"{api}/v1/replay/sessions",
+                     json={"trace_id": recording.trace_id, "allow_live": "127.0.0.1"})
+    assert bad.status_code == 400
+
+
+def ask(api: str, session: dict, epoch: int) -> str:
+    client = openai.OpenAI(base_url=f"{api}{session['base_path']}/v1", api_key="sk-u",
+                           max_retries=0)
+    return client.chat.completions.create(model="gpt-4o-mini", messages=[
+        {"role": "user", "content": f"news since {epoch}"}]).choices[0].message.content
+
+
+def test_the_session_clock_recorded_or_the_callers_own(old_recording):
+    api, trace_id = old_recording.served.api_url, old_recording.trace_id
+    recorded = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id}).json()
+    assert recorded["clock"] == "recorded"
+    start = datetime.fromisoformat(recorded["clock_start"])
+    assert start.year == 2023
+    with pytest.raises(openai.ConflictError):  # today's epoch, years after the recording
+        ask(api, recorded, int(time.time()))
+    again = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id}).json()
+    assert ask(api, again, int(start.timestamp()) + 5).startswith("echo: news since")
+    live = httpx.post(f"{api}/v1/replay/sessions",
+                      json={"trace_id": trace_id, "clock": "live"}).json()
+    assert live["clock"] == "live" and live["clock_start"] is None
+    assert ask(api, live, int(time.time())).startswith("echo: news since")
+    bad = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id, "clock": "noon"})
+    assert bad.status_code == 400 and "clock must be one of" in bad.text

@@ -10,7 +10,7 @@ from rewind.replay.ui.step_kinds import http_status, step_label
 
 # By default the steps a run replays: model, tool, HTTP and database calls (Event.kind).
 OUTLINE_KINDS = ("llm", "tool", "http", "db")
-ALL_KINDS = (*OUTLINE_KINDS, "agent", "request", "context", "error", "span")
+ALL_KINDS = (*OUTLINE_KINDS, "agent", "workflow", "request", "context", "error", "span")
 
 
 def event_row(run: Timeline, event: Event) -> dict[str, Any]:

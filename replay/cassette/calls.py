@@ -194,18 +194,6 @@ def shadows_of(spans: Sequence[Span]) -> dict[str, str]:
             for call in llm_calls(spans) for shadow in call.shadows}
 
 
-def event_type(span: Mapping[str, Any]) -> str:
-    """``tool``, ``llm``, ``agent`` or ``span``: what the timeline counts a span as."""
-    attrs = span.get("SpanAttributes") or {}
-    if attrs.get(A.KIND) == A.KIND_TOOL or attrs.get(A.OPERATION) == "execute_tool":
-        return "tool"
-    if attrs.get(A.KIND) == A.KIND_LLM or is_llm_span(span):
-        return "llm"
-    if attrs.get(A.OPERATION) in ("invoke_agent", "create_agent"):
-        return "agent"
-    return "span"
-
-
 def shown_kind(span: Mapping[str, Any], counted_as: str) -> str:
     """What a step is, as people read it: ``counted_as`` for model, tool and agent steps,
     else ``http`` or ``db`` (a call the run made), ``request`` (a service's inbound request

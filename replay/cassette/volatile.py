@@ -10,7 +10,8 @@ JSON path, whole or inside a string (a timestamp in the middle of a system promp
   ``25 November 2026``, ``Nov 25, 2026``), with or without its weekday (``Wednesday,``);
 * a time of day alone (``10:53``, ``10:53:01.5``, ``10:53 PM``, ``10:53 UTC``);
 * epoch seconds (10 digits) or milliseconds (13 digits), as a number or inside text, within
-  :data:`EPOCH_WINDOW_S` of the recorded run's start;
+  :data:`EPOCH_WINDOW_S` of the recorded run's start (the replayed run's values: of its own
+  start instead when it runs on the live clock);
 * any field whose path matches a glob given with ``--ignore``: a path as divergences print it,
   taken literally (``body.messages[1].content``), or a glob over its segments, where ``*``
   stands for one name or index (``body.messages[*].content``, ``body.metadata.*``); a path
@@ -92,39 +93,45 @@ _MARK = {"uuid": "\x00uuid\x00", "time": "\x00time\x00", "date": "\x00date\x00",
 @dataclass(frozen=True)
 class Tolerance:
     """What may differ: ``ignore`` path globs and the recording's start (epoch seconds; 0:
-    unknown, then epoch values are not recognised)."""
+    unknown, then epoch values are not recognised); ``live_s``: the replayed run's start when
+    it runs on the live clock (0: on the recorded one), what its own epoch values are near."""
 
     ignore: tuple[str, ...] = ()
     around_s: float = 0.0
+    live_s: float = 0.0
 
     def path_ignored(self, path: str) -> bool:
         return any(path_matches(path, glob) for glob in self.ignore)
 
-    def _epoch_near(self, digits: str) -> bool:
-        if not self.around_s:
+    def _epoch_near(self, digits: str, around_s: float) -> bool:
+        if not around_s:
             return False
         seconds = int(digits) / (1000 if len(digits) == 13 else 1)
-        return abs(seconds - self.around_s) <= EPOCH_WINDOW_S
+        return abs(seconds - around_s) <= EPOCH_WINDOW_S
 
-    def masked(self, text: str) -> str:
-        """``text`` with every volatile value replaced by a marker of its kind."""
+    def masked(self, text: str, replayed: bool = False) -> str:
+        """``text`` with every volatile value replaced by a marker of its kind (``replayed``:
+        text of the replayed run, whose epoch values may be near its own clock)."""
+        around = (self.live_s or self.around_s) if replayed else self.around_s
         text = UUID.sub(_MARK["uuid"], text)
         text = TIMESTAMP.sub(_MARK["time"], text)
         text = DATE.sub(_MARK["date"], text)
         text = CLOCK.sub(_MARK["clock"], text)
-        return EPOCH.sub(lambda m: _MARK["epoch"] if self._epoch_near(m.group(1))
+        return EPOCH.sub(lambda m: _MARK["epoch"] if self._epoch_near(m.group(1), around)
                          else m.group(0), text)
 
     def same(self, expected: Any, actual: Any) -> bool:
-        """Two leaf values that differ only in volatile values."""
+        """Two leaf values that differ only in volatile values (``actual``: the replayed
+        run's)."""
         if isinstance(expected, bool) or isinstance(actual, bool):
             return False
         if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
-            return (self._epoch_near(str(int(expected))) and self._epoch_near(str(int(actual)))
+            return (self._epoch_near(str(int(expected)), self.around_s)
+                    and self._epoch_near(str(int(actual)), self.live_s or self.around_s)
                     and len(str(int(expected))) == len(str(int(actual))))
         if isinstance(expected, str) and isinstance(actual, str):
             masked = self.masked(expected)
-            return masked != expected and masked == self.masked(actual)
+            return masked != expected and masked == self.masked(actual, replayed=True)
         return False
 
 

@@ -227,6 +227,7 @@ def install_from_env() -> ReplaySession | None:
         report_path=settings.report_path,
         allow_live=settings.allow_live,
         ignore=settings.ignore,
+        clock=settings.clock,
     )
     replaying(session, settings.clock).start()  # till the end
     guard_of(session).install()

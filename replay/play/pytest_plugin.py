@@ -132,7 +132,8 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
         cassette = _load(request.config, Path(request.node.path).parent, settings)
         session = ReplaySession(cassette, mode=settings.get("mode") or STRICT,
                                 allow_live=_globs(settings.get("allow_live")),
-                                ignore=_globs(settings.get("ignore")))
+                                ignore=_globs(settings.get("ignore")),
+                                clock=settings.get("clock") or "recorded")
     except (RewindError, OSError) as error:
         problem = f"rewind: {error}"
     else:

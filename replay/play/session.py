@@ -25,7 +25,16 @@ from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.matching import Asked, Matcher
-from rewind.replay.play.replay_settings import LENIENT, STRICT, ReplayMode, replay_mode
+from rewind.replay.play.replay_settings import (
+    CLOCK_LIVE,
+    CLOCK_RECORDED,
+    LENIENT,
+    STRICT,
+    Clock,
+    ReplayMode,
+    clock,
+    replay_mode,
+)
 from rewind.replay.play.report import ReplayReport
 
 Events = list[tuple[int, str]]
@@ -235,6 +244,7 @@ class ReplaySession:
     report_path: str | None = None
     allow_live: tuple[str, ...] = ()  # hosts (globs) whose unrecorded HTTP calls may go out
     ignore: tuple[str, ...] = ()  # request paths (globs) whose values may differ (volatile.py)
+    clock: Clock = CLOCK_RECORDED  # live: the run's epoch values are near now (volatile.py)
     matcher: Matcher = field(init=False)
     divergence: Divergence | None = None
     live_requests: int = 0
@@ -244,8 +254,11 @@ class ReplaySession:
 
     def __post_init__(self) -> None:
         self.mode = replay_mode(self.mode)  # a string from JSON or a marker too
+        self.clock = clock(self.clock)
+        live_s = time.time() if self.clock == CLOCK_LIVE else 0.0
         self.matcher = Matcher(self.cassette.interactions,
-                               Tolerance(tuple(self.ignore), self.cassette.started_ns / 1e9))
+                               Tolerance(tuple(self.ignore), self.cassette.started_ns / 1e9,
+                                         live_s))
 
     @property
     def live(self) -> bool:

@@ -145,6 +145,14 @@ class _Endpoints:
         return JSONResponse(wire_anthropic.anthropic_message(reply), headers=headers)
 
 
+async def _models(request: Request) -> Response:
+    """``GET /v1/models``: the models the fake answers as (an SDK's ``models.list()``)."""
+    request.app.state.fakellm.record(request.method, request.url.path, None)
+    return JSONResponse({"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "fake"}
+        for name in ("gpt-4o", "gpt-4o-mini")]})
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """Unknown paths and methods, in the provider's error shape rather than plain text."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -166,6 +174,7 @@ def create_app(script: FakeScript | None = None) -> Starlette:
     routes = [Route(prefix + path, handler, methods=["POST"])
               for prefix in ("/v1", "") for path, handler in handlers]
     routes += gemini_routes(state)
+    routes += [Route(prefix + "/models", _models, methods=["GET"]) for prefix in ("/v1", "")]
     app = Starlette(routes=routes, exception_handlers={404: _http_error, 405: _http_error})
     app.state.fakellm = state
     return unrecorded(app)

@@ -11,17 +11,16 @@
     fix = run.fork(3, edit_user_message="Only look the order up.")
     outcome = fix.continue_from(my_agent)    # see fork.py
 
-Every span of the trace is an :class:`Event` (``llm``, ``tool``, ``agent``, ``context`` or
-``span``); those with a recorded exchange carry their ``rewind.step`` and :class:`Interaction`.
-An LLM span describing a call another span stands for (an SDK's own span, a second
-instrumentation's: ``cassette/calls.py``) is ``context``: shown, never counted as a call.
+Every span of the trace is an :class:`Event` (``events.py``: ``llm``, ``tool``, ``agent``,
+``workflow``, ``context`` or ``span``); those with a recorded exchange carry their
+``rewind.step`` and :class:`Interaction`. An LLM span describing a call another span stands for
+(an SDK's own span, a second instrumentation's: ``cassette/calls.py``) is ``context``: shown,
+never counted as a call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +28,10 @@ from rewind.exporter import attributes as A
 from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.build import build_cassette
-from rewind.replay.cassette.calls import event_type, has_exchange, shown_kind
-from rewind.replay.cassette.messages import Message, conversation_of
-from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.timetravel.diff import StepView, preview
+from rewind.replay.cassette.calls import has_exchange
+from rewind.replay.cassette.messages import Message
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.timetravel.events import Event, as_int, event_type
 from rewind.replay.timetravel.stats import PriceTable, load_prices
 
 if TYPE_CHECKING:
@@ -49,116 +48,6 @@ class TimelineError(RewindError, LookupError):
     http_status = 404
 
 
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-@dataclass
-class Event:
-    index: int
-    type: str  # "llm", "tool", "agent", "context" or "span"
-    name: str
-    step: int | None
-    span: Mapping[str, Any] = field(repr=False)
-    interaction: Interaction | None = field(default=None, repr=False)
-    shadow_of: str | None = None  # context: the span id of the span standing for the call
-
-    @property
-    def attributes(self) -> Mapping[str, str]:
-        return self.span.get("SpanAttributes") or {}
-
-    @property
-    def span_id(self) -> str:
-        return str(self.span.get("SpanId", ""))
-
-    @property
-    def parent_span_id(self) -> str:
-        return str(self.span.get("ParentSpanId", ""))
-
-    @property
-    def start_ns(self) -> int:
-        return _int(self.span.get("StartNs"))
-
-    @property
-    def duration_ns(self) -> int:
-        return _int(self.span.get("Duration"))
-
-    @property
-    def ok(self) -> bool:
-        return self.span.get("StatusCode") != "STATUS_CODE_ERROR"
-
-    @property
-    def status(self) -> str:
-        if not self.ok:
-            return "error"
-        if self.interaction is not None and self.interaction.status >= 400:
-            return f"http {self.interaction.status}"
-        return "ok"
-
-    @property
-    def kind(self) -> str:
-        """What the step is, as people read it (see :func:`shown_kind`)."""
-        return shown_kind(self.span, self.type)
-
-    @property
-    def model(self) -> str:
-        return self.attributes.get(A.RESPONSE_MODEL) or self.attributes.get(A.REQUEST_MODEL, "")
-
-    @property
-    def input_tokens(self) -> int:
-        return _int(self.attributes.get(A.INPUT_TOKENS))
-
-    @property
-    def output_tokens(self) -> int:
-        return _int(self.attributes.get(A.OUTPUT_TOKENS))
-
-    @property
-    def usage_reported(self) -> bool:
-        return self.attributes.get(A.USAGE_REPORTED) != "false"
-
-    @property
-    def tool_name(self) -> str:
-        return self.attributes.get(A.TOOL_NAME) or self.name.removeprefix("execute_tool ")
-
-    @cached_property
-    def preview(self) -> str:
-        if self.interaction is not None:
-            return preview(StepView(self.interaction), 80)
-        error = self.span.get("StatusMessage")
-        return str(error or "")[:80]
-
-    def input_messages(self) -> list[Message]:
-        """What the model was sent (system prompt first), in the GenAI parts form."""
-        conversation = conversation_of(self.span) if self.type == "llm" else None
-        if conversation is not None:
-            return conversation.input
-        if self.interaction is not None and self.type == "llm":
-            request = StepView(self.interaction).request
-            system = ([{"role": "system", "parts": [{"type": "text",
-                                                     "content": request["system"]}]}]
-                      if request.get("system") else [])
-            return system + list(request.get("messages") or [])
-        return []
-
-    def output_messages(self) -> list[Message]:
-        """What the model answered; for a tool, its result as a ``tool`` message."""
-        if self.type == "tool":
-            result = (self.attributes.get(A.TOOL_RESULT) or self.attributes.get(A.TOOL_ERROR)
-                      or self.attributes.get(A.TOOL_CALL_RESULT))
-            return [{"role": "tool", "parts": [{
-                "type": "tool_call_response", "id": self.attributes.get(A.TOOL_CALL_ID),
-                "response": json_or_text(result)}]}]
-        conversation = conversation_of(self.span) if self.type == "llm" else None
-        if conversation is not None:
-            return conversation.output
-        if self.interaction is not None:
-            return list(StepView(self.interaction).answer.get("output") or [])
-        return []
-
-
 class Timeline:
     """One trace: its events in order, its cassette, and the ways to look into it."""
 
@@ -171,12 +60,12 @@ class Timeline:
         self.cassette: Cassette = build_cassette(trace_id, self.spans)
         self._prices = prices
         by_span = {i.span_id: i for i in self.cassette.interactions}
-        ordered = sorted(self.spans, key=lambda s: (_int(s.get("StartNs")), str(s["SpanId"])))
+        ordered = sorted(self.spans, key=lambda s: (as_int(s.get("StartNs")), str(s["SpanId"])))
         self.events: list[Event] = []
         for span in ordered:
             interaction = by_span.get(span["SpanId"])
             step = interaction.step if interaction is not None else (
-                _int(span["SpanAttributes"][A.STEP]) if has_exchange(span) else None)
+                as_int(span["SpanAttributes"][A.STEP]) if has_exchange(span) else None)
             shadow_of = self.cassette.shadows.get(span["SpanId"])
             kind = "context" if shadow_of else event_type(span)
             self.events.append(Event(len(self.events), kind, span["SpanName"], step, span,
@@ -341,7 +230,7 @@ class Timeline:
             source = event.attributes.get(A.FORK_SOURCE_TRACE_ID)
             if source:
                 return {"kind": "fork", "source_trace_id": source,
-                        "step": _int(event.attributes.get(A.FORK_STEP)),
+                        "step": as_int(event.attributes.get(A.FORK_STEP)),
                         "edits": json_or_text(event.attributes.get(A.FORK_EDITS) or "{}")}
         replayed = next((e.attributes[A.REPLAY_SOURCE_TRACE_ID] for e in self.events
                          if e.attributes.get(A.REPLAY_SOURCE_TRACE_ID)), None)

@@ -111,6 +111,6 @@ def kind_detail(event: Event, content: bool) -> dict[str, Any]:
         detail["http"] = http_view(event, content)
     if event.kind == "request":
         detail["request"] = inbound_view(inbound_of([event.span]), content)
-    if event.kind == "agent" and content:
+    if event.kind in ("agent", "workflow") and content:
         detail["agent_io"] = agent_io(event)
     return detail

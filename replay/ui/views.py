@@ -36,7 +36,7 @@ def _ms(ns: int) -> float:
 
 
 def _lanes(timeline: Timeline) -> dict[str, str]:
-    """Span id -> the name of the agent it ran under (its own, for an agent span)."""
+    """Span id -> the name of the agent (or workflow) it ran under (its own, for one)."""
     by_id = {e.span_id: e for e in timeline.events}
     lanes: dict[str, str] = {}
     for event in timeline.events:
@@ -48,8 +48,9 @@ def _lanes(timeline: Timeline) -> dict[str, str]:
                 name = lanes[current.span_id]
                 break
             chain.append(current)
-            if current.type == "agent":
-                name = current.attributes.get(A.AGENT_NAME) or current.name
+            if current.type in ("agent", "workflow"):  # a workflow's own calls: its lane
+                name = (current.attributes.get(A.AGENT_NAME)
+                        or current.attributes.get(A.WORKFLOW_NAME) or current.name)
                 break
             current = by_id.get(current.parent_span_id)
         for passed in chain:

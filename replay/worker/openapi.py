@@ -142,7 +142,10 @@ def openapi_document() -> dict[str, Any]:
     created = {"description": "created", "content": {"application/json": {"schema": {
         "type": "object", "properties": {"session_id": {"type": "string"},
                                          "trace_id": _TRACE_ID_SCHEMA,
-                                         "base_path": {"type": "string"}}}}}}
+                                         "base_path": {"type": "string"},
+                                         "clock": {"type": "string"},
+                                         "clock_start": {"type": ["string", "null"],
+                                                         "format": "date-time"}}}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Rewind worker API", "version": "1", "description": (
@@ -175,6 +178,14 @@ def openapi_document() -> dict[str, Any]:
                                    "ignore": {"type": "array", "items": {"type": "string"},
                                               "description": "request paths (globs) whose "
                                               "values may differ, as --ignore"},
+                                   "allow_live": {"type": "array", "items": {"type": "string"},
+                                                  "description": "hosts (globs) whose "
+                                                  "unrecorded calls that are no LLM call go "
+                                                  "on to the recorded host, as --allow-live"},
+                                   "clock": {"type": "string", "enum": ["recorded", "live"],
+                                             "description": "the caller's clock: the "
+                                             "recorded run's (from clock_start) or its own, "
+                                             "as --clock"},
                                    "mode": {"type": "string", "enum": ["strict"]}}}}}}),
                 "responses": {"201": created, "400": _ERROR, "401": _ERROR, "404": _ERROR}}},
             "/v1/replay/sessions/{session_id}": {

@@ -11,7 +11,15 @@ stopped or diverged), or any request after a divergence, begins a new run, and
 ``DELETE /v1/replay/sessions/<trace_id>`` resets it by hand. ``POST /v1/replay/sessions``
 makes independent sessions, one run each, served under ``/replay/s/<session_id>/…`` (for runs
 of one trace at the same time); such a session takes ``ignore`` (request paths whose values
-may differ, as ``rewind replay --ignore``).
+may differ, as ``rewind replay --ignore``), ``allow_live`` (hosts whose unrecorded calls that
+are no LLM call, ``GET /v1/models`` say, the worker sends on to the host the recording called,
+as ``--allow-live``) and ``clock`` (``recorded``: the caller runs on the recorded run's clock,
+whose start the session answers as ``clock_start``; ``live``: on its own, so its epoch values
+are taken as near now, as ``--clock``).
+
+A request is matched as if sent where the recording sent it: the recorded host and base path of
+the same endpoint (or of the recording's first LLM call), so recorded calls that are no LLM
+call are answered too.
 
 A session belongs to the tenant that made it: another tenant's session is unknown (404), and
 each tenant has its own default session per trace. An operator (tenant None) sees them all.
@@ -23,8 +31,12 @@ import json
 import secrets
 import threading
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -33,12 +45,15 @@ from starlette.routing import Route
 
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
+from rewind.exporter.process_settings import host_globs
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.play.replay_settings import CLOCK_RECORDED
 from rewind.replay.play.session import (
     STRICT,
     Decision,
     Diverged,
+    Live,
     Replayed,
     ReplaySession,
     recorded_answer,
@@ -64,11 +79,9 @@ class SessionRegistry:
         self._limit = limit
 
     def create(self, view: TenantView, trace_id: str, session_id: str | None = None,
-               speed: float | None = None,
-               ignore: tuple[str, ...] = ()) -> tuple[str, ReplaySession]:
-        """``ignore``: request paths (globs) whose values may differ, as ``--ignore``."""
-        session = ReplaySession(view.cassette(trace_id), mode=STRICT, speed=speed,
-                                ignore=ignore)
+               **settings: Any) -> tuple[str, ReplaySession]:
+        """``settings``: the session's ``speed``, ``ignore``, ``allow_live`` and ``clock``."""
+        session = ReplaySession(view.cassette(trace_id), mode=STRICT, **settings)
         sid = session_id or secrets.token_hex(8)
         with self._lock:
             if len(self._sessions) >= self._limit:  # forget the oldest
@@ -107,7 +120,8 @@ class SessionRegistry:
         if not isinstance(found, Diverged):
             return session, found
         fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed,
-                              ignore=session.ignore)
+                              ignore=session.ignore, allow_live=session.allow_live,
+                              clock=session.clock)
         again = fresh.decide(method, url, headers, body)
         first = isinstance(again, Replayed) and \
             again.interaction is _first_llm_step(fresh.cassette)
@@ -131,6 +145,49 @@ def _first_llm_step(cassette: Cassette) -> Interaction | None:
                key=lambda i: i.step, default=None)
 
 
+def _recorded_url(cassette: Cassette, path: str, query: str) -> str:
+    """Where the recording sent a request for ``path``: the host and base path of its call to
+    the same endpoint, else the host of its first LLM call (``http://replay/`` with none)."""
+    path = "/" + path.lstrip("/")
+    calls = sorted((i for i in cassette.interactions if i.kind == A.KIND_LLM),
+                   key=lambda i: i.step)
+    same = next((urlsplit(i.url) for i in calls if urlsplit(i.url).path.endswith(path)), None)
+    if same is not None:
+        where = f"{same.scheme}://{same.netloc}{same.path}"
+    elif calls:
+        first = urlsplit(calls[0].url)
+        where = f"{first.scheme}://{first.netloc}{path}"
+    else:
+        where = f"http://replay{path}"
+    return f"{where}?{query}" if query else where
+
+
+_NOT_SENT_ON = frozenset({"host", "content-length", "connection", "transfer-encoding",
+                          "keep-alive", "upgrade", "te", "trailer", "proxy-authorization",
+                          "accept-encoding"})
+
+
+async def _live(request: Request, url: str, body: bytes) -> Response:
+    """The request sent on to ``url`` (a host the session allows live), its answer relayed."""
+    client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0))
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_SENT_ON}
+    try:
+        sent = await client.send(client.build_request(request.method, url, headers=headers,
+                                                      content=body), stream=True)
+    except httpx.HTTPError as error:
+        await client.aclose()
+        return _provider_error(urlsplit(url).path, 502, f"{url} did not answer: {error}")
+
+    async def close() -> None:
+        await sent.aclose()
+        await client.aclose()
+
+    kept = {k: v for k, v in sent.headers.items()
+            if k.lower() not in _NOT_SENT_ON | {"content-encoding"}}
+    return StreamingResponse(sent.aiter_raw(), status_code=sent.status_code, headers=kept,
+                             background=BackgroundTask(close))
+
+
 def _unknown(session_id: str) -> HTTPException:
     return HTTPException(404, f"unknown replay session {session_id}")
 
@@ -149,17 +206,20 @@ def _provider_error(path: str, status: int, message: str) -> Response:
 Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
 
 
-async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
+async def _answer(decide: Decide, cassette: Cassette, request: Request,
+                  hint: str = "") -> Response:
     """``decide``: the session's answer for the request (the session, and what it found);
     ``hint``: what a 409 adds (how this kind of session starts a new run)."""
     path = request.path_params["path"]
     body = await request.body()
-    url = f"http://replay/{path.lstrip('/')}"
+    url = _recorded_url(cassette, path, request.url.query)
     # matching and building the answer are CPU work: in a thread, so the loop keeps serving
     session, decision = await run_in_threadpool(decide, request.method, url,
                                                 dict(request.headers), body)
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
+    if isinstance(decision, Live) and session.allow_live:
+        return await _live(request, url, body)
     if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
     answer = await run_in_threadpool(recorded_answer, decision.interaction, body, url)
@@ -176,12 +236,14 @@ async def _answer(decide: Decide, request: Request, hint: str = "") -> Response:
 def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_trace(request: Request, view: TenantView) -> Response:
         trace_id = request.path_params["trace_id"]
-        await run_in_threadpool(sessions.default, view, trace_id)  # reads the store once
+        # reads the store once
+        session = await run_in_threadpool(sessions.default, view, trace_id)
 
         def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
             return sessions.decide_default(view, trace_id, *asked)
 
-        return await _answer(decide, request, NEW_RUN_HINT.format(trace_id=trace_id))
+        return await _answer(decide, session.cassette, request,
+                             NEW_RUN_HINT.format(trace_id=trace_id))
 
     def known(request: Request, view: TenantView) -> ReplaySession:
         session = sessions.get(view, request.path_params["session_id"])
@@ -191,27 +253,34 @@ def routes(sessions: SessionRegistry) -> list[Route]:
 
     async def by_session(request: Request, view: TenantView) -> Response:
         session = known(request, view)
-        return await _answer(lambda *asked: (session, session.decide(*asked)), request,
-                             ONE_RUN_HINT)
+        return await _answer(lambda *asked: (session, session.decide(*asked)),
+                             session.cassette, request, ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
         try:
             payload = json.loads(await request.body() or b"{}")
             raw_id = payload["trace_id"]
             speed = float(payload["speed"]) if payload.get("speed") else None
-            ignore = payload.get("ignore") or []
-            if isinstance(ignore, str) or not all(isinstance(i, str) for i in ignore):
-                raise TypeError("ignore is a list of paths")
+            ignore, allow_live = (payload.get(k) or [] for k in ("ignore", "allow_live"))
+            for name, value in (("ignore", ignore), ("allow_live", allow_live)):
+                if isinstance(value, str) or not all(isinstance(i, str) for i in value):
+                    raise TypeError(f"{name} is a list of strings")
         except (ValueError, KeyError, TypeError) as error:
             raise InvalidValue(f"expected JSON {{'trace_id': …}}: {error}") from None
         if payload.get("mode", STRICT) != STRICT:
             raise InvalidValue("replay over HTTP is strict only: the worker has no upstream to "
                                "go live to")
         trace_id = parse_trace_id(raw_id)
-        sid, _ = await run_in_threadpool(sessions.create, view, trace_id, speed=speed,
-                                         ignore=tuple(ignore))
+        sid, session = await run_in_threadpool(
+            sessions.create, view, trace_id, speed=speed, ignore=tuple(ignore),
+            allow_live=host_globs(",".join(allow_live)),
+            clock=payload.get("clock") or CLOCK_RECORDED)
+        started = session.cassette.started_ns
+        start = (datetime.fromtimestamp(started / 1e9, tz=timezone.utc).isoformat()
+                 if started and session.clock == CLOCK_RECORDED else None)
         return json_response({"session_id": sid, "trace_id": trace_id,
-                              "base_path": f"/replay/s/{sid}"}, 201)
+                              "base_path": f"/replay/s/{sid}", "clock": str(session.clock),
+                              "clock_start": start}, 201)
 
     def status(request: Request, view: TenantView) -> Any:
         return known(request, view).summary()

@@ -212,7 +212,8 @@ def replay_request(cassette: Cassette, app: Any, mode: str = STRICT,
                    clock_mode: str = CLOCK_RECORDED) -> RequestOutcome:
     """The trace's recorded request sent to ``app`` under replay, its answer compared."""
     inbound = inbound_of(cassette, A.INBOUND_KIND_REQUEST)
-    session = ReplaySession(cassette, mode=mode, allow_live=allow_live, ignore=ignore)
+    session = ReplaySession(cassette, mode=mode, allow_live=allow_live, ignore=ignore,
+                            clock=clock_mode)
     actual: dict[str, Any] | None = None
     with replaying(session, clock_mode):
         try:
@@ -257,7 +258,8 @@ def replay_job(cassette: Cassette, function: Callable[..., Any], mode: str = STR
     or exception compared with the recorded one."""
     inbound = inbound_of(cassette, A.INBOUND_KIND_JOB)
     args, kwargs = job_arguments(inbound)
-    session = ReplaySession(cassette, mode=mode, allow_live=allow_live, ignore=ignore)
+    session = ReplaySession(cassette, mode=mode, allow_live=allow_live, ignore=ignore,
+                            clock=clock_mode)
     actual: dict[str, Any] | None = None
     with replaying(session, clock_mode):
         try:

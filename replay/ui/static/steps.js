@@ -93,7 +93,7 @@
     }
     if (d.kind === "http" || d.kind === "db") return d.http ? exchange(d.http, true) : null;
     if (d.kind === "request") return hooks.served(d.request);
-    if (d.kind === "agent") {
+    if (d.kind === "agent" || d.kind === "workflow") {
       var io = d.agent_io || {};
       return [R.section("Steps under it", children(d, hooks)),
         io.input ? R.section("Input", R.pre(io.input, {id: "agent-input"})) : null,
