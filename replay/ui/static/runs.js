@@ -126,11 +126,16 @@
       el("p", {class: "muted"}, collect(data.runs, "TraceId", []).length + " run(s), newest first."));
   }
 
+  /* Filters changed quickly send several loads: only the newest one is drawn. */
+  var loads = 0;
   function load() {
     var chosen = query();
     var params = new URLSearchParams();
+    var mine = ++loads;
     FILTERS.forEach(function (name) { if (chosen[name]) params.set(name, chosen[name]); });
-    R.get("/v1/ui/runs?" + params).then(function (data) { render(data, chosen); }, R.fail);
+    R.get("/v1/ui/runs?" + params).then(function (data) {
+      if (mine === loads) render(data, chosen);
+    }, R.fail);
   }
 
   R.pages.runs = function () { R.where("Runs"); load(); };
