@@ -142,10 +142,11 @@ def run_api(store: Store, host: str, port: int, authenticator: Authenticator | N
         announce(sock.getsockname()[1])
         run_processes(sock, store, workers, tokens)
         return
-    server = uvicorn.Server(uvicorn.Config(create_app(store, authenticator=authenticator,
-                                                      token_option=option),
-                                           log_level="warning", access_log=False))
-    announce(sock.getsockname()[1])
+    port = sock.getsockname()[1]
+    server = _AnnouncingServer(uvicorn.Config(create_app(store, authenticator=authenticator,
+                                                         token_option=option),
+                                              log_level="warning", access_log=False),
+                               lambda: announce(port))
     # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to callers' finally.
     signal.signal(signal.SIGTERM, _interrupt)
     if reloader is not None and hasattr(signal, "SIGHUP"):
@@ -153,6 +154,21 @@ def run_api(store: Store, host: str, port: int, authenticator: Authenticator | N
         signal.signal(signal.SIGHUP, lambda _n, _f: threading.Thread(
             target=reloader.reload, name="rewind-token-sighup", daemon=True).start())
     server.run(sockets=[sock])
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Says "ready" once serving, when uvicorn's own SIGINT/SIGTERM handlers are in place: a
+    signal sent on seeing "ready" earlier could land while asyncio was still setting up and be
+    lost, leaving the server running."""
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._ready()
 
 
 def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> None:
