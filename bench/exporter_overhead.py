@@ -69,6 +69,15 @@ class Variant:
         self.cpu: list[float] = []  # CPU seconds per call (plain and streamed together), a round
 
 
+COLLECTOR = "rewind, content at collector"
+APP_COLLECTOR = "rewind app's, content at coll."
+PAIRS = (("rewind", "official genai-openai"),
+         ("rewind, app's pipeline", "official, app's pipeline"),
+         (COLLECTOR, "official genai-openai"),
+         (APP_COLLECTOR, "official, app's pipeline"))
+W = 32  # the variant column
+
+
 def variants(provider: Any, app_provider: Any) -> tuple[list[Variant], str | None]:
     from rewind import exporter
 
@@ -78,6 +87,11 @@ def variants(provider: Any, app_provider: Any) -> tuple[list[Variant], str | Non
                 exporter.uninstrument),
         Variant("rewind, app's pipeline", lambda: exporter.instrument(
             tracer_provider=app_provider), exporter.uninstrument),
+        # REWIND_CONTENT_AT=collector: the exchange leaves, the collector derives the content
+        Variant(COLLECTOR, lambda: exporter.instrument(
+            tracer_provider=provider, content_at="collector"), exporter.uninstrument),
+        Variant(APP_COLLECTOR, lambda: exporter.instrument(
+            tracer_provider=app_provider, content_at="collector"), exporter.uninstrument),
     ]
     try:
         from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
@@ -165,6 +179,7 @@ def main() -> int:
         for built in (provider, app_provider):
             built.force_flush()
         report(measured, missing, export_stats() or {}, args)
+        print(intake_cost(client, prompt))
         for built in (provider, app_provider):
             built.shutdown()
     finally:
@@ -174,20 +189,47 @@ def main() -> int:
     return 0
 
 
+def intake_cost(client: Any, prompt: str) -> str:
+    """What ``content at collector`` moves to the collector: deriving the content of this
+    run's spans at intake, per LLM span (the collector's CPU, not in the figures above)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rewind import exporter
+    from rewind.collector.pending_content import derive_pending
+    from rewind.collector.stored_values import stored_string
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    exporter.instrument(tracer_provider=provider, content_at="collector")
+    run_calls(client, prompt, 1, {"plain": [], "stream": []})
+    exporter.uninstrument()
+    spans = [(s.name, {k: stored_string(v) for k, v in s.attributes.items()})
+             for s in memory.get_finished_spans()]
+    started, rounds = time.process_time(), 200
+    for _ in range(rounds):
+        for name, attrs in spans:
+            derive_pending(name, attrs)
+    each = (time.process_time() - started) / (rounds * len(spans))
+    return (f"content at collector: the collector derives it at intake in {each * 1e6:.0f} us "
+            f"of CPU per LLM span (its own process, not counted above)")
+
+
 def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
            args: argparse.Namespace) -> None:
     print(f"{args.rounds} rounds x {args.calls} calls per variant, {args.prompt_kb:g} KB "
           f"prompts, fake LLM and span sink in their own processes\n")
     for mode in ("plain", "stream"):
         base = statistics.median(measured[0].timings[mode])
-        print(f"{mode:>6}  {'variant':<26}{'median ms/call':>15}{'vs none':>10}")
+        print(f"{mode:>6}  {'variant':<{W}}{'median ms/call':>15}{'vs none':>10}")
         overheads = {}
         for variant in measured:
             median = statistics.median(variant.timings[mode])
             overheads[variant.name] = median / base - 1
-            print(f"{'':>6}  {variant.name:<26}{median * 1000:>15.3f}{median / base:>9.3f}x")
-        for ours, theirs in (("rewind", "official genai-openai"),
-                             ("rewind, app's pipeline", "official, app's pipeline")):
+            print(f"{'':>6}  {variant.name:<{W}}{median * 1000:>15.3f}{median / base:>9.3f}x")
+        for ours, theirs in PAIRS:
             line = f"{'':>6}  {ours} adds {overheads[ours]:+.1%} per call over none"
             if theirs in overheads:
                 line += (f"; {theirs} adds {overheads[theirs]:+.1%} "
@@ -195,14 +237,13 @@ def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
             print(line)
         print()
     base_cpu = statistics.median(measured[0].cpu)
-    print(f"{'cpu':>6}  {'variant':<26}{'median ms/call':>15}{'vs none':>10}   "
+    print(f"{'cpu':>6}  {'variant':<{W}}{'median ms/call':>15}{'vs none':>10}   "
           "(all threads, export included)")
     cpus = {}
     for variant in measured:
         cpu = cpus[variant.name] = statistics.median(variant.cpu)
-        print(f"{'':>6}  {variant.name:<26}{cpu * 1000:>15.3f}{cpu / base_cpu:>9.3f}x")
-    for ours, theirs in (("rewind", "official genai-openai"),
-                         ("rewind, app's pipeline", "official, app's pipeline")):
+        print(f"{'':>6}  {variant.name:<{W}}{cpu * 1000:>15.3f}{cpu / base_cpu:>9.3f}x")
+    for ours, theirs in PAIRS:
         if theirs in cpus:
             print(f"{'':>6}  {ours} / {theirs}: {cpus[ours] / cpus[theirs]:.3f}x CPU "
                   f"(target: <= 1)")

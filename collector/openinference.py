@@ -21,6 +21,8 @@ from rewind.exporter import attributes as A
 from rewind.exporter import providers
 from rewind.exporter.providers import openai
 
+from .stored_values import stored_string
+
 # The provider's path whose decoders read its JSON, by provider and by the request's shape.
 _CHAT_PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 _RESPONSES_PATH = "/v1/responses"
@@ -53,20 +55,10 @@ def read_openinference(attrs: dict[str, str]) -> dict[str, str]:
         return attrs
     if attrs.get(A.OI_SESSION_ID):
         derived[A.CONVERSATION_ID] = attrs[A.OI_SESSION_ID]
-    added = {k: _stored(v) for k, v in derived.items()
+    added = {k: stored_string(v) for k, v in derived.items()
              if v not in (None, "", []) and k not in attrs}
     return {**attrs, **added} if added else attrs
 
-
-def _stored(value: Any) -> str:
-    """A value as the store keeps it (``rows.value_string``'s forms)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
 
 
 def _json(text: str | None) -> Any:

@@ -17,6 +17,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from rewind.exporter import attributes as A
 
 from .openinference import read_openinference
+from .pending_content import derive_pending
 
 SPAN_KINDS = {
     Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
@@ -100,19 +101,22 @@ def span_rows(
             scope = scope_spans.scope
             for span in scope_spans.spans:
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
+                name, attributes = span.name, read_openinference(attribute_map(span.attributes))
+                if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
+                    name, attributes = derive_pending(name, attributes)
                 yield [
                     start,
                     hex_id(span.trace_id),
                     hex_id(span.span_id),
                     hex_id(span.parent_span_id),
                     span.trace_state,
-                    span.name,
+                    name,
                     SPAN_KINDS.get(span.kind, "SPAN_KIND_UNSPECIFIED"),
                     service,
                     resource_map,
                     scope.name,
                     scope.version,
-                    read_openinference(attribute_map(span.attributes)),
+                    attributes,
                     max(end - start, 0),
                     STATUS_CODES.get(span.status.code, "STATUS_CODE_UNSET"),
                     span.status.message,

@@ -56,6 +56,7 @@ def instrument(
     capture: str | CaptureMode | None = None,
     redact: Iterable[str] | None = None,
     max_body_bytes: int | None = None,
+    content_at: str | None = None,
 ) -> Any:
     """Start recording every LLM call made through httpx or httpx2 in this process, every
     ``@tool`` call and the tool calls of agent frameworks (``frameworks/``). Returns the tracer
@@ -65,7 +66,8 @@ def instrument(
     over OTLP (to ``endpoint`` or the ``OTEL_EXPORTER_OTLP_*`` settings) is created, with a
     queue bounded in spans and bytes. ``capture`` (``full``, ``content``, ``metadata``),
     ``redact`` (regular expressions) and ``max_body_bytes`` override ``REWIND_CAPTURE``,
-    ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; wrong values raise ``ValueError``.
+    ``REWIND_REDACT`` and ``REWIND_MAX_BODY_BYTES``; ``content_at`` (``process``,
+    ``collector``) overrides ``REWIND_CONTENT_AT``; wrong values raise ``ValueError``.
     Calling it again replaces the previous settings.
     """
     import logging
@@ -76,7 +78,7 @@ def instrument(
     from .process_settings import replay_source, settings
     from .recording import Recorder
 
-    chosen = settings(capture, redact, max_body_bytes)
+    chosen = settings(capture, redact, max_body_bytes, content_at=content_at)
     for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
         if os.environ.get(limit):
             logging.getLogger(__name__).warning(
@@ -89,7 +91,8 @@ def instrument(
     source = replay_source()
     if source:
         extra[A.REPLAY_SOURCE_TRACE_ID] = source
-    recorder = Recorder(provider, extra, chosen, defer=exports_through_us(provider))
+    recorder = Recorder(provider, extra, chosen,
+                        defer=exports_through_us(provider) or chosen.derives_in_collector)
     enrichment.configure(chosen, recorder.redactor)
     transport.set_recorder(recorder)
     tools.configure(provider, chosen)

@@ -8,7 +8,12 @@ Decoding a provider payload into ``gen_ai.*`` attributes (and hashing the canoni
 * **at export**, in the batch-export thread just before the span is sent — when spans go to the
   pipeline ``instrument()`` built and capture is ``full``. The application's thread then only
   copies bytes; the span waits in the queue carrying ``rewind.enrich`` (the parts still to
-  derive), which never leaves the process. The derived attributes are the same either way.
+  derive), which never leaves the process;
+* **in the collector**, at intake, with ``REWIND_CONTENT_AT=collector`` (full capture, no
+  redaction patterns), whichever pipeline the spans leave by: they leave carrying
+  ``rewind.enrich`` and ``rewind.collector.pending_content`` calls :func:`derive` on them.
+
+The derived attributes are the same in all three.
 """
 
 from __future__ import annotations
@@ -115,9 +120,9 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
 def enrich(span: ReadableSpan) -> ReadableSpan:
     """A copy of ``span`` with its pending attributes derived (``span`` itself when none)."""
     attrs = span.attributes or {}
-    if A.ENRICH not in attrs:
-        return span
     settings, redactor = _current
+    if A.ENRICH not in attrs or settings.derives_in_collector:
+        return span
     try:
         name, derived = derive(span.name, attrs, settings, redactor)
     except Exception:

@@ -20,6 +20,10 @@ variable                   meaning                                              
 ``REWIND_HTTP_HOSTS``      comma-separated host globs: only these hosts' other HTTP      all
                            calls are recorded
 ``REWIND_HTTP_EXCLUDE``    comma-separated host globs never recorded                     none
+``REWIND_CONTENT_AT``      ``collector``: with ``full`` capture and no redaction         ``process``
+                           patterns, spans leave with the raw exchange only and the
+                           Rewind collector derives the semconv content and match key
+                           at intake (the same code, the same rows); ``process``: here
 =========================  ===========================================================  =========
 
 The others (``ENV_*`` below) say where the export queue stops, whether framework tools are
@@ -67,6 +71,8 @@ ENV_MATCH_KEY_SALT = "REWIND_MATCH_KEY_SALT"
 ENV_HTTP = "REWIND_HTTP"
 ENV_HTTP_HOSTS = "REWIND_HTTP_HOSTS"
 ENV_HTTP_EXCLUDE = "REWIND_HTTP_EXCLUDE"
+ENV_CONTENT_AT = "REWIND_CONTENT_AT"
+CONTENT_AT = ("process", "collector")
 # off: framework tools (agents, LangChain, pydantic-ai, MCP) are neither recorded nor answered
 ENV_FRAMEWORK_TOOLS = "REWIND_FRAMEWORK_TOOLS"
 ENV_MAX_QUEUE_BYTES = "REWIND_MAX_QUEUE_BYTES"  # payload bytes queued or in flight
@@ -156,6 +162,7 @@ class CaptureSettings:
     http: bool = True  # record the run's other HTTP calls too
     http_hosts: tuple[str, ...] = ()  # host globs recorded (empty: all)
     http_exclude: tuple[str, ...] = ()  # host globs never recorded
+    content_at: str = "process"  # where the semconv content is derived (``CONTENT_AT``)
 
     def records_http(self, host: str) -> bool:
         """Whether a non-LLM request to ``host`` is recorded (telemetry aside)."""
@@ -166,6 +173,12 @@ class CaptureSettings:
     @property
     def keeps_raw(self) -> bool:
         return self.mode is CaptureMode.FULL
+
+    @property
+    def derives_in_collector(self) -> bool:
+        """Content left to the collector: only from a full exchange, and never with redaction
+        patterns (they are this process's; the collector does not know them)."""
+        return self.content_at == "collector" and self.keeps_raw and not self.redact
 
     @property
     def keeps_content(self) -> bool:
@@ -215,6 +228,7 @@ def settings(
     max_body_bytes: int | None = None,
     environ: Mapping[str, str] | None = None,
     match_key_salt: str | bytes | None = None,
+    content_at: str | None = None,
 ) -> CaptureSettings:
     """Explicit arguments win and raise ``ValueError`` when wrong; the environment fills the
     rest, falling back to ``metadata`` when it cannot be read."""
@@ -260,7 +274,22 @@ def settings(
                            match_key_salt or None,
                            http=not is_off(env.get(ENV_HTTP)),
                            http_hosts=host_globs(env.get(ENV_HTTP_HOSTS, "")),
-                           http_exclude=host_globs(env.get(ENV_HTTP_EXCLUDE, "")))
+                           http_exclude=host_globs(env.get(ENV_HTTP_EXCLUDE, "")),
+                           content_at=_content_at(content_at, env))
+
+
+def _content_at(given: str | None, env: Mapping[str, str]) -> str:
+    if given is not None:
+        if given not in CONTENT_AT:
+            raise InvalidValue(f"content_at must be one of {', '.join(CONTENT_AT)}, not "
+                               f"{given!r}")
+        return given
+    raw = env.get(ENV_CONTENT_AT, "").strip().lower() or "process"
+    if raw not in CONTENT_AT:
+        log.warning("rewind: %s=%r is not process/collector; deriving content here",
+                    ENV_CONTENT_AT, raw)
+        return "process"
+    return raw
 
 
 def host_globs(raw: str) -> tuple[str, ...]:

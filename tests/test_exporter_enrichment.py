@@ -100,3 +100,80 @@ def test_a_recorded_answer_reads_back_as_the_exporter_derived_it(fake_llm):
         assert read and "gen_ai.response.model" in read, interaction.url
         as_recorded = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.items()}
         assert read == {k: as_recorded[k] for k in read}, interaction.url
+
+
+def test_content_derived_by_the_collector_is_stored_as_derived_here(fake_llm, store, tmp_path):
+    """``REWIND_CONTENT_AT=collector`` under the application's own pipeline: the spans leave
+    with the exchange only, and the collector stores the rows the process would have."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    from rewind.collector.server_settings import BatchPolicy, IngestOptions
+    from rewind.collector.service import start_ingest
+
+    ingest = start_ingest(store, IngestOptions(
+        grpc_port=0, http_port=0, spool_dir=tmp_path / "spool",
+        batch=BatchPolicy(timeout_s=0.05, convert_workers=1)))
+    sent = {}
+    try:
+        for where in ("process", "collector"):
+            provider = TracerProvider(resource=Resource({"service.name": f"app-{where}"}))
+            provider.add_span_processor(BatchSpanProcessor(
+                OTLPSpanExporter(endpoint=ingest.grpc_endpoint, insecure=True)))
+            memory = InMemorySpanExporter()
+            provider.add_span_processor(SimpleSpanProcessor(memory))
+            exporter.instrument(tracer_provider=provider, content_at=where)
+            try:
+                scenario(fake_llm.base_url)
+            finally:
+                exporter.uninstrument()
+                provider.shutdown()
+            sent[where] = [s for s in memory.get_finished_spans() if "rewind.step" in s.attributes]
+        assert ingest.flush()
+    finally:
+        ingest.stop()
+    # What left the process: the exchange, and the parts the collector is to derive.
+    llm_sent = [s for s in sent["collector"] if s.attributes.get("rewind.kind") == "llm"]
+    assert len(llm_sent) == 6
+    assert all("rewind.enrich" in s.attributes for s in llm_sent)
+    assert not any("gen_ai.input.messages" in s.attributes for s in llm_sent)
+    assert all("rewind.enrich" not in s.attributes for s in sent["process"])
+
+    def stored(where: str) -> list[dict]:
+        rows = store.query(
+            "SELECT SpanName, SpanAttributes FROM otel_traces WHERE ServiceName = "
+            f"'app-{where}' AND has(mapKeys(SpanAttributes), 'rewind.step') "
+            "ORDER BY toUInt32(SpanAttributes['rewind.step'])")
+        return [{"span name": r["SpanName"], **{k: v for k, v in r["SpanAttributes"].items()
+                                                 if k not in VOLATILE}} for r in rows]
+
+    here, there = stored("process"), stored("collector")
+    assert len(here) == len(there) == 7
+    for a, b in zip(here, there, strict=True):
+        assert a == b
+    assert there[0]["span name"] == "chat gpt-4o" and "gen_ai.input.messages" in there[0]
+    assert not any("rewind.enrich" in row for row in there)
+    assert KEY not in json.dumps(there)
+
+
+def test_the_collector_keeps_a_span_whose_pending_content_cannot_be_derived():
+    from rewind.collector.pending_content import derive_pending
+
+    attrs = {"rewind.enrich": "request,response", "rewind.kind": "llm",
+             "rewind.request.url": "https://api.openai.com/v1/chat/completions",
+             "rewind.request.body": "{not json", "rewind.response.events": "[1]"}
+    name, out = derive_pending("POST", attrs)  # events that are not (offset, text) pairs
+    assert name == "POST"
+    assert out == {k: v for k, v in attrs.items() if k != "rewind.enrich"}
+
+
+def test_content_at_rejects_a_value_it_does_not_know():
+    from rewind.exporter.process_settings import settings
+
+    with pytest.raises(ValueError, match="content_at must be one of process, collector"):
+        settings(content_at="elsewhere")
+    assert settings(environ={"REWIND_CONTENT_AT": "nowhere"}).content_at == "process"
+    assert not settings(environ={"REWIND_CONTENT_AT": "collector"},
+                        redact=["x"]).derives_in_collector

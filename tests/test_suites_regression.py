@@ -1,4 +1,4 @@
-"""Incidents as a regression suite: twelve runs of three agents and one service request,
+"""Incidents as a regression suite: seven runs of three agents and one service request,
 recorded with the real openai and anthropic SDKs against the fake LLM into a store, kept as a
 suite and replayed together by ``rewind suite run``: unchanged code passes; a changed system
 prompt fails exactly the runs of that agent, with the cause, in the JUnit file too; live mode
@@ -39,11 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 JUDGE = {"Criterion: polite": "0.9 the answer is polite",
          "Criterion: rude": "0.1 the answer is not rude at all"}
 RUNS = [("weather", "What is the weather in Paris?"), ("weather", "Hello there"),
-        ("weather", "Tell me a joke"),
-        ("travel", "Plan a day in Rome"), ("travel", "Best museums in Madrid"),
-        ("travel", "What is the weather in Paris?"), ("travel", "Cheap hotels in Oslo"),
+        ("travel", "Plan a day in Rome"), ("travel", "What is the weather in Paris?"),
         ("concierge", "Book a table for two"), ("concierge", "What is the weather in Paris?"),
-        ("concierge", "Hello concierge"), ("weather", "Is it windy?")]
+        ("weather", "Is it windy?")]
+TOTAL = len(RUNS) + 1  # and the service request
 
 
 class Recorded:
@@ -122,10 +121,10 @@ def run_suite(recorded: Recorded, *args: str, cwd: Path | None = None, store: bo
                         store=store, **env)
 
 
-def test_the_suite_lists_its_twelve_runs(recorded):
+def test_the_suite_lists_its_runs(recorded):
     listed = recorded.cli("suite", "list")
     assert listed.returncode == 0, listed.stderr
-    assert "incidents\t12 runs" in listed.stdout
+    assert f"incidents\t{TOTAL} runs" in listed.stdout
     shown = json.loads(recorded.cli("suite", "show", "incidents", "--json").stdout)
     assert {m["trace_id"] for m in shown["members"]} == {*recorded.agent_of,
                                                          recorded.request_trace}
@@ -186,10 +185,10 @@ def test_unchanged_code_passes_every_run(recorded, tmp_path):
     done = run_suite(recorded, "incidents", "-j", "3", "--junit", str(junit), "--json")
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
-    assert results["passed"] == results["runs"] == 12
+    assert results["passed"] == results["runs"] == TOTAL
     assert {r["status"] for r in results["results"]} == {"same"}
     cases = ET.parse(junit).getroot().find("testsuite")
-    assert cases.get("tests") == "12" and cases.get("failures") == "0"
+    assert cases.get("tests") == str(TOTAL) and cases.get("failures") == "0"
 
 
 def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded, tmp_path):
@@ -214,7 +213,7 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
     assert {t for t, r in last.items() if not r["passed"]} == travel
     assert {last[t]["cause"] for t in travel} == {"system_changed"}
     cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
-    assert len(cases) == 12
+    assert len(cases) == TOTAL
     for trace_id, case in cases.items():
         failure = case.find("failure")
         assert (failure is not None) == (trace_id in travel)
@@ -233,8 +232,8 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
     assert page.status_code == 200 and missing.status_code == 404
     assert script.status_code == 200 and "R.pages.suite" in script.text
     data = json.loads(re.search(r'id="rewind-data">(.*?)</script>', page.text).group(1))
-    assert data["name"] == "incidents" and len(data["runs"]) == 12
-    assert data["passed"] == 12 - len(travel)
+    assert data["name"] == "incidents" and len(data["runs"]) == TOTAL
+    assert data["passed"] == TOTAL - len(travel)
     shown = {r["trace_id"]: r["last"] for r in data["runs"]}
     assert {t for t, r in shown.items() if r["status"] == "diverged"} == travel
     assert {shown[t]["cause"] for t in travel} == {"system_changed"}
@@ -258,7 +257,7 @@ def test_live_mode_judges_the_new_answers_and_stores_the_scores(recorded):
                         cwd=changed)
     assert done.returncode == 1, done.stderr
     results = json.loads(done.stdout)["results"]
-    assert len(results) == 4
+    assert len(results) == len(travel)
     for result in results:
         scores = {s["name"]: s for s in result["scores"]}
         assert result["status"] == "judged"
@@ -298,11 +297,11 @@ def test_an_exported_folder_runs_with_no_store_and_no_worker(recorded, tmp_path)
     done = recorded.cli("suite", "export", "incidents", "-o", str(folder))
     assert done.returncode == 0, done.stderr
     manifest = json.loads((folder / "suite.json").read_text())
-    assert len(manifest["runs"]) == 12 and len(list(folder.glob("*.rw"))) == 12
+    assert len(manifest["runs"]) == TOTAL == len(list(folder.glob("*.rw")))
     done = run_suite(recorded, str(folder), "-j", "2", store=False,
                      REWIND_CLICKHOUSE_URL=f"chdb://{tmp_path / 'nowhere'}")
     assert done.returncode == 0, done.stderr
-    assert "12/12 runs passed" in done.stderr
+    assert f"{TOTAL}/{TOTAL} runs passed" in done.stderr
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -326,7 +325,7 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
     done = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     weather = {t for t, what in recorded.agent_of.items() if what.startswith("weather|")}
     # The weather agent's script runs and the service request (the weather agent) fail.
-    done.assert_outcomes(passed=12 - len(weather) - 1, failed=len(weather) + 1)
+    done.assert_outcomes(passed=TOTAL - len(weather) - 1, failed=len(weather) + 1)
     text = done.stdout.str()
     assert text.count("system prompt") >= len(weather)
     for trace_id in weather:
@@ -334,7 +333,7 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
 
 
 def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
-    """After the runs above: the incidents page lists the twelve runs with their last results
+    """After the runs above: the incidents page lists its runs with their last results
     (the travel runs diverged, with the cause), the travel page the scores of its live runs,
     each run linked to its recording and to the diff against its replay."""
     travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
@@ -345,13 +344,13 @@ def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
             page.goto(f"{url}/suites/incidents")
             page.wait_for_selector("tr.suite-run")
             rows = page.locator("tr.suite-run")
-            assert rows.count() == 12
+            assert rows.count() == TOTAL
             for trace_id in travel:
                 row = page.locator(f'tr.suite-run[data-trace="{trace_id}"]')
                 assert "fail · diverged" in row.inner_text()
                 assert "system_changed" in row.inner_text()
             passed = page.locator("tr.suite-run", has_text="pass · same")
-            assert passed.count() == 12 - len(travel)
+            assert passed.count() == TOTAL - len(travel)
             page.goto(f"{url}/suites/travel")
             page.wait_for_selector("tr.suite-run")
             assert "regex:^echo: Plan: 1 (pass)" in page.locator("ul.scores").first.inner_text()
