@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from rewind.exporter.errors import RewindError
-from rewind.exporter.process_settings import ENV_WORKER_URL  # the CLI reads it too
+from rewind.exporter.process_settings import (
+    ENV_WORKER_URL,  # the CLI reads it too
+    host_globs,
+)
 
 if TYPE_CHECKING:
     from .auth import TokenSource
@@ -61,6 +64,7 @@ ENV_CLICKHOUSE_CLUSTER = "REWIND_CLICKHOUSE_CLUSTER"  # ``rewind migrate --clust
 ENV_CLICKHOUSE_DATABASE = "REWIND_CLICKHOUSE_DATABASE"  # ``rewind migrate --database``
 ENV_WORKER_HOST = "REWIND_WORKER_HOST"
 ENV_WORKER_PORT = "REWIND_WORKER_PORT"
+ENV_WORKER_LIVE_HOSTS = "REWIND_WORKER_LIVE_HOSTS"  # hosts a worker with tokens may go live to
 ENV_API_TOKENS_FILE = "REWIND_API_TOKENS_FILE"  # the worker's tokens, ``token [tenant]`` a line
 ENV_API_TOKEN = "REWIND_API_TOKEN"  # the bearer token the CLI sends to that worker
 ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
@@ -103,6 +107,12 @@ def token_settings() -> tuple[str | None, str | None, float]:
     return (os.environ.get(ENV["auth_tokens_file"]) or None,
             os.environ.get(ENV["auth_tokens"]) or None,
             float(os.environ.get(ENV["auth_reload_seconds"]) or 2.0))
+
+
+def worker_live_hosts() -> tuple[str, ...]:
+    """The host globs a worker with tokens lets replay sessions go live to
+    (``REWIND_WORKER_LIVE_HOSTS``, comma-separated; none by default)."""
+    return host_globs(os.environ.get(ENV_WORKER_LIVE_HOSTS, ""))
 
 
 def api_token() -> str | None:

@@ -61,7 +61,10 @@ workers_option = click.option(
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
           auth_reload_seconds: float, allow_insecure_bind: bool, workers: int) -> None:
-    """Collector and replay worker together, on the embedded store by default."""
+    """Collector and replay worker together, on the embedded store by default.
+
+    With tokens, replay sessions go live (allow_live) only to the hosts listed in
+    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default)."""
     from rewind.replay.cli.preflight import check_ports, check_store
     from rewind.replay.worker.server import ServeOptions, check_workers
     from rewind.replay.worker.server import serve as run
@@ -101,7 +104,10 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
 @workers_option
 def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
            allow_insecure_bind: bool, workers: int) -> None:
-    """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP)."""
+    """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP).
+
+    With tokens, replay sessions go live (allow_live) only to the hosts listed in
+    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default)."""
     from rewind.replay.worker.server import WorkerOptions
     from rewind.replay.worker.server import worker as run
 

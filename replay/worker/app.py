@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
+from rewind.collector.server_settings import worker_live_hosts
 from rewind.collector.store import Store, public_url
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist.streamable import MCP_PATH, Assistant
@@ -48,7 +49,8 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         route("/health", health, public=True),
         route("/openapi.json", openapi, public=True),
         *traces.routes(),
-        *replay_sessions.routes(replay_sessions.SessionRegistry()),
+        *replay_sessions.routes(replay_sessions.SessionRegistry(live=replay_sessions.LivePolicy(
+            guarded=authenticator is not None, hosts=worker_live_hosts()))),
         *archives.routes(),
         *analysis.routes(),
         *pages.routes(authenticator),

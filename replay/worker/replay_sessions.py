@@ -21,16 +21,23 @@ A request is matched as if sent where the recording sent it: the recorded host a
 the same endpoint (or of the recording's first LLM call), so recorded calls that are no LLM
 call are answered too.
 
+A worker with tokens serves callers it does not trust to pick where it connects: a session goes
+live only to hosts its operator lists (``REWIND_WORKER_LIVE_HOSTS``, :class:`LivePolicy`),
+whatever host a recording names, and never passes on the caller's ``Authorization`` (it
+carried the worker's token). Without tokens (loopback) the caller is the operator.
+
 A session belongs to the tenant that made it: another tenant's session is unknown (404), and
 each tenant has its own default session per trace. An operator (tenant None) sees them all.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import secrets
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +50,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from rewind.collector.server_settings import ENV_WORKER_LIVE_HOSTS
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import host_globs
@@ -68,12 +76,34 @@ ONE_RUN_HINT = (" (a session made with POST /v1/replay/sessions serves one run: 
                 "for the next)")
 
 
+@dataclass(frozen=True)
+class LivePolicy:
+    """Where sessions may go live: anywhere a session allows when the worker has no tokens;
+    with tokens, only to ``hosts`` (globs the operator set), without the caller's token."""
+
+    guarded: bool = False
+    hosts: tuple[str, ...] = ()
+
+    def refusal(self, host: str) -> str | None:
+        """Why a live call to ``host`` is refused (None: it may go)."""
+        if not self.guarded or any(fnmatch.fnmatch(host.lower(), g) for g in self.hosts):
+            return None
+        listed = ", ".join(self.hosts) or "none"
+        return (f"this worker has tokens: its replay sessions go live only to the hosts its "
+                f"operator lists in {ENV_WORKER_LIVE_HOSTS} ({listed}), not {host}")
+
+    def headers(self, headers: dict[str, str]) -> dict[str, str]:
+        dropped = _NOT_SENT_ON | ({"authorization"} if self.guarded else set())
+        return {k: v for k, v in headers.items() if k.lower() not in dropped}
+
+
 class SessionRegistry:
     """The worker's replay sessions by owner and id, each a :class:`ReplaySession` with its
     own cursor over a cassette read through the owner's view; past ``limit`` the oldest is
     forgotten."""
 
-    def __init__(self, limit: int = 1000) -> None:
+    def __init__(self, limit: int = 1000, live: LivePolicy | None = None) -> None:
+        self.live = live or LivePolicy()
         self._sessions: dict[SessionKey, ReplaySession] = {}
         self._lock = threading.Lock()
         self._limit = limit
@@ -167,10 +197,13 @@ _NOT_SENT_ON = frozenset({"host", "content-length", "connection", "transfer-enco
                           "accept-encoding"})
 
 
-async def _live(request: Request, url: str, body: bytes) -> Response:
+async def _live(request: Request, url: str, body: bytes, policy: LivePolicy) -> Response:
     """The request sent on to ``url`` (a host the session allows live), its answer relayed."""
+    refused = policy.refusal(urlsplit(url).hostname or "")
+    if refused is not None:
+        return _provider_error(urlsplit(url).path, 403, refused)
     client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0))
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_SENT_ON}
+    headers = policy.headers(dict(request.headers))
     try:
         sent = await client.send(client.build_request(request.method, url, headers=headers,
                                                       content=body), stream=True)
@@ -206,7 +239,7 @@ def _provider_error(path: str, status: int, message: str) -> Response:
 Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
 
 
-async def _answer(decide: Decide, cassette: Cassette, request: Request,
+async def _answer(decide: Decide, cassette: Cassette, request: Request, policy: LivePolicy,
                   hint: str = "") -> Response:
     """``decide``: the session's answer for the request (the session, and what it found);
     ``hint``: what a 409 adds (how this kind of session starts a new run)."""
@@ -219,7 +252,7 @@ async def _answer(decide: Decide, cassette: Cassette, request: Request,
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
     if isinstance(decision, Live) and session.allow_live:
-        return await _live(request, url, body)
+        return await _live(request, url, body, policy)
     if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
     answer = await run_in_threadpool(recorded_answer, decision.interaction, body, url)
@@ -242,7 +275,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
             return sessions.decide_default(view, trace_id, *asked)
 
-        return await _answer(decide, session.cassette, request,
+        return await _answer(decide, session.cassette, request, sessions.live,
                              NEW_RUN_HINT.format(trace_id=trace_id))
 
     def known(request: Request, view: TenantView) -> ReplaySession:
@@ -254,7 +287,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_session(request: Request, view: TenantView) -> Response:
         session = known(request, view)
         return await _answer(lambda *asked: (session, session.decide(*asked)),
-                             session.cassette, request, ONE_RUN_HINT)
+                             session.cassette, request, sessions.live, ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
         try:
@@ -271,6 +304,8 @@ def routes(sessions: SessionRegistry) -> list[Route]:
             raise InvalidValue("replay over HTTP is strict only: the worker has no upstream to "
                                "go live to")
         trace_id = parse_trace_id(raw_id)
+        if allow_live and sessions.live.guarded and not sessions.live.hosts:
+            raise HTTPException(403, sessions.live.refusal(allow_live[0]) or "")
         sid, session = await run_in_threadpool(
             sessions.create, view, trace_id, speed=speed, ignore=tuple(ignore),
             allow_live=host_globs(",".join(allow_live)),
