@@ -50,7 +50,7 @@ def service(tmp_path_factory, monkeypatch_module):
     finally:
         uninstrument()
         provider.force_flush()
-        api.stop()  # a fork that called the API for real would get no answer
+        api.close()  # a fork that called the API for real would get no answer
     assert status == 200 and "delivered" in json.loads(body)["answer"]
     source = StoreSource(store)
     (trace_id,) = [row.trace_id for row in source.list_traces()]

@@ -5,10 +5,8 @@ call. Without tokens (loopback, the user is the operator) sessions go live as th
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import httpx
@@ -20,6 +18,7 @@ from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer
+from tests.support.json_api import JsonAPI
 from tests.support.listed_runs import worker_on
 
 TOKEN = "tok-operator-7f3a9c"
@@ -52,27 +51,13 @@ def upstream(port: int) -> Iterator[list[dict[str, str]]]:
     """The host the recording called, back up: answers ``GET /v1/models``, noting headers."""
     seen: list[dict[str, str]] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append({k.lower(): v for k, v in self.headers.items()})
-            body = json.dumps({"object": "list", "data": [
-                {"id": "live-model", "object": "model", "created": 0, "owned_by": "x"}]}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str, headers: dict[str, str], body: bytes):
+        seen.append(headers)
+        return 200, {"object": "list", "data": [
+            {"id": "live-model", "object": "model", "created": 0, "owned_by": "x"}]}
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with JsonAPI(answer, port):
         yield seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def session(url: str, trace_id: str, hosts: list[str], token: str | None) -> httpx.Response:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import uuid
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
+
+from tests.support.json_api import JsonAPI
 
 LLM_URL = "ORDERS_LLM_URL"
 API_URL = "ORDERS_API_URL"
@@ -87,27 +87,12 @@ async def _answer(llm: Any, body: dict[str, Any]) -> dict[str, Any]:
     return {"answer": message.content, "user": body["user"], "request_id": str(uuid.uuid4())}
 
 
-class OrdersAPI:
+class OrdersAPI(JsonAPI):
     """``GET /orders/{id}`` on 127.0.0.1: the order, or 404."""
 
     def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                order = ORDERS.get(self.path.rsplit("/", 1)[-1])
-                body = json.dumps(order or {"error": "not found"}).encode()
-                self.send_response(200 if order else 404)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def answer(method: str, path: str, headers: dict[str, str], body: bytes):
+            order = ORDERS.get(path.rsplit("/", 1)[-1])
+            return (200, order) if order else (404, {"error": "not found"})
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(answer)

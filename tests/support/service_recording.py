@@ -128,7 +128,7 @@ class ServiceRecording:
         finally:
             self.served.stop()
             self.llm.stop()
-            self.api.stop()
+            self.api.close()
         store = Store(f"chdb://{self.store_dir}")
         try:
             source = StoreSource(store)
