@@ -178,9 +178,18 @@ def test_a_cancelled_replay_stops_its_command(desk, tmp_path):
                      " time.sleep(120)"]
 
     async def cancel(client):
-        with anyio.move_on_after(8) as scope:
-            await client.call_tool("replay_run", {"trace_id": desk.recording.trace_id,
-                                                  "command": [sys.executable, *sleeper]})
+        with anyio.CancelScope() as scope:  # cancelled once the command runs
+
+            async def when_started() -> None:
+                with anyio.fail_after(60):
+                    while not pid_file.exists() or not pid_file.read_text():
+                        await anyio.sleep(0.05)
+                scope.cancel()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(when_started)
+                await client.call_tool("replay_run", {"trace_id": desk.recording.trace_id,
+                                                      "command": [sys.executable, *sleeper]})
         pid = int(pid_file.read_text())
         deadline = time.monotonic() + 10
         while _alive(pid) and time.monotonic() < deadline:  # the server still runs
