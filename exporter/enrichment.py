@@ -117,12 +117,17 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
                   for k, v in settings.allowed(merged).items()}
 
 
+def derived_here() -> bool:
+    """Whether pending spans are derived in this process (at export), not by the collector."""
+    return not _current[0].derives_in_collector
+
+
 def enrich(span: ReadableSpan) -> ReadableSpan:
     """A copy of ``span`` with its pending attributes derived (``span`` itself when none)."""
     attrs = span.attributes or {}
-    settings, redactor = _current
-    if A.ENRICH not in attrs or settings.derives_in_collector:
+    if A.ENRICH not in attrs or not derived_here():
         return span
+    settings, redactor = _current
     try:
         name, derived = derive(span.name, attrs, settings, redactor)
     except Exception:

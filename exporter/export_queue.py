@@ -54,7 +54,8 @@ _SPAN_OVERHEAD = 256  # ids, timestamps, kind, status, resource reference
 
 def span_bytes(span: ReadableSpan) -> int:
     """About what the span weighs once encoded: its strings dominate. A span whose semconv
-    content is derived at export will about double (the content repeats the payloads).
+    content is derived at export will about double (the content repeats the payloads), unless
+    the collector derives it (``REWIND_CONTENT_AT=collector``).
     One pass over the attributes (a lookup of a name the span lacks costs a raised KeyError)."""
     attributes = span.attributes or {}
     total = _SPAN_OVERHEAD + len(span.name)
@@ -62,7 +63,7 @@ def span_bytes(span: ReadableSpan) -> int:
         total += len(key) + (len(value) if value.__class__ is str else 16)
     for event in span.events:
         total += _SPAN_OVERHEAD + sum(len(str(v)) for v in (event.attributes or {}).values())
-    return total * 2 if A.ENRICH in attributes else total
+    return total * 2 if A.ENRICH in attributes and enrichment.derived_here() else total
 
 
 

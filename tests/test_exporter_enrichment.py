@@ -177,3 +177,21 @@ def test_content_at_rejects_a_value_it_does_not_know():
     assert settings(environ={"REWIND_CONTENT_AT": "nowhere"}).content_at == "process"
     assert not settings(environ={"REWIND_CONTENT_AT": "collector"},
                         redact=["x"]).derives_in_collector
+
+
+def test_rewinds_own_pipeline_leaves_the_content_to_the_collector_too(fake_llm):
+    memory = InMemorySpanExporter()
+    provider = build_provider("enrich-collector", span_exporter=memory)
+    exporter.instrument(tracer_provider=provider, content_at="collector")
+    try:
+        oai = openai.OpenAI(base_url=fake_llm.base_url + "/v1", api_key=KEY, max_retries=0)
+        oai.chat.completions.create(model="gpt-4o",
+                                    messages=[{"role": "user", "content": "plain"}])
+        provider.force_flush()
+    finally:
+        exporter.uninstrument()
+        provider.shutdown()
+    (call,) = [s for s in memory.get_finished_spans() if s.attributes.get("rewind.kind") == "llm"]
+    assert call.attributes["rewind.enrich"] == "request,response"
+    assert "gen_ai.input.messages" not in call.attributes
+    assert "rewind.match_key" not in call.attributes
