@@ -81,6 +81,11 @@ def test_the_listing_shows_each_requests_route_and_status_on_the_store_and_throu
             "job", orders.JOB, "ValueError")
     table = rewind("traces", REWIND_URL=world.served.api_url, COLUMNS="200")
     assert "POST /chat" in table.stdout and "500" in table.stdout
+    for route, expected in (("POST /chat", {wrong, broken}), ("/chat", {wrong, broken}),
+                            (orders.JOB, {job}), ("/nowhere", set())):
+        chosen = rewind("traces", "--json", "--route", route, REWIND_URL=world.served.api_url)
+        assert chosen.returncode == 0, chosen.stderr
+        assert {row["trace_id"] for row in json.loads(chosen.stdout)} == expected, route
 
 
 def test_the_runs_page_lists_the_route_and_marks_the_500(world):

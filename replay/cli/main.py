@@ -92,13 +92,16 @@ def main(verbose: bool) -> None:
 @click.option("--errors", is_flag=True, help="Only traces with an error span.")
 @click.option("--model", default=None, help="Only traces with a call to this model.")
 @click.option("--text", default=None, help="Only traces saying this anywhere (any case).")
+@click.option("--route", default=None,
+              help="Only requests to this route (\"POST /ask\" or \"/ask\"), or jobs of this "
+                   "function.")
 @click.option("--since", default=None, help="Started at or after: 24h, 7d, or ISO.")
 @click.option("--until", default=None, help="Started at or before: 24h, 7d, or ISO.")
 @click.option("--limit", default=20, show_default=True, help="At most this many, newest first.")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def traces(api: str | None, clickhouse: str | None, service: str | None, errors: bool,
-           model: str | None, text: str | None, since: str | None, until: str | None,
-           limit: int, as_json: bool) -> None:
+           model: str | None, text: str | None, route: str | None, since: str | None,
+           until: str | None, limit: int, as_json: bool) -> None:
     """List recent traces, newest first, with their whole ids (any unique prefix of one is
     accepted wherever a trace id is)."""
     from rich.console import Console
@@ -107,7 +110,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
     from rewind.replay.cli.render import trace_rows, traces_table
 
     filters = attempt(lambda: TraceFilters(
-        service=service, errors=errors, model=model, text=text, limit=limit,
+        service=service, errors=errors, model=model, text=text, route=route, limit=limit,
         since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
     rows = trace_rows(attempt(lambda: open_source(api, clickhouse).list_traces(filters)))
     if as_json:
