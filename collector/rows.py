@@ -18,6 +18,7 @@ from rewind.exporter import attributes as A
 
 from .openinference import read_openinference
 from .pending_content import derive_pending
+from .traceloop import read_traceloop
 
 SPAN_KINDS = {
     Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
@@ -101,7 +102,8 @@ def span_rows(
             scope = scope_spans.scope
             for span in scope_spans.spans:
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
-                name, attributes = span.name, read_openinference(attribute_map(span.attributes))
+                name = span.name
+                attributes = read_traceloop(read_openinference(attribute_map(span.attributes)))
                 if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
                     name, attributes = derive_pending(name, attributes)
                 yield [

@@ -196,6 +196,10 @@ OI_TOOL_PARAMETERS = "tool.parameters"
 OI_TOOL_CALL_ID = "tool_call.id"
 OI_AGENT_NAME = "agent.name"
 OI_SESSION_ID = "session.id"
+# OpenLLMetry's (traceloop) decorators: @workflow, @agent, @task, @tool spans.
+TL_SPAN_KIND = "traceloop.span.kind"
+TL_ENTITY_NAME = "traceloop.entity.name"
+TL_WORKFLOW_NAME = "traceloop.workflow.name"
 OPERATION_INVOKE_AGENT = "invoke_agent"
 # A coordinated run of several agents (GenAI conventions: INTERNAL, named by gen_ai.agent.name;
 # gen_ai.workflow.name before the conventions merged it into the agent span).
