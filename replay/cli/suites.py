@@ -274,6 +274,8 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     today = attempt(lambda: _todays_runs(source)) if source is not None else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
                            fail_below, allow_live, ignore, today)
+    # where the scores go: the store this process holds, else the worker's OTLP receiver
+    scores_to = getattr(source, "store", None) or (today.endpoint if today is not None else None)
     try:
         results = run_suite(items, options, _progress(len(items)))
     finally:
@@ -284,10 +286,10 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     if source is not None:
         attempt(lambda: _catalog(source).save_results(found.name,
                                                       [r.to_dict() for r in results]))
-    if live and hasattr(source, "store"):
+    if live and scores_to:
         from rewind.replay.suites.results import store_scores
 
-        stored = attempt(lambda: store_scores(source.store, found.name, results))
+        stored = attempt(lambda: store_scores(scores_to, found.name, results))
         for result in results:
             if result.trace_id in stored:
                 result.replayed_traces = list(dict.fromkeys(

@@ -1,7 +1,8 @@
 """A suite run's results as a JUnit file (one test case per run, a divergence or a failed
 score as the failure's message) and as evaluation events in the store
 (``gen_ai.evaluation.result`` on a span of the replayed run, or of a run of its own linked to
-the recording when the program records nothing itself)."""
+the recording when the program records nothing itself): written into the store when this
+process holds it, sent to the worker's OTLP receiver when a worker does."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import attributes as A
+from rewind.exporter.otel_pipeline import build_provider, otlp_exporter
 from rewind.replay.suites.running import ERRORED, RunResult
 
 SERVICE = "rewind-suite"
@@ -40,10 +42,15 @@ def write_junit(path: str | Path, suite: str, results: Sequence[RunResult]) -> N
     ET.ElementTree(root).write(str(path), encoding="utf-8", xml_declaration=True)
 
 
-def store_scores(store: Store, suite: str, results: Sequence[RunResult]) -> dict[str, str]:
-    """Each judged run's scores as events of one span; recorded trace -> the trace holding
-    them (the replayed run's when it recorded itself)."""
-    provider = store_provider(store, SERVICE)
+def store_scores(where_to: Store | str, suite: str,
+                 results: Sequence[RunResult]) -> dict[str, str]:
+    """Each judged run's scores as events of one span, written into ``where_to`` (a store, or
+    the OTLP endpoint of the worker's receiver); recorded trace -> the trace holding them (the
+    replayed run's when it recorded itself)."""
+    if isinstance(where_to, Store):
+        provider = store_provider(where_to, SERVICE)
+    else:
+        provider = build_provider(SERVICE, span_exporter=otlp_exporter(where_to))
     tracer = provider.get_tracer("rewind.suite")
     where: dict[str, str] = {}
     try:
