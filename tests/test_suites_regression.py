@@ -172,16 +172,23 @@ def test_suites_work_through_the_worker_that_holds_the_store(recorded, tmp_path)
                 assert replayed == result["replayed_traces"][0]
                 assert ingest.flush(30)
                 assert httpx.get(f"{url}/v1/traces/{replayed}").status_code == 200
-            # Live through the worker: the scores go to its receiver, stored as events.
+            # Live through the worker, the weather prompt changed: the calls that went live are
+            # read back through the worker, the scores stored as events by its receiver.
+            changed = recorded.copy_code("worker-live", weather="You are a weather bot. Be brief.")
             done = recorded.cli("suite", "run", "via-worker", "--api", url, "--json",
-                                "--live-from-divergence", "--eval", "calls:1.5", **served)
+                                "--live-from-divergence", "--eval", "tokens:100",
+                                "--eval", "cost:100", cwd=changed, **served)
             assert done.returncode == 0, done.stderr
             judged = json.loads(done.stdout)["results"]
             assert {r["status"] for r in judged} == {"judged"}
             assert ingest.flush(30)
             for result in judged:
+                explained = {s["name"]: s["explanation"] for s in result["scores"]}
+                assert re.match(r"[1-9]\d* tokens against \d+ recorded", explained["tokens:100"])
+                assert re.match(r"[0-9.e-]+ USD against", explained["cost:100"])
                 scores = reader_suites.evaluation_scores(store, result["replayed_traces"][-1])
-                assert [(s.name, s.label) for s in scores] == [("calls:1.5", "pass")]
+                assert [(s.name, s.label) for s in scores] == [("tokens:100", "pass"),
+                                                               ("cost:100", "pass")]
             removed = recorded.cli("suite", "remove", "via-worker", "--api", url)
             assert removed.returncode == 0, removed.stderr
             assert "via-worker" not in recorded.cli("suite", "list", "--api", url).stdout

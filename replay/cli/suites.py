@@ -312,7 +312,7 @@ def _todays_runs(source: Any) -> Any:
     if hasattr(source, "store"):
         return TodaysRuns(source.store)
     endpoint = endpoint_for(None)
-    return TodaysRuns(endpoint=endpoint) if collector_reachable(endpoint) else None
+    return TodaysRuns(endpoint=endpoint, worker=source) if collector_reachable(endpoint) else None
 
 
 def _progress(total: int) -> Any:

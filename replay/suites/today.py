@@ -1,25 +1,32 @@
 """Today's run of each replayed script, recorded as ``rewind record`` records one: the program
 exports its own spans (its calls, answered from the recording or gone live) to a collector, so
 the suite's results name the replayed trace (the web UI links the recording to it: the diff) and
-a run that went live has its usage (tokens, cost) read back from the store once its spans are
-written. With a store at hand the collector is started here on loopback, writing into it; with
-a worker holding the store, the worker's own collector takes the spans."""
+a run that went live has its usage (tokens, cost) read back once its spans are written. With a
+store at hand the collector is started here on loopback, writing into it, and the usage read
+from the store after a flush; with a worker holding the store, the worker's own collector takes
+the spans and the usage is asked of the worker (``GET /v1/usage/traces``) until they are in."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
-from rewind.collector.reader_usage import usage_by_trace
+from rewind.collector.reader_usage import TraceUsage, usage_by_trace
 from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
+from rewind.replay.sources.locate import SourceError
 
 FLUSH_TIMEOUT_S = 30.0
+WORKER_WAIT_S = 15.0  # the worker's collector writes a batch within its batch timeout
 
 
 @dataclass(frozen=True)
@@ -33,9 +40,12 @@ class Usage:
 class TodaysRuns:
     """Where replayed scripts send their spans, and what is read back from there."""
 
-    def __init__(self, store: Store | None = None, endpoint: str | None = None) -> None:
+    def __init__(self, store: Store | None = None, endpoint: str | None = None,
+                 worker: Any = None) -> None:
         """``store``: a collector is started here writing into it; else ``endpoint`` (the
-        worker's OTLP receiver) takes the spans (their usage is not read back then)."""
+        OTLP receiver of ``worker``, an ``ApiSource``) takes the spans, and the usage is read
+        through ``worker``."""
+        self._worker = worker
         self._tmp = tempfile.TemporaryDirectory(prefix="rewind-suite-")
         self._ingest: IngestHandle | None = None
         self.store = store
@@ -59,10 +69,15 @@ class TodaysRuns:
 
     def usage(self, trace_ids: list[str]) -> Usage | None:
         """What today's run used, its spans written first; None when none is found."""
-        if not trace_ids or self._ingest is None or self.store is None:
+        if not trace_ids:
             return None
-        self._ingest.flush(FLUSH_TIMEOUT_S)
-        found = usage_by_trace(self.store, trace_ids, None)
+        if self._ingest is not None and self.store is not None:
+            self._ingest.flush(FLUSH_TIMEOUT_S)
+            found: Mapping[str, TraceUsage] = usage_by_trace(self.store, trace_ids, None)
+        elif self._worker is not None:
+            found = self._worker_usage(trace_ids)
+        else:
+            return None
         if not found:
             return None
         tokens = sum(u.input_tokens + u.output_tokens for u in found.values())
@@ -70,6 +85,20 @@ class TodaysRuns:
         unpriced = any(u.unpriced for u in found.values())
         return Usage(None if unreported else tokens,
                      None if unreported or unpriced else sum(u.cost_usd for u in found.values()))
+
+    def _worker_usage(self, trace_ids: list[str]) -> dict[str, TraceUsage]:
+        """The worker's answer once the run's own trace (the first) is in its store, or what
+        it has after ``WORKER_WAIT_S``."""
+        path = "/v1/usage/traces?" + urlencode([("trace_id", t) for t in trace_ids])
+        deadline = time.monotonic() + WORKER_WAIT_S
+        while True:
+            try:  # a trace not written yet is unknown to the worker (404)
+                answer = self._worker.call("GET", path)["traces"]
+            except SourceError:
+                answer = {}
+            if trace_ids[0] in answer or time.monotonic() > deadline:
+                return {t: TraceUsage.from_columns(row) for t, row in answer.items()}
+            time.sleep(0.25)
 
     def close(self) -> None:
         if self._ingest is not None:

@@ -5,6 +5,9 @@
     GET /v1/bisect?good=A&bad=B              first divergence and cause (bisect.Bisection)
     GET /v1/usage?since=&until=&service=&include_replays=   calls and tokens per service and
                                              model; replays and forks left out unless asked
+    GET /v1/usage/traces?trace_id=A&trace_id=B   tokens, cost, unpriced and unreported calls
+                                             of each trace (``suite run`` through a worker;
+                                             404 when one is not the caller's)
     GET /v1/runs?since=&until=&service=&versions=a,b&limit=   one row per run
 (the query parameters are those of ``filters.UsageFilters`` and ``filters.RunFilters``)
 """
@@ -17,6 +20,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from rewind.collector.filters import RunFilters, UsageFilters, from_query
+from rewind.exporter.errors import InvalidValue
+from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
@@ -24,6 +29,7 @@ from rewind.replay.worker.routing import query_limit, query_trace_id, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_RUNS = 100_000
+MAX_USAGE_TRACES = 100
 
 
 def routes() -> list[Route]:
@@ -43,6 +49,16 @@ def routes() -> list[Route]:
         filters = from_query(UsageFilters, request.query_params)
         return {"usage": [u.to_dict() for u in view.usage(filters)]}
 
+    def trace_usage(request: Request, view: TenantView) -> Any:
+        asked = request.query_params.getlist("trace_id")
+        if not asked or len(asked) > MAX_USAGE_TRACES:
+            raise InvalidValue(f"give 1 to {MAX_USAGE_TRACES} trace_id parameters, not "
+                               f"{len(asked)}")
+        ids = [parse_trace_id(raw, "trace_id") for raw in asked]
+        view.check_visible(ids)  # another tenant's trace is as unknown as a missing one: 404
+        return {"traces": {trace_id: usage.to_dict()
+                           for trace_id, usage in view.trace_usage(ids).items()}}
+
     def runs(request: Request, view: TenantView) -> Any:
         filters = from_query(RunFilters, request.query_params,
                              limit=query_limit(request, default=1000, maximum=MAX_RUNS))
@@ -52,5 +68,6 @@ def routes() -> list[Route]:
         route("/v1/diff", diff),
         route("/v1/bisect", bisection),
         route("/v1/usage", usage),
+        route("/v1/usage/traces", trace_usage),
         route("/v1/runs", runs),
     ]

@@ -209,6 +209,12 @@ def openapi_document() -> dict[str, Any]:
             "/v1/usage": {"get": _op("Calls and tokens per model and service; replays and "
                                      "forks only with include_replays=true",
                                      _filters(UsageFilters))},
+            "/v1/usage/traces": {"get": _op(
+                "Tokens, cost and unpriced or unreported calls of each trace named (1 to "
+                f"{analysis.MAX_USAGE_TRACES} trace_id parameters; a trace without LLM calls "
+                "is left out)", [{"name": "trace_id", "in": "query", "required": True,
+                                  "schema": {"type": "array", "items": _TRACE_ID_SCHEMA},
+                                  "style": "form", "explode": True}])},
             "/v1/runs": {"get": _op("Per-run facts for bisect over many runs (versions: "
                                     "comma-separated)", _filters(RunFilters, analysis.MAX_RUNS))},
             "/replay/{trace_id}/{path}": replayed(

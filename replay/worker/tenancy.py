@@ -18,7 +18,7 @@ from rewind.collector import reader, reader_runs, reader_suites, reader_usage
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.collector.reader import TraceRow
 from rewind.collector.reader_runs import DerivedRun, RunSummary, Turn
-from rewind.collector.reader_usage import Usage
+from rewind.collector.reader_usage import TraceUsage, Usage
 from rewind.collector.store import Store
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
@@ -80,6 +80,10 @@ class TenantView:
 
     def usage(self, filters: UsageFilters) -> list[Usage]:
         return reader_usage.usage(self._store, filters, self.tenant)
+
+    def trace_usage(self, trace_ids: list[str]) -> dict[str, TraceUsage]:
+        """Tokens and cost of each of ``trace_ids`` that has LLM calls, of this tenant's."""
+        return reader_usage.usage_by_trace(self._store, trace_ids, self.tenant)
 
     def runs(self, filters: RunFilters) -> list[RunSummary]:
         return reader_runs.run_summaries(self._store, filters, self.tenant)
