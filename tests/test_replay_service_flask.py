@@ -49,10 +49,15 @@ def test_a_replayed_wsgi_server_answers_each_request_from_its_trace(recorded):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_port(port)
-        answers = [post(f"http://127.0.0.1:{port}/chat", body) for body in (SECOND, FIRST)]
+        answers = [post(f"http://127.0.0.1:{port}/chat", body, timeout=90)
+                   for body in (SECOND, FIRST)]
     finally:
         server.send_signal(signal.SIGINT)
-        _, err = server.communicate(timeout=60)
+        try:
+            _, err = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            pytest.fail(f"the replayed server did not stop on SIGINT:\n{server.communicate()[1]}")
     for body, (status, answer) in zip((SECOND, FIRST), answers, strict=True):
         assert status == 200, err
         assert answer["answer"] == recorded.answers[json.dumps(body)][1]["answer"]

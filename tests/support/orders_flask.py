@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 import sys
+import threading
 import uuid
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -44,8 +45,10 @@ class _Quiet(WSGIRequestHandler):
 
 def main() -> None:
     server = make_server("127.0.0.1", int(sys.argv[1]), app, handler_class=_Quiet)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.serve_forever()
+    # SIGINT stops the server once the request in hand is answered: a KeyboardInterrupt raised
+    # inside a request would be caught by wsgiref's handler and the server would go on.
+    signal.signal(signal.SIGINT, lambda *_: threading.Thread(target=server.shutdown).start())
+    server.serve_forever()
     print("server stopped", file=sys.stderr, flush=True)
 
 
