@@ -8,6 +8,7 @@ module is the same for both.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -45,6 +46,13 @@ def redact_url(url: str) -> str:
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@", 1)
     return url
+
+
+def store_id(url: str) -> str:
+    """A digest of the store's public URL: what a worker with tokens says on its public
+    ``/health`` instead of the URL (its path or host is nobody's business before signing in),
+    still enough for a client to tell whether it serves the store wanted."""
+    return hashlib.sha256(public_url(url).encode("utf-8")).hexdigest()[:24]
 
 
 def public_url(url: str) -> str:

@@ -124,3 +124,28 @@ def test_off_reads_the_store_even_with_a_worker_on_the_default_port(ambient, oth
     nothing = run("traces", cwd=tmp_path, REWIND_URL="off")
     assert nothing.returncode == 2
     assert "no Rewind store in" in nothing.stderr and "REWIND_URL is off" in nothing.stderr
+
+
+def test_a_worker_with_tokens_names_its_store_by_digest_alone(tmp_path):
+    """Its /health is public: no path or host of the store before signing in, yet a client
+    that names the same store still reads through that worker, and another store is refused."""
+    from rewind.collector.migrate import migrate
+    from rewind.collector.store import Store
+    from tests.support.listed_runs import worker_on
+
+    url = f"chdb://{tmp_path / 'store'}"
+    store = Store(url)
+    migrate(store)
+    try:
+        with worker_on(store, tokens={"tok-digest-1": None}) as api:
+            health = httpx.get(f"{api}/health").json()
+            assert "store_url" not in health and str(tmp_path) not in json.dumps(health)
+            same = rewind("traces", "--json", "--api", api, "--clickhouse", url,
+                          REWIND_API_TOKEN="tok-digest-1")
+            assert same.returncode == 0 and json.loads(same.stdout) == [], same.stderr
+            other = rewind("traces", "--api", api, "--clickhouse", f"chdb://{tmp_path / 'x'}",
+                           REWIND_API_TOKEN="tok-digest-1")
+            assert other.returncode == 2
+            assert f"error: the worker at {api} serves another store" in other.stderr
+    finally:
+        store.close()

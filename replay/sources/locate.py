@@ -25,7 +25,7 @@ from rewind.collector.server_settings import (
 )
 from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
 from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
-from rewind.collector.store import Store, public_url, redact_url, resolve_url
+from rewind.collector.store import Store, public_url, redact_url, resolve_url, store_id
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
@@ -273,9 +273,15 @@ def worker_health(url: str) -> dict[str, Any] | None:
     return health if isinstance(health, dict) else {}
 
 
-def _served_store(health: dict[str, Any]) -> str | None:
-    served = health.get("store_url")
-    return served if isinstance(served, str) and served else None
+def _served_store(health: dict[str, Any], wanted: str | None) -> str | None:
+    """The store the worker says it serves: its URL, or (a worker with tokens says only the
+    digest) the one wanted when the digests match, else "another store"."""
+    served, digest = health.get("store_url"), health.get("store_id")
+    if isinstance(served, str) and served:
+        return served
+    if not isinstance(digest, str) or not digest:
+        return None
+    return public_url(wanted) if wanted and digest == store_id(wanted) else "another store"
 
 
 def _worker_for(url: str, wanted: str | None, named: bool) -> str | None:
@@ -286,7 +292,7 @@ def _worker_for(url: str, wanted: str | None, named: bool) -> str | None:
     health = worker_health(url)
     if health is None:
         return None
-    served = _served_store(health)
+    served = _served_store(health, wanted)
     if served is not None and (wanted is None or served == public_url(wanted)):
         return url
     if named and wanted is None:

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
 from rewind.collector.server_settings import worker_live_hosts
-from rewind.collector.store import Store, public_url
+from rewind.collector.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist.streamable import MCP_PATH, Assistant
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
@@ -39,8 +39,11 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
 
     def health(request: Request) -> Any:
         # the store it serves, without credentials: a client tells whether it is the one wanted
-        return {"status": "ok", "store": "embedded" if store.embedded else "server",
-                "store_url": public_url(store.url)}
+        # (behind tokens by its digest alone: the route is public)
+        found = {"status": "ok", "store": "embedded" if store.embedded else "server",
+                 "store_id": store_id(store.url)}
+        return found if authenticator is not None else {**found,
+                                                        "store_url": public_url(store.url)}
 
     def openapi(request: Request) -> Any:
         return openapi_document()
