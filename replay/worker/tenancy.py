@@ -58,7 +58,7 @@ class TenantView:
         """The runs page's rows (``ui/listing.py``), forks and replays not yet nested."""
         rows = self.traces(filters)
         ids = [r.trace_id for r in rows]
-        usage = reader_usage.usage_by_trace(self._store, ids, self.tenant)
+        usage = self.trace_usage(ids)
         facts = reader_runs.run_facts(self._store, ids, self.tenant)
         return listing.run_entries(rows, usage, facts)
 
