@@ -166,9 +166,9 @@ class CaptureSettings:
 
     def records_http(self, host: str) -> bool:
         """Whether a non-LLM request to ``host`` is recorded (telemetry aside)."""
-        if not self.http or any(fnmatch.fnmatch(host, glob) for glob in self.http_exclude):
+        if not self.http or host_matches(host, self.http_exclude):
             return False
-        return not self.http_hosts or any(fnmatch.fnmatch(host, g) for g in self.http_hosts)
+        return not self.http_hosts or host_matches(host, self.http_hosts)
 
     @property
     def keeps_raw(self) -> bool:
@@ -290,6 +290,12 @@ def _content_at(given: str | None, env: Mapping[str, str]) -> str:
                     ENV_CONTENT_AT, raw)
         return "process"
     return raw
+
+
+def host_matches(host: str, globs: Iterable[str]) -> bool:
+    """Whether ``host`` matches one of ``globs`` (host names compare in any case)."""
+    host = host.lower()
+    return any(fnmatch.fnmatch(host, glob.lower()) for glob in globs)
 
 
 def host_globs(raw: str) -> tuple[str, ...]:

@@ -19,7 +19,6 @@ grace period after the report is written, with the exit code 3.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import ipaddress
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rewind.exporter import telemetry, transport
+from rewind.exporter.process_settings import host_matches
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import STRICT
 
@@ -99,7 +99,7 @@ class Guard:
 
     # -- decisions --------------------------------------------------------------------------
     def _allowed_host(self, host: str) -> bool:
-        return any(fnmatch.fnmatch(host.lower(), glob) for glob in self.session.allow_live)
+        return host_matches(host, self.session.allow_live)
 
     def _passes_inet(self, host: str, port: int | None) -> bool:
         if transport.inside() or telemetry.is_telemetry(host, port):

@@ -9,7 +9,6 @@ report is made of.
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers
+from rewind.exporter.process_settings import host_matches
 from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
@@ -313,7 +313,7 @@ class ReplaySession:
         if isinstance(found, Interaction):
             return Replayed(found)
         host = (parts.hostname or "").lower()
-        if any(fnmatch.fnmatch(host, glob) for glob in self.allow_live):
+        if host_matches(host, self.allow_live):
             return self._went_live()
         where = f"{host}:{parts.port}" if parts.port else host
         return self._diverged(dataclasses.replace(

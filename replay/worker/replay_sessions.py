@@ -32,7 +32,6 @@ each tenant has its own default session per trace. An operator (tenant None) see
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import secrets
 import threading
@@ -53,7 +52,7 @@ from starlette.routing import Route
 from rewind.collector.server_settings import ENV_WORKER_LIVE_HOSTS
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import host_globs
+from rewind.exporter.process_settings import host_globs, host_matches
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.replay_settings import CLOCK_RECORDED
@@ -86,7 +85,7 @@ class LivePolicy:
 
     def refusal(self, host: str) -> str | None:
         """Why a live call to ``host`` is refused (None: it may go)."""
-        if not self.guarded or any(fnmatch.fnmatch(host.lower(), g) for g in self.hosts):
+        if not self.guarded or host_matches(host, self.hosts):
             return None
         listed = ", ".join(self.hosts) or "none"
         return (f"this worker has tokens: its replay sessions go live only to the hosts its "

@@ -24,6 +24,7 @@ from typing import Any
 
 from rewind.exporter import tools
 from rewind.exporter.databases.db_calls import DbAnswer, DbCall
+from rewind.exporter.process_settings import host_matches
 from rewind.replay.cassette.inbound import request_form
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import clock, guard, player
@@ -113,10 +114,8 @@ class ScopedTransport:
         session = _current.get()
         if isinstance(session, ReplaySession):
             return player.TransportResponder(session)(flavor, request, asynchronous)
-        import fnmatch
-
         host = (request.url.host or "").lower()
-        if self.mode != STRICT or any(fnmatch.fnmatch(host, g) for g in self.allow_live):
+        if self.mode != STRICT or host_matches(host, self.allow_live):
             return None
         found = self.router.refused(f"{request.method} {host}{request.url.path}")
         print(f"rewind: {found.describe()}", file=sys.stderr, flush=True)
