@@ -15,20 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rewind.exporter import attributes as A
-
 from .filters import UsageFilters
 from .llm_steps import steps_by_trace
 from .migrations import m010_usage_rollup as rollup
+from .migrations import m011_span_marks as span_marks
 from .reader import StoreRow, tenant_condition
 from .schema import (
     LLM_COSTS,
-    MADE_FROM_RUN,
     SINGLE_NODE,
     TRACES,
     USAGE_HOURS,
     USAGE_TOUCHED,
-    span_attribute,
 )
 from .store import Store
 
@@ -86,7 +83,7 @@ def usage(store: Store, filters: UsageFilters | None = None,
         counted = [(since, first), (last, end), *((h, h + _HOUR) for h in live)]
     else:
         counted = [(since, end)]
-    _add(totals, _calls(store, filters, tenant, since, end, counted))
+    _add(totals, _calls(store, filters, tenant, since, end, counted, marked=rolled))
     return [Usage(service, model, **dict(zip(_COUNTS, counts, strict=True)))
             for (service, model), counts in sorted(totals.items())]
 
@@ -160,7 +157,7 @@ def _roll_changed(store: Store, first: int, last: int) -> list[int]:
         peers=_ranges(span, 0, 2**63 - 1, _PEER),
         lineage=_ranges(span, 0, 2**63 - 1, _PEER, _LINEAGE - _PEER),
         counted=f"toUInt32({rollup.HOUR}) IN ({listed})",
-        hours=f"SELECT arrayJoin([{listed}]) AS h"))
+        hours=f"SELECT arrayJoin([{listed}]) AS h", marks=span_marks.marks))
     return _changed(store, first, last)
 
 
@@ -190,23 +187,25 @@ GROUP BY service, model
 
 
 def _calls(store: Store, filters: UsageFilters, tenant: str | None, since: int, end: int,
-           counted: Sequence[tuple[int, int]]) -> list[dict[str, Any]]:
+           counted: Sequence[tuple[int, int]], marked: bool) -> list[dict[str, Any]]:
     """The sums of the calls in the ``counted`` periods (ns) of [since, end), each compared
-    with the calls of its trace in the period around it (``PEER_MINUTES`` more each side)."""
+    with the calls of its trace in the period around it (``PEER_MINUTES`` more each side).
+    ``marked``: replays and unreported calls read from their marks (migration 11), else
+    from the spans."""
     peers = _ranges(counted, since, end, _PEER)
+    lineage = _ranges(counted, since - _LINEAGE, end, _PEER, _LINEAGE)
+    unreported, made_from_run = (span_marks.marks if marked else rollup.from_spans)(
+        SINGLE_NODE, peers, lineage)
     params: dict[str, Any] = {}
     where = [peers]
     if tenant is not None:
         where.append(f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
                      f"{peers} AND {tenant_condition(tenant, params)})")
     if not filters.include_replays:
-        lineage = _ranges(counted, since - _LINEAGE, end, _PEER, _LINEAGE)
-        where.append(f"TraceId NOT IN (SELECT TraceId FROM {TRACES} WHERE {lineage} AND "
-                     f"{MADE_FROM_RUN})")
-    unreported = (f"(TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE "
-                  f"{peers} AND {span_attribute(A.USAGE_REPORTED)} = 'false')")
+        where.append(f"TraceId NOT IN ({made_from_run})")
     facts = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
-             f"OutputTokens, StatusCode, Duration, {unreported}, CacheReadTokens, "
+             f"OutputTokens, StatusCode, Duration, (TraceId, SpanId) IN ({unreported}), "
+             "CacheReadTokens, "
              "CacheCreationTokens)")
     service_filter = ""
     if filters.service:
@@ -247,12 +246,12 @@ def usage_by_trace(store: Store, trace_ids: Sequence[str],
     mine = ("1" if tenant is None else
             f"SpanId IN (SELECT SpanId FROM {TRACES} WHERE TraceId IN {{ids:Array(String)}} "
             f"AND {tenant_condition(tenant, params)})")
+    unreported = span_marks.unreported(SINGLE_NODE, "TraceId IN {ids:Array(String)}")
     rows = store.query(f"""
 SELECT TraceId, sum(InputTokens) AS InputTokens, sum(OutputTokens) AS OutputTokens,
     sum(CostUsd) AS CostUsd, countIf(PricedAs = '') AS Unpriced,
     argMin(if(ResponseModel != '', ResponseModel, RequestModel), Timestamp) AS Model,
-    countIf((TraceId, SpanId) IN (SELECT TraceId, SpanId FROM {TRACES} WHERE TraceId IN
-        {{ids:Array(String)}} AND {span_attribute(A.USAGE_REPORTED)} = 'false')) AS Unreported
+    countIf((TraceId, SpanId) IN ({unreported})) AS Unreported
 FROM {LLM_COSTS}
 WHERE TraceId IN {{ids:Array(String)}} AND {mine}
 GROUP BY TraceId

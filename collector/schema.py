@@ -26,6 +26,8 @@ TOOL_CALLS = "rewind_tool_calls"
 USAGE_HOURS = "rewind_usage_hours"  # LLM calls and tokens per hour (``rewind stats``)
 USAGE_TOUCHED = "rewind_usage_touched"  # when spans last arrived that change an hour's usage
 USAGE_TOUCHED_MV = "rewind_usage_touched_mv"
+SPAN_MARKS = "rewind_span_marks"  # spans made from a run, calls without reported usage
+SPAN_MARKS_MV = "rewind_span_marks_mv"
 SUITES = "rewind_suites"  # named sets of recorded runs (``rewind suite``)
 SUITE_RESULTS = "rewind_suite_results"  # what each run of a suite did, each time it ran
 

@@ -2,8 +2,9 @@
 what reading every call answers, on the same store: several models, services and tenants,
 cached tokens, calls described by two instrumentations (one pair across an hour boundary,
 one across a period's edge), a replay, unreported usage, errors, spans arriving after their
-hour was rolled, and a store filled before the migration. Cached tokens are priced at their
-own price in stats and in the runs list."""
+hour was rolled, and a store filled before the migrations (10, and 11 which keeps replays'
+spans and unreported calls apart for the period's edges and the rolls). Cached tokens are
+priced at their own price in stats and in the runs list."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rewind.collector.filters import UsageFilters
 from rewind.collector.migrate import migrate
 from rewind.collector.migrations import MIGRATIONS
 from rewind.collector.reader_usage import usage, usage_by_trace
-from rewind.collector.schema import TRACES, USAGE_HOURS
+from rewind.collector.schema import SPAN_MARKS, TRACES, USAGE_HOURS
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
 from rewind.replay.timetravel.stats import load_prices, summarise
@@ -160,9 +161,13 @@ def test_a_store_filled_before_the_migration_is_rolled_by_it(tmp_path):
     try:
         migrate(store, MIGRATIONS[:9])
         _insert(store, _rows())
-        assert migrate(store) == [10]
+        assert migrate(store) == [10, 11]
         hours = store.query(f"SELECT uniqExact(Hour) AS n FROM {USAGE_HOURS}")[0]["n"]
         assert hours == 12  # every hour with a call, rolled by the migration itself
+        marks = store.query(f"SELECT Mark, count() AS n FROM {SPAN_MARKS} GROUP BY Mark "
+                            "ORDER BY Mark")
+        # migration 11 marked the replay's root and the 5 calls without reported usage
+        assert [(m["Mark"], m["n"]) for m in marks] == [(1, 1), (2, 5)]
         for since, until in PERIODS:
             _both(store, UsageFilters(since, until))
     finally:

@@ -27,6 +27,7 @@ from rewind.collector.schema import (
     LLM_COSTS,
     MIGRATIONS_TABLE,
     MODEL_PRICES,
+    SPAN_MARKS,
     TOOL_CALLS,
     TRACE_LIST,
     TRACE_LOOKUP,
@@ -35,7 +36,7 @@ from rewind.collector.schema import (
 from rewind.collector.store import Store
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "clickhouse"
-SHARDED = (TRACES, TRACE_LOOKUP, LLM_CALLS, TRACE_LIST)
+SHARDED = (TRACES, TRACE_LOOKUP, LLM_CALLS, TRACE_LIST, SPAN_MARKS)
 EVERYWHERE = (MODEL_PRICES, MIGRATIONS_TABLE)
 VIEWS = (LLM_COSTS, TOOL_CALLS)
 DESCRIBE = """
@@ -174,7 +175,8 @@ def test_cluster_tables_are_replicated_and_sharded_by_trace_id(single_node, clus
     for table in EVERYWHERE:
         assert cluster[table]["engine"] == "Replicated" + single[table]["engine"]
         assert "/clickhouse/tables/all/" in cluster[table]["engine_full"]
-    for view in ("otel_traces_trace_id_ts_mv", "rewind_llm_calls_mv", "rewind_traces_mv"):
+    for view in ("otel_traces_trace_id_ts_mv", "rewind_llm_calls_mv", "rewind_traces_mv",
+                 "rewind_span_marks_mv"):
         query = cluster[view]["create_table_query"]
         assert "_local" in query.split(" TO ")[1].split()[0], "writes the shard's local table"
         assert f"FROM default.{TRACES}_local" in query, "reads the shard's local spans"

@@ -17,6 +17,7 @@ from . import (
     m008_logs,
     m009_suites,
     m010_usage_rollup,
+    m011_span_marks,
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -30,4 +31,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m008_logs.MIGRATION,
     m009_suites.MIGRATION,
     m010_usage_rollup.MIGRATION,
+    m011_span_marks.MIGRATION,
 )

@@ -20,6 +20,8 @@ docs/ARCHITECTURE.md ("Usage from hourly rollups").
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rewind.exporter import attributes as A
 
 from ..llm_steps import (
@@ -109,17 +111,29 @@ GROUP BY Hour
 """
 
 
-def _calls(layout: Layout, peers: str, lineage: str) -> str:
+def from_spans(layout: Layout, peers: str, lineage: str) -> tuple[str, str]:
+    """The calls without reported usage matching ``peers`` and the traces made from a run
+    by a span matching ``lineage``, read from the spans (what this migration had)."""
+    traces = layout.name(TRACES)
+    return (f"SELECT TraceId, SpanId FROM {traces} WHERE ({peers}) "
+            f"AND {span_attribute(A.USAGE_REPORTED)} = 'false'",
+            f"SELECT TraceId FROM {traces} WHERE ({lineage}) AND {MADE_FROM_RUN}")
+
+
+# Given the layout, ``peers`` and ``lineage``: (unreported calls, traces made from a run).
+Marks = Callable[[Layout, str, str], tuple[str, str]]
+
+
+def _calls(layout: Layout, peers: str, lineage: str, marks: Marks = from_spans) -> str:
     """The calls matching ``peers`` with their span's tenant, whether their usage was
     reported, and whether a span matching ``lineage`` made their trace from a run. Spans'
     attribute maps (their bodies) are read only where their skip index says the key is."""
     columns = ", ".join(f"c.{name} AS {name}" for name in (*CALL_COLUMNS, *CACHE_COLUMNS))
     traces, calls = layout.name(TRACES), layout.name(LLM_CALLS)
+    unreported, made_from_run = marks(layout, peers, lineage)
     return f"""(SELECT {columns}, s.Tenant AS Tenant,
-    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM {traces} WHERE ({peers})
-        AND {span_attribute(A.USAGE_REPORTED)} = 'false') AS Unreported,
-    toUInt8(c.TraceId IN (SELECT TraceId FROM {traces} WHERE ({lineage}) AND {MADE_FROM_RUN}))
-        AS Lineage
+    (c.TraceId, c.SpanId) IN ({unreported}) AS Unreported,
+    toUInt8(c.TraceId IN ({made_from_run})) AS Lineage
 FROM {calls} AS c
 ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes[{sql_string(A.TENANT)}] AS Tenant
     FROM {traces} WHERE ({peers})
@@ -128,15 +142,17 @@ ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes[{sql_string(A.TENANT)}
 WHERE {peers})"""
 
 
-def roll(layout: Layout, peers: str, lineage: str, counted: str, hours: str) -> str:
+def roll(layout: Layout, peers: str, lineage: str, counted: str, hours: str,
+         marks: Marks = from_spans) -> str:
     """The statement that rolls the hours the query ``hours`` gives (column ``h``): the calls
     matching ``counted`` (those of these hours), each compared with the calls of its trace
     and tenant matching ``peers`` (minutes around them too), summed per hour and group, with a
-    marker row per hour; every row stamped with the time the roll started."""
+    marker row per hour; every row stamped with the time the roll started. ``marks`` says
+    where unreported calls and replays are read (migration 11 keeps them apart)."""
     facts = (f"({HOUR}, Tenant, ServiceName, if(ResponseModel != '', ResponseModel, "
              f"RequestModel), Lineage, InputTokens, OutputTokens, {', '.join(CACHE_COLUMNS)}, "
              "StatusCode = 'STATUS_CODE_ERROR', Duration, Unreported)")
-    calls = steps_by_trace(peers, facts, _calls(layout, peers, lineage), counted,
+    calls = steps_by_trace(peers, facts, _calls(layout, peers, lineage, marks), counted,
                            by="TraceId, Tenant")
     keys = ("Hour", "Lineage", "Tenant", "ServiceName", "Model")
     sums = ", ".join(f"sum({name}) AS {name}" for name in SUMS)

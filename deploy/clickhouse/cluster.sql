@@ -557,10 +557,8 @@ FROM (
     SELECT toDateTime(f.1, 'UTC') AS Hour, toUInt8(f.5) AS Lineage, toString(f.2) AS Tenant,
         toString(f.3) AS ServiceName, toString(f.4) AS Model, toUInt64(1) AS Calls, toUInt64(f.6) AS InputTokens, toUInt64(f.7) AS OutputTokens, toUInt64(f.8) AS CacheReadTokens, toUInt64(f.9) AS CacheCreationTokens, toUInt64(f.10) AS Errors, toUInt64(f.11) AS DurationNs, toUInt64(f.12) AS Unreported
     FROM (SELECT (toStartOfHour(Timestamp, 'UTC'), Tenant, ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), Lineage, InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens, StatusCode = 'STATUS_CODE_ERROR', Duration, Unreported) AS f FROM (SELECT c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId, c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation, c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel, c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration, c.StatusCode AS StatusCode, c.MatchKey AS MatchKey, c.FinishReasons AS FinishReasons, c.ScopeName AS ScopeName, c.CacheReadTokens AS CacheReadTokens, c.CacheCreationTokens AS CacheCreationTokens, s.Tenant AS Tenant,
-    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM default.otel_traces WHERE (1)
-        AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
-    toUInt8(c.TraceId IN (SELECT TraceId FROM default.otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id'))))
-        AS Lineage
+    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM default.otel_traces WHERE (1) AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
+    toUInt8(c.TraceId IN (SELECT TraceId FROM default.otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')))) AS Lineage
 FROM default.rewind_llm_calls AS c
 ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes['rewind.tenant'] AS Tenant
     FROM default.otel_traces WHERE (1)
@@ -581,10 +579,8 @@ SELECT arrayJoin(arrayFilter((f, c) -> NOT arrayExists(p -> (p.1 != c.1
     SELECT groupArray((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName)) AS peers, groupArrayIf((SpanId, toInt64(toUnixTimestamp64Nano(Timestamp)), toInt64(toUnixTimestamp64Nano(Timestamp) + Duration), Operation, RequestModel, toUInt8(Step >= 0), ScopeName), Step < 0 AND (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now())) AS mine,
            groupArrayIf((toStartOfHour(Timestamp, 'UTC'), Tenant, ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), Lineage, InputTokens, OutputTokens, CacheReadTokens, CacheCreationTokens, StatusCode = 'STATUS_CODE_ERROR', Duration, Unreported), Step < 0 AND (toStartOfHour(Timestamp, 'UTC') + INTERVAL 2 HOUR <= now())) AS facts
     FROM (SELECT c.Timestamp AS Timestamp, c.TraceId AS TraceId, c.SpanId AS SpanId, c.ServiceName AS ServiceName, c.Step AS Step, c.Operation AS Operation, c.Provider AS Provider, c.RequestModel AS RequestModel, c.ResponseModel AS ResponseModel, c.InputTokens AS InputTokens, c.OutputTokens AS OutputTokens, c.Duration AS Duration, c.StatusCode AS StatusCode, c.MatchKey AS MatchKey, c.FinishReasons AS FinishReasons, c.ScopeName AS ScopeName, c.CacheReadTokens AS CacheReadTokens, c.CacheCreationTokens AS CacheCreationTokens, s.Tenant AS Tenant,
-    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM default.otel_traces WHERE (1)
-        AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
-    toUInt8(c.TraceId IN (SELECT TraceId FROM default.otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id'))))
-        AS Lineage
+    (c.TraceId, c.SpanId) IN (SELECT TraceId, SpanId FROM default.otel_traces WHERE (1) AND SpanAttributes['rewind.usage.reported'] = 'false') AS Unreported,
+    toUInt8(c.TraceId IN (SELECT TraceId FROM default.otel_traces WHERE (1) AND (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')))) AS Lineage
 FROM default.rewind_llm_calls AS c
 ANY LEFT JOIN (SELECT TraceId, SpanId, ResourceAttributes['rewind.tenant'] AS Tenant
     FROM default.otel_traces WHERE (1)
@@ -601,3 +597,29 @@ SETTINGS max_bytes_before_external_group_by = 1000000000;
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (10, 'rewind_usage_hours: usage rolled up per hour; cached tokens priced');
+
+CREATE TABLE IF NOT EXISTS default.rewind_span_marks_local ON CLUSTER rewind (
+    Timestamp DateTime64(9),
+    TraceId String,
+    SpanId String,
+    Mark UInt8
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/rewind_span_marks_local', '{replica}')
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (Mark, Timestamp, TraceId)
+SETTINGS replicated_deduplication_window = 10000;
+
+CREATE TABLE IF NOT EXISTS default.rewind_span_marks ON CLUSTER rewind AS default.rewind_span_marks_local
+ENGINE = Distributed(rewind, 'default', rewind_span_marks_local, cityHash64(TraceId));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS default.rewind_span_marks_mv ON CLUSTER rewind
+TO default.rewind_span_marks_local
+AS SELECT Timestamp, TraceId, SpanId, arrayJoin(arrayFilter(m -> m != 0, [if((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')), 1, 0), if(SpanAttributes['rewind.usage.reported'] = 'false', 2, 0)])) AS Mark
+FROM default.otel_traces_local
+WHERE ((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false') AND (1);
+
+INSERT INTO default.rewind_span_marks SELECT Timestamp, TraceId, SpanId, arrayJoin(arrayFilter(m -> m != 0, [if((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')), 1, 0), if(SpanAttributes['rewind.usage.reported'] = 'false', 2, 0)])) AS Mark
+FROM default.otel_traces
+WHERE ((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false') AND (1);
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (11, 'rewind_span_marks: replays\' spans and unreported usage, apart');
