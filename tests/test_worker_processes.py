@@ -45,7 +45,8 @@ PROCESSES = textwrap.dedent("""
 
     if __name__ == "__main__":
         store_url, port, tokens = sys.argv[1:]
-        run_processes(bind("127.0.0.1", int(port)), Store(store_url), 1, (tokens, None, 2.0))
+        run_processes(bind("127.0.0.1", int(port)), Store(store_url), 1, (tokens, None, 2.0),
+                      "--tokens-file")
         print("stopped", flush=True)
 """)
 
@@ -78,6 +79,10 @@ def test_an_api_process_serves_with_its_own_store_connection_and_the_tokens(tmp_
                            headers={"authorization": "Bearer reader-token"})
         assert listed.status_code == 200, listed.text
         assert [t["TraceId"] for t in listed.json()["traces"]] == [TRACE]
+        # the sign-in form names the option of the command that started the processes
+        page = httpx.get(f"{url}/traces", timeout=30, headers={"accept": "text/html"})
+        assert page.status_code == 401 and "Sign in" in page.text
+        assert "--tokens-file" in page.text and "--auth-tokens-file" not in page.text
     finally:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)

@@ -12,6 +12,7 @@ grows with cores; the embedded store cannot be opened by several processes, and 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -98,9 +99,11 @@ def token_option(tokens_file: str | None, inline: str | None,
                                                  ("--auth-tokens", inline)) if given)
 
 
-def api_process_app() -> Starlette:
+def api_process_app(file_flag: str = "--auth-tokens-file") -> Starlette:
     """The app of one API process of ``--workers``: its own connection to the store and its
-    own tokens (kept current by its own reloader), from the variables its parent set."""
+    own tokens (kept current by its own reloader), from the variables its parent set.
+    ``file_flag``: the tokens file's option of the command that started it (for the sign-in
+    form)."""
     store = Store(store_url())
     tokens_file, inline, reload_s = token_settings()
     if not (tokens_file or inline):
@@ -108,11 +111,12 @@ def api_process_app() -> Starlette:
     source = TokenSource(tokens_file, inline)
     auth = Authenticator(source.load())
     TokenReloader(auth, source, reload_s).start()
-    return create_app(store, authenticator=auth, token_option=token_option(tokens_file, inline))
+    return create_app(store, authenticator=auth,
+                      token_option=token_option(tokens_file, inline, file_flag))
 
 
 def run_processes(sock: socket.socket, store: Store, workers: int,
-                   tokens: tuple[str | None, str | None, float]) -> None:
+                   tokens: tuple[str | None, str | None, float], file_flag: str) -> None:
     """``workers`` processes serving the API on ``sock`` until SIGINT/SIGTERM (uvicorn's
     supervisor restarts one that dies; SIGHUP restarts them all, reading the tokens again)."""
     from uvicorn.supervisors import Multiprocess
@@ -124,7 +128,9 @@ def run_processes(sock: socket.socket, store: Store, workers: int,
         os.environ.pop(ENV[name], None)
         if value:
             os.environ[ENV[name]] = value
-    config = uvicorn.Config(f"{__name__}:api_process_app", factory=True, workers=workers,
+    # a picklable factory: each process builds its own app
+    config = uvicorn.Config(functools.partial(api_process_app, file_flag), factory=True,
+                            workers=workers,
                             log_level="warning", access_log=False)
     Multiprocess(config, sockets=[sock]).run()
 
@@ -132,15 +138,16 @@ def run_processes(sock: socket.socket, store: Store, workers: int,
 def run_api(store: Store, host: str, port: int, authenticator: Authenticator | None,
             announce: Callable[[int], None], reloader: TokenReloader | None = None,
             workers: int = 1, tokens: tuple[str | None, str | None, float] = (None, None, 2.0),
-            option: str = "") -> None:
+            option: str = "", file_flag: str = "--auth-tokens-file") -> None:
     """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port. SIGHUP
     reloads the tokens through ``reloader``. ``workers`` > 1: that many processes (a
     ClickHouse server only), each reading ``tokens`` (file, inline, reload seconds).
-    ``option``: the options that gave the tokens (the sign-in form names them)."""
+    ``option``: the options that gave the tokens (the sign-in form names them), ``file_flag``
+    the tokens file's among them."""
     sock = bind(host, port)
     if workers > 1:
         announce(sock.getsockname()[1])
-        run_processes(sock, store, workers, tokens)
+        run_processes(sock, store, workers, tokens, file_flag)
         return
     port = sock.getsockname()[1]
     server = _AnnouncingServer(uvicorn.Config(create_app(store, authenticator=authenticator,
@@ -193,7 +200,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
             f"rewind worker ready: api=http://{options.host}:{port} "
             f"store={redact_url(store.url)}" + _processes(options.workers)
         ), reloader, options.workers, (options.tokens_file, None, options.auth_reload_s),
-            token_option(options.tokens_file, None, "--tokens-file"))
+            token_option(options.tokens_file, None, "--tokens-file"), "--tokens-file")
     finally:
         if reloader is not None:
             reloader.stop()
