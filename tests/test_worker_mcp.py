@@ -175,3 +175,41 @@ def test_tenant_b_runs_read_as_resources_as_unknown_ones_do(world):
     assert failures[:2] == failures[2:]
     assert "not found" in failures[0]
     assert own["trace_id"] == world.a_runs[0] and own["content"]["offset"] == 0
+
+
+def test_a_session_answers_only_the_token_that_opened_it(world):
+    """Another token sending the session's id (another tenant's, or the operator's) gets what
+    an unknown session gets, 404, for calls, the stream of server messages, and closing it; the
+    token that opened it goes on."""
+    url = f"{world.url}/mcp"
+    head = {"accept": "application/json, text/event-stream",
+            "content-type": "application/json"}
+
+    def as_(token: str, session_id: str | None = None) -> dict[str, str]:
+        return {**head, "authorization": f"Bearer {token}",
+                **({"mcp-session-id": session_id} if session_id else {})}
+
+    opened = httpx.post(url, headers=as_("tok-a"), timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"}}})
+    assert opened.status_code == 200, opened.text
+    sid = opened.headers["mcp-session-id"]
+    done = httpx.post(url, headers=as_("tok-a", sid), timeout=30,
+                      json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202, done.text
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "list_runs", "arguments": {}}}
+    for token in ("tok-b", "tok-op"):
+        refused = httpx.post(url, headers=as_(token, sid), json=listing, timeout=30)
+        assert refused.status_code == 404, refused.text
+        assert refused.json()["error"]["message"] == "Session not found"
+        assert httpx.get(url, headers=as_(token, sid), timeout=30).status_code == 404
+        assert httpx.delete(url, headers=as_(token, sid), timeout=30).status_code == 404
+    made_up = httpx.post(url, headers=as_("tok-a", "f" * 32), json=listing, timeout=30)
+    assert made_up.status_code == 404
+    own = httpx.post(url, headers=as_("tok-a", sid), json=listing, timeout=30)
+    assert own.status_code == 200 and world.a_runs[0] in own.text
+    assert httpx.delete(url, headers=as_("tok-a", sid), timeout=30).status_code == 200
+    gone = httpx.post(url, headers=as_("tok-a", sid), json=listing, timeout=30)
+    assert gone.status_code == 404

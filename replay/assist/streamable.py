@@ -10,12 +10,16 @@ on the user's machine reads through this worker and runs them there.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
+from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.exporter.errors import InvalidValue
@@ -23,6 +27,8 @@ from rewind.replay.assist.mcp_server import build_server
 
 MCP_PATH = "/mcp"
 VIEW_KEY = "rewind.view"  # ASGI scope key: the caller's tenant view (worker/tenancy.py)
+SESSION_HEADER = b"mcp-session-id"
+MAX_SESSIONS = 10_000  # owners remembered; the oldest session past it must start again
 
 
 class ViewSource:
@@ -81,10 +87,63 @@ class Assistant:
         # answers Host and Origin headers naming this machine (no DNS rebinding).
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False) \
             if authenticated else None
-        self.app: Starlette = self.server.streamable_http_app(
-            streamable_http_path=MCP_PATH, transport_security=security)
+        self.app: ASGIApp = SessionOwners(self.server.streamable_http_app(
+            streamable_http_path=MCP_PATH, transport_security=security))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with self.server.session_manager.run():
             yield
+
+
+def _owner(scope: Scope) -> bytes:
+    """Who calls: a digest of the credential the request came with (one session, one token)."""
+    credential = dict(scope["headers"]).get(b"authorization", b"")
+    return hashlib.sha256(credential).digest()
+
+
+class SessionOwners:
+    """Binds each MCP session to the token that opened it. A session id sent with another
+    token (or one not opened here) is answered as the MCP server answers an unknown session,
+    404, so a session's stream of server messages is never read with another caller's token.
+    Each tool call still reads through its own request's tenant view."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_SESSIONS) -> None:
+        self.app = app
+        self.limit = limit
+        self.owners: OrderedDict[bytes, bytes] = OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        owner = _owner(scope)
+        session = dict(scope["headers"]).get(SESSION_HEADER)
+        if session is not None:
+            if self.owners.get(session) != owner:
+                await _unknown_session(scope, receive, send)
+                return
+            if scope["method"] == "DELETE":
+                self.owners.pop(session, None)
+            await self.app(scope, receive, send)
+            return
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = dict(message.get("headers", [])).get(SESSION_HEADER)
+                if opened is not None:
+                    self.owners[opened] = owner
+                    while len(self.owners) > self.limit:
+                        self.owners.popitem(last=False)
+            await send(message)
+
+        await self.app(scope, receive, noting)
+
+
+async def _unknown_session(scope: Scope, receive: Receive, send: Send) -> None:
+    """What the MCP server itself answers for a session it does not know."""
+    body = JSONRPCError(jsonrpc="2.0", id=None,
+                        error=ErrorData(code=INVALID_REQUEST, message="Session not found"))
+    response = Response(body.model_dump_json(by_alias=True, exclude_unset=True), 404,
+                        media_type="application/json")
+    await response(scope, receive, send)
