@@ -130,3 +130,60 @@ class Redactor:
         for pattern in self.patterns:
             text = pattern.sub(self.mask, text)
         return text
+
+
+# Credentials recognisable by their shape wherever they appear (provider API keys, GitHub and
+# Slack tokens, AWS access key ids, Google API keys, JSON web tokens).
+_SECRET_SHAPES = re.compile(
+    r"sk-[A-Za-z0-9_-]{16,}|(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_OPTION = re.compile(r"(-{1,2}[A-Za-z][\w.-]*)=(.*)", re.DOTALL)  # --api-key=VALUE
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)  # API_KEY=VALUE
+
+
+_SECRET_NAME_ENDS = ("key", "token", "secret", "password", "passwd", "auth", "credential",
+                     "credentials", "cookie", "signature", "session")
+
+
+def _secret_name(name: str) -> bool:
+    """An option or variable named for a credential: its last word is one (``api-key``,
+    ``OPENAI_API_KEY``, ``--token``; not ``--max-tokens``, ``--keyword``, ``--auth-file``)."""
+    last = re.split(r"[-_.]", name.lower())[-1]
+    return last.endswith(_SECRET_NAME_ENDS)
+
+
+def _masked_word(word: str, redactor: Redactor) -> str:
+    if "://" in word and "@" in word:  # a URL's password
+        parts = urlsplit(word)
+        if parts.password:
+            word = word.replace(f":{parts.password}@", f":{redactor.mask}@", 1)
+    if "?" in word and "://" in word:
+        for key, value in parse_qsl(urlsplit(word).query):
+            if key.lower() in SECRET_QUERY_PARAMS and value:
+                word = word.replace(value, redactor.mask)
+    return redactor(_SECRET_SHAPES.sub(redactor.mask, word))
+
+
+def masked_argv(argv: Iterable[str], redactor: Redactor | None = None) -> list[str]:
+    """A command's words as they may be stored: the value of an option or variable named like
+    a credential (``--api-key X``, ``--token=X``, ``API_KEY=X``), passwords in URLs, words
+    shaped like a known kind of key, and what ``redactor``'s patterns match, masked."""
+    redactor = redactor or Redactor()
+    out: list[str] = []
+    secret_next = False
+    for word in argv:
+        if secret_next and not word.startswith("-"):
+            out.append(redactor.mask)
+            secret_next = False
+            continue
+        secret_next = False
+        option = _OPTION.fullmatch(word) or (None if word.startswith("-")
+                                             else _ASSIGNMENT.fullmatch(word))
+        if option and _secret_name(option.group(1)) and option.group(2):
+            out.append(f"{option.group(1)}={redactor.mask}")
+            continue
+        if word.startswith("-") and not option and _secret_name(word.lstrip("-")):
+            secret_next = True
+        out.append(_masked_word(word, redactor))
+    return out

@@ -25,6 +25,8 @@ from rewind.collector.server_settings import worker_url
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
+from rewind.exporter.process_settings import settings as capture_settings
+from rewind.exporter.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import ApiSource, worker_reachable
 
@@ -117,11 +119,12 @@ def record_settings(
 ) -> dict[str, str | None]:
     """What the child's environment gets on top of ``base`` (None: removed) to record itself:
     among them the command it runs, as the resource's ``process.command_args``, so the run
-    page offers the command that really ran."""
+    page offers the command that really ran (credentials in it masked: ``masked_argv``)."""
     settings = RecordSettings(True, report_path, name).to_env()
     resource = base.get(RESOURCE_VAR, "")
     if command and A.PROCESS_COMMAND_ARGS not in resource:
-        argv = quote(json.dumps(list(command)), safe="")  # the variable splits at commas
+        words = masked_argv(command, Redactor(capture_settings(environ=base).redact))
+        argv = quote(json.dumps(words), safe="")  # the variable splits at commas
         settings[RESOURCE_VAR] = ",".join(filter(None, (resource,
                                                          f"{A.PROCESS_COMMAND_ARGS}={argv}")))
     if not any(base.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, dict(base)):
