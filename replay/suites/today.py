@@ -21,6 +21,7 @@ from rewind.collector.reader_usage import TraceUsage, usage_by_trace
 from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
+from rewind.exporter import attributes as A
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
 from rewind.replay.sources.locate import SourceError
@@ -46,6 +47,7 @@ class TodaysRuns:
         OTLP receiver of ``worker``, an ``ApiSource``) takes the spans, and the usage is read
         through ``worker``."""
         self._worker = worker
+        self._llm_calls: dict[str, int] = {}  # per trace, what its program's report said
         self._tmp = tempfile.TemporaryDirectory(prefix="rewind-suite-")
         self._ingest: IngestHandle | None = None
         self.store = store
@@ -62,15 +64,22 @@ class TodaysRuns:
     def settings(self, report_path: str, name: str) -> Settings:
         return record_settings(os.environ, report_path, self.endpoint, name, None)
 
-    @staticmethod
-    def traces(report_path: str) -> list[str]:
-        """The traces the replayed program recorded (its root trace first)."""
-        return RecordOutcome(0, "", read_report(report_path)).trace_ids
+    def traces(self, report_path: str) -> list[str]:
+        """The traces the replayed program recorded (its root trace first); how many LLM
+        calls it made is noted for :meth:`usage`."""
+        outcome = RecordOutcome(0, "", read_report(report_path))
+        for trace_id in outcome.trace_ids:
+            self._llm_calls[trace_id] = outcome.calls().get(A.KIND_LLM, 0)
+        return outcome.trace_ids
 
     def usage(self, trace_ids: list[str]) -> Usage | None:
-        """What today's run used, its spans written first; None when none is found."""
+        """What today's run used, its spans written first; None when none is found. A run
+        whose program said it made no LLM call used nothing (no waiting for its calls)."""
         if not trace_ids:
             return None
+        made = [self._llm_calls[t] for t in trace_ids if t in self._llm_calls]
+        if made and not any(made):
+            return Usage(0, 0.0)
         if self._ingest is not None and self.store is not None:
             self._ingest.flush(FLUSH_TIMEOUT_S)
             found: Mapping[str, TraceUsage] = usage_by_trace(self.store, trace_ids, None)
