@@ -21,11 +21,13 @@ from starlette.testclient import TestClient
 
 from rewind.collector import reader_suites
 from rewind.collector.migrate import migrate
+from rewind.collector.schema import span_attribute
 from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store
 from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
+from rewind.exporter import attributes as A
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from rewind.replay.worker.app import create_app
 from tests.support import suite_agents
@@ -206,6 +208,19 @@ def test_unchanged_code_passes_every_run(recorded, tmp_path):
     assert {r["status"] for r in results["results"]} == {"same"}
     cases = ET.parse(junit).getroot().find("testsuite")
     assert cases.get("tests") == str(TOTAL) and cases.get("failures") == "0"
+    # the request replayed in this process (--app) was recorded too, as made from its trace
+    request = next(r for r in results["results"] if r["trace_id"] == recorded.request_trace)
+    replayed = request["replayed_traces"][-1]
+    assert replayed != recorded.request_trace
+    store = Store(f"chdb://{recorded.store_dir}")
+    try:
+        spans = store.query(f"SELECT SpanName, SpanKind, {span_attribute(A.REPLAY_SOURCE_TRACE_ID)}"
+                            " AS source FROM otel_traces WHERE TraceId = {t:String} "
+                            "ORDER BY Timestamp", {"t": replayed})
+    finally:
+        store.close()
+    assert (spans[0]["SpanName"], spans[0]["SpanKind"]) == ("POST /ask", "SPAN_KIND_SERVER")
+    assert recorded.request_trace in {s["source"] for s in spans}
 
 
 def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded, tmp_path):
@@ -352,7 +367,8 @@ def test_a_suite_is_one_pytest_test_per_run(recorded, pytester, monkeypatch):
 def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
     """After the runs above: the incidents page lists its runs with their last results
     (the travel runs diverged, with the cause), the travel page the scores of its live runs,
-    each run linked to its recording and to the diff against its replay."""
+    each run linked to its recording and to the diff against its replay (a service's request
+    replayed with --app as well as a script's run)."""
     travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
     store = Store(f"chdb://{recorded.store_dir}")
     try:
@@ -379,7 +395,9 @@ def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
             # every step the same; a strict replay stopped at the changed prompt's call.
             page.goto(f"{url}/suites/incidents")
             same = next(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
-            for trace_id, status in ((same, "same"), (sorted(travel)[0], "removed")):
+            # the service's request, replayed in the suite's own process (--app), too
+            for trace_id, status in ((same, "same"), (sorted(travel)[0], "removed"),
+                                     (recorded.request_trace, "same")):
                 page.locator(f'tr.suite-run[data-trace="{trace_id}"]').locator(
                     "a", has_text="diff").click()
                 page.wait_for_url(re.compile(f"/diff/{trace_id}/[0-9a-f]{{32}}$"))

@@ -2,10 +2,11 @@
 step, the field, both values, bisect's cause) or errored; in live mode, judged by the
 evaluators. A script's run is a child process (``play/runner.py``, through the one launcher);
 a request or job with ``--app``/``--call`` is sent in this process, one at a time (the replay's
-hooks are process-wide)."""
+hooks are process-wide), recorded here as a script records itself (``today.in_process``)."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import threading
 import time
@@ -112,12 +113,16 @@ def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
         return outcome, out.read().decode("utf-8", "replace"), recorded
 
 
-def _request(cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
+def _request(run: SuiteRun, cassette: Cassette, options: SuiteOptions,
+             ) -> tuple[Any, str, list[str]]:
     from rewind.replay.play.services import recorded_request as requests
 
     settings = {"mode": LENIENT if options.live else STRICT, "allow_live": options.allow_live,
                 "ignore": options.ignore}
-    with _IN_PROCESS:
+    target = str(options.app or options.call)
+    recording = options.today.in_process(run.trace_id, target) if options.today else \
+        contextlib.nullcontext([])
+    with _IN_PROCESS, recording as recorded:
         if options.app:
             outcome = requests.replay_request(cassette, requests.load_target(options.app),
                                               **settings)
@@ -126,7 +131,7 @@ def _request(cassette: Cassette, options: SuiteOptions) -> tuple[Any, str]:
                                           **settings)
     actual = outcome.actual or {}
     body = actual.get("body", actual.get("result", actual.get("error", "")))
-    return outcome, body if isinstance(body, str) else shorten(body, 100_000), []
+    return outcome, body if isinstance(body, str) else shorten(body, 100_000), recorded
 
 
 def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResult:
@@ -138,7 +143,7 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
                 raise RewindError(f"run {run.trace_id} is a recorded {cassette.inbound.kind}",
                                   hint="give --app MODULE:ATTR (requests) or --call "
                                        "MODULE:FUNC (jobs)")
-            outcome, answer, recorded = _request(cassette, options)
+            outcome, answer, recorded = _request(run, cassette, options)
             exit_code = 0 if outcome.same or options.live else outcome.exit_code
             differs = outcome.diffs
         else:

@@ -8,10 +8,11 @@ the spans and the usage is asked of the worker (``GET /v1/usage/traces``) until 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
+from rewind.exporter.process_settings import ENV_REPLAY_SOURCE
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
 from rewind.replay.sources.locate import SourceError
@@ -63,6 +65,37 @@ class TodaysRuns:
 
     def settings(self, report_path: str, name: str) -> Settings:
         return record_settings(os.environ, report_path, self.endpoint, name, None)
+
+    @contextlib.contextmanager
+    def in_process(self, source_trace: str, name: str) -> Iterator[list[str]]:
+        """Records what this process does in the block (a request or job of ``source_trace``
+        replayed here, ``rewind suite run --app/--call``) as a replayed program records itself:
+        to :attr:`endpoint`, under service ``name``, marked as made from ``source_trace``.
+        Yields the list the recorded traces are put in once they are sent (on leaving)."""
+        from rewind import exporter
+        from rewind.exporter.autorecord import TraceIds
+        from rewind.exporter.otel_pipeline import build_provider
+
+        provider = build_provider(name, self.endpoint)
+        seen = TraceIds()
+        provider.add_span_processor(seen)
+        before = os.environ.get(ENV_REPLAY_SOURCE)
+        os.environ[ENV_REPLAY_SOURCE] = source_trace  # what instrument() marks spans with
+        try:
+            exporter.instrument(tracer_provider=provider)
+        finally:
+            if before is None:
+                os.environ.pop(ENV_REPLAY_SOURCE, None)
+            else:
+                os.environ[ENV_REPLAY_SOURCE] = before
+        traces: list[str] = []
+        try:
+            yield traces
+        finally:
+            exporter.uninstrument()
+            provider.force_flush(FLUSH_TIMEOUT_S * 1000)
+            provider.shutdown()
+            traces += list(seen.ids)
 
     def traces(self, report_path: str) -> list[str]:
         """The traces the replayed program recorded (its root trace first); how many LLM
