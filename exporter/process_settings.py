@@ -48,13 +48,14 @@ warning: a typo must never widen what leaves the process.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import fnmatch
 import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,21 @@ def process_root_enabled() -> bool:
 def replay_source() -> str | None:
     """The trace a replayed run replays (spans are stamped with it), None outside a replay."""
     return os.environ.get(ENV_REPLAY_SOURCE) or None
+
+
+@contextlib.contextmanager
+def replaying_from(source: str) -> Iterator[None]:
+    """For the block, this process replays ``source`` (what a replayed child is told by its
+    environment): ``instrument()`` called inside stamps its spans with it."""
+    before = os.environ.get(ENV_REPLAY_SOURCE)
+    os.environ[ENV_REPLAY_SOURCE] = source
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_REPLAY_SOURCE, None)
+        else:
+            os.environ[ENV_REPLAY_SOURCE] = before
 
 
 def positive_int(name: str, default: int) -> int:

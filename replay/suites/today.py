@@ -23,7 +23,7 @@ from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
-from rewind.exporter.process_settings import ENV_REPLAY_SOURCE
+from rewind.exporter.process_settings import replaying_from
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
 from rewind.replay.sources.locate import SourceError
@@ -79,15 +79,8 @@ class TodaysRuns:
         provider = build_provider(name, self.endpoint)
         seen = TraceIds()
         provider.add_span_processor(seen)
-        before = os.environ.get(ENV_REPLAY_SOURCE)
-        os.environ[ENV_REPLAY_SOURCE] = source_trace  # what instrument() marks spans with
-        try:
+        with replaying_from(source_trace):  # what instrument() marks the spans with
             exporter.instrument(tracer_provider=provider)
-        finally:
-            if before is None:
-                os.environ.pop(ENV_REPLAY_SOURCE, None)
-            else:
-                os.environ[ENV_REPLAY_SOURCE] = before
         traces: list[str] = []
         try:
             yield traces
