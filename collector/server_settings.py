@@ -96,6 +96,11 @@ def worker_url() -> str | None:
     return None if url.strip().lower() == NO_WORKER else url
 
 
+def local_collector_endpoint() -> str:
+    """Where a local ``rewind serve`` receives spans: loopback, ``REWIND_GRPC_PORT`` (4317)."""
+    return f"http://127.0.0.1:{os.environ.get(ENV['grpc_port']) or IngestOptions.grpc_port}"
+
+
 def named_worker_url() -> str | None:
     """The worker ``REWIND_URL`` names, if any (``off`` included)."""
     return os.environ.get(ENV_WORKER_URL) or None

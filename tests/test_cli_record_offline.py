@@ -1,5 +1,7 @@
-"""``rewind record`` with no collector listening: it says so before and after, does not claim
-a trace was recorded, and does not keep the user waiting on export retries."""
+"""``rewind record`` with no collector listening. Named (``--endpoint``, the OTLP variables):
+it says so before and after, does not claim a trace was recorded, and does not keep the user
+waiting on export retries. Not named (no ``rewind serve`` running): a collector started for
+the run stores it in the store ``rewind serve`` would open, ready to replay."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import sys
 import textwrap
 
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import timed
+from tests.support.cli import rewind, timed, user_env
 from tests.support.harness import Recording
+from tests.support.ports import free_port
 
 AGENT = textwrap.dedent(
     """
@@ -42,3 +45,29 @@ def test_record_with_the_collector_down(tmp_path):
                               "collector with --endpoint)")
     assert "recorded trace" not in done.stderr
     assert took < 9, f"took {took:.1f} s"
+
+
+def test_record_with_no_server_running_stores_the_run_itself(tmp_path):
+    (tmp_path / "agent.py").write_text(AGENT)
+    port = free_port()  # where `rewind serve` would listen (REWIND_GRPC_PORT): nothing does
+    env = {k: v for k, v in user_env().items() if not k.startswith("OTEL_")}
+    env["REWIND_GRPC_PORT"] = str(port)
+    with FakeLLMServer() as llm:
+        done = rewind("record", "--", sys.executable, "agent.py", cwd=tmp_path,
+                      env={**env, "LLM_URL": llm.base_url})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "agent done\n"
+    lines = done.stderr.splitlines()
+    assert lines[0] == (f"rewind: nothing answers at http://127.0.0.1:{port}; recording "
+                        "through a collector started here for the run")
+    assert lines[1] == f"rewind: stored in chdb://{tmp_path}/.rewind/store"
+    assert lines[2].startswith("rewind: recorded trace ") and len(lines) == 3, done.stderr
+    trace_id = lines[2].split()[-1]
+    # the run is in the store: listed, and replayed with the LLM gone
+    listed = rewind("traces", cwd=tmp_path, env=env)
+    assert trace_id[:8] in listed.stdout, listed.stdout + listed.stderr
+    replayed = rewind("--trace-id", trace_id, "--", sys.executable, "agent.py",
+                      program="rewind-replay", cwd=tmp_path,
+                      env={**env, "LLM_URL": Recording.dead_url()})
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == "agent done\n"

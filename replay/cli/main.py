@@ -289,14 +289,17 @@ NO_LLM_CALLS = (
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--endpoint", default=None, help="OTLP endpoint for the spans. Default: "
-              "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317).")
+              "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317, "
+              "REWIND_GRPC_PORT); when none answers there, a collector started for the run "
+              "writes into the store (--clickhouse).")
+@clickhouse_option
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")
 @click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
               help=f"What to capture. Default: {ENV_CAPTURE} as the recorded process reads "
               "it (an unreadable value means metadata), else full.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def record(endpoint: str | None, name: str | None, capture: str | None,
+def record(endpoint: str | None, clickhouse: str | None, name: str | None, capture: str | None,
            command: tuple[str, ...]) -> None:
     """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
 
@@ -310,21 +313,31 @@ def record(endpoint: str | None, name: str | None, capture: str | None,
     opentelemetry-instrument, REWIND_PROCESS_ROOT too. Each request a web app serves, and each
     @job call, is a trace of its own.
     """
+    from rewind.collector.store import redact_url
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,
         collector_reachable,
         endpoint_for,
+        endpoint_named,
         run_recorded,
+        run_recorded_here,
     )
 
     attempt(lambda: launch.check_command(command))
     target = endpoint_for(endpoint)
     reachable = collector_reachable(target)
-    if not reachable:
-        warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
-    # Nothing to wait for at exit when nothing listens: the exporter gives up after a second.
-    quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
-    outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
+    if not reachable and not endpoint_named(endpoint):  # no rewind serve: a collector here
+        note(f"rewind: nothing answers at {target}; recording through a collector started "
+             "here for the run")
+        outcome, stored = attempt(lambda: run_recorded_here(list(command), clickhouse, name,
+                                                            capture))
+        note(f"rewind: stored in {redact_url(stored)}")
+    else:
+        if not reachable:
+            warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
+        # Nothing to wait for at exit when nothing listens: the exporter gives up after 1 s.
+        quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
+        outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
     if not outcome.installed:
         warn(f"recording was not installed in the command ({launch.why_not_installed(command)})")
     totals = outcome.export_totals()

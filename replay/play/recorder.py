@@ -10,18 +10,19 @@ the report file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by defau
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rewind.collector.server_settings import worker_url
+from rewind.collector.server_settings import local_collector_endpoint, worker_url
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
@@ -30,8 +31,8 @@ from rewind.exporter.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
 from rewind.replay.sources.locate import ApiSource, worker_reachable
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:4317"
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
+FLUSH_TIMEOUT_S = 30.0  # a collector of its own: seconds to write what the run sent
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 RESOURCE_VAR = "OTEL_RESOURCE_ATTRIBUTES"  # OpenTelemetry's: key=value pairs, values %-encoded
 
@@ -99,7 +100,35 @@ def endpoint_for(endpoint: str | None, base: dict[str, str] | None = None) -> st
     for name in _ENDPOINT_VARS:
         if base.get(name):
             return base[name]
-    return DEFAULT_ENDPOINT
+    return local_collector_endpoint()
+
+
+def endpoint_named(endpoint: str | None) -> bool:
+    """Whether the flag or the standard variables name the collector (else the local one)."""
+    return bool(endpoint) or any(os.environ.get(name) for name in _ENDPOINT_VARS)
+
+
+@contextlib.contextmanager
+def collector_here(url: str | None = None) -> Iterator[tuple[str, str]]:
+    """A collector on loopback for the block, writing into the store ``url`` names (else the
+    one ``rewind serve`` would open), its spool where that one's is: what is not written by
+    the end stays there for the next one. Yields (its OTLP endpoint, the store's URL)."""
+    from rewind.collector.migrate import migrate
+    from rewind.collector.server_settings import IngestOptions
+    from rewind.collector.service import start_ingest
+    from rewind.collector.store import Store, resolve_url
+
+    store = Store(resolve_url(url))
+    try:
+        migrate(store)
+        ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0))
+        try:
+            yield f"http://{ingest.grpc_endpoint}", store.url
+            ingest.flush(FLUSH_TIMEOUT_S)
+        finally:
+            ingest.stop()
+    finally:
+        store.close()
 
 
 def collector_reachable(endpoint: str, timeout: float = 0.5) -> bool:
@@ -154,10 +183,12 @@ def read_report(path: str) -> list[dict[str, Any]]:
 def run_recorded(
     command: list[str], endpoint: str | None = None, name: str | None = None,
     capture: str | None = None, settings: Mapping[str, str | None] | None = None,
-    installers: Sequence[str] = (), timeout: float | None = None,
+    installers: Sequence[str] = (), timeout: float | None = None, wait: bool = True,
 ) -> RecordOutcome:
     """Run ``command`` recorded; ``settings`` and ``installers`` add to what the child gets
-    (``rewind fork`` installs itself after recording starts); killed after ``timeout`` s."""
+    (``rewind fork`` installs itself after recording starts); killed after ``timeout`` s.
+    ``wait``: until the worker the CLI reads through serves the spans (not for a collector
+    of the caller's own, which it flushes itself)."""
     if not command:
         raise InvalidValue("no command to record (give it after --)")
     base = dict(os.environ)
@@ -168,8 +199,18 @@ def run_recorded(
                                     command)
         exit_code = launch.run(command, {**recording, **(settings or {})}, installers, timeout)
         outcome = RecordOutcome(exit_code, chosen, read_report(report_path))
-    wait_until_readable(outcome)
+    if wait:
+        wait_until_readable(outcome)
     return outcome
+
+
+def run_recorded_here(command: list[str], url: str | None, name: str | None,
+                      capture: str | None) -> tuple[RecordOutcome, str]:
+    """``run_recorded`` through a collector of its own (``collector_here``), for ``rewind
+    record`` when no ``rewind serve`` answers; also gives the store's URL."""
+    with collector_here(url) as (endpoint, stored):
+        outcome = run_recorded(command, endpoint, name, capture, wait=False)
+    return outcome, stored
 
 
 def wait_until_readable(outcome: RecordOutcome, timeout: float = READABLE_TIMEOUT) -> None:
