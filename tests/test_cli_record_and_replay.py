@@ -1,6 +1,6 @@
 """The whole path, as a user runs it: an instrumented script using the real ``openai`` SDK
 records through ``rewind serve`` into the embedded store, then ``rewind-replay`` re-runs it with
-the LLM server gone."""
+the LLM server gone; a run that stops before its recorded end fails a strict replay."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ AGENT = textwrap.dedent(
         with open(os.environ["TRACE_FILE"], "w") as f:
             f.write(format(span.get_span_context().trace_id, "032x"))
         history = [{"role": "system", "content": "You are terse."}]
-        for prompt in prompts:
+        for prompt in prompts[:int(os.environ.get("CALLS", "3"))]:
             history.append({"role": "user", "content": prompt})
             reply = client.chat.completions.create(model="gpt-4o", messages=history,
                                                    temperature=0.2)
@@ -94,6 +94,19 @@ def test_changed_prompt_stops_replay_naming_step_and_field(recorded):
     assert "field body.messages[3].content" in done.stderr
     assert "'book the train'" in done.stderr and "'book the plane'" in done.stderr
     assert recorded.llm.connections == recorded.connections
+
+
+def test_a_run_that_ends_before_its_recorded_calls_fails_strict_replay(recorded):
+    """Every call it made matched, but it stopped after one of three: not the recorded run."""
+    done = recorded.replay(CALLS="1")
+    assert done.returncode == 3, done.stderr
+    assert "replayed 1/3 recorded steps" in done.stderr
+    assert ("the run ended without making 2 of the recorded calls: its end is not the "
+            "recorded one (--allow-unused accepts that)") in done.stderr
+    accepted = recorded.replay("--allow-unused", CALLS="1")
+    assert accepted.returncode == 0, accepted.stderr
+    assert accepted.stdout == recorded.output.splitlines(keepends=True)[0]
+    assert recorded.replay("--lenient", CALLS="1").returncode == 0  # lenient: a fork's rules
 
 
 def test_unknown_trace_gets_a_clear_error(recorded):

@@ -168,8 +168,9 @@ REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
     rewind-replay --cassette incident.rw -- python agent.py
 
 No LLM call reaches the network. In strict mode (default) the first request that departs from
-the recording stops the run with the step and the differing fields; in lenient mode it and
-everything after it go live.
+the recording stops the run with the step and the differing fields, and a command that exits
+without making every recorded call fails too (exit 3; --allow-unused accepts it); in lenient
+mode the first departing request and everything after it go live.
 """
 
 
@@ -193,13 +194,15 @@ everything after it go live.
 @ignore_option
 @timeout_option
 @clock_option
+@click.option("--allow-unused", is_flag=True, help="Strict mode: a command that exits without "
+              "making every recorded call passes (else it fails, exit 3).")
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
            until: str | None, strict: bool, speed: float | None, debug: bool,
            allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
-           clock_mode: str,
+           clock_mode: str, allow_unused: bool,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
@@ -240,19 +243,12 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
         fail(f"trace {cassette.trace_id} has no replayable interactions")
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
-                                          clock_mode=clock_mode, timeout=timeout))
+                                          clock_mode=clock_mode, timeout=timeout,
+                                          allow_unused=allow_unused))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")
-    summary = f"rewind: {outcome.report.headline()}"
-    divergence = outcome.report.divergence
-    if divergence:
-        summary += f"; first divergence at step {divergence.step}: {divergence.reason}"
-        if strict and not debug:
-            summary += " (the traceback with --debug)"
-    if outcome.report.trace_ids:
-        summary += f"; the replayed run is trace {', '.join(outcome.report.trace_ids)}"
-    note(summary)
+    note(f"rewind: {outcome.summary(strict, debug)}")
     if _console.script and not stores:
         _exit_at_once(outcome.exit_code)
     sys.exit(outcome.exit_code)

@@ -32,9 +32,28 @@ DEFAULT_TIMEOUT_S = 600.0  # a replay answers from the recording: minutes, never
 
 @dataclass
 class ReplayOutcome:
-    exit_code: int  # the command's, or DIVERGED_EXIT when a strict replay diverged
+    # the command's, or DIVERGED_EXIT when a strict replay diverged or ended early
+    exit_code: int
     report: ReplayReport
     installed: bool = True  # False: the child wrote no report (not Python, or no rewind there)
+    ended_early: bool = False  # strict: the command exited without asking every recorded call
+
+    def summary(self, strict: bool, debug: bool) -> str:
+        """The line the CLI prints after a replay."""
+        report = self.report
+        line = report.headline()
+        if report.divergence:
+            line += (f"; first divergence at step {report.divergence.step}: "
+                     f"{report.divergence.reason}")
+            if strict and not debug:
+                line += " (the traceback with --debug)"
+        elif self.ended_early:
+            line += (f"; the run ended without making {report.recorded - report.replayed} of "
+                     "the recorded calls: its end is not the recorded one (--allow-unused "
+                     "accepts that)")
+        if report.trace_ids:
+            line += f"; the replayed run is trace {', '.join(report.trace_ids)}"
+        return line
 
 
 def run_command(
@@ -42,14 +61,15 @@ def run_command(
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
     timeout: float | None = DEFAULT_TIMEOUT_S, stdout: IO[Any] | None = None,
-    settings: launch.Settings | None = None,
+    settings: launch.Settings | None = None, allow_unused: bool = False,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
     command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
     goes (default: this process's); ``settings``: more of the child's environment (a suite
-    records the replayed run: ``rewind record``'s settings)."""
+    records the replayed run: ``rewind record``'s settings); ``allow_unused``: a strict run
+    that exits without asking every recorded call still passes."""
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
@@ -70,7 +90,10 @@ def run_command(
             installed = False
         _add_connections(report, guard.attempts_in(str(report_path)))
     diverged = report.divergence is not None and mode == STRICT
-    return ReplayOutcome(DIVERGED_EXIT if diverged else exit_code, report, installed)
+    early = (mode == STRICT and not diverged and installed and not allow_unused
+             and exit_code == 0 and report.replayed < report.recorded)
+    return ReplayOutcome(DIVERGED_EXIT if diverged or early else exit_code, report, installed,
+                         early)
 
 
 def _add_connections(report: ReplayReport, connections: list[dict]) -> None:

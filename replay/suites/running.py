@@ -104,6 +104,7 @@ def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
     report = today.report_path(run.trace_id) if today else ""
     with tempfile.TemporaryFile() as out:
         outcome = run_command(cassette, list(command), mode=LENIENT if options.live else STRICT,
+                              allow_unused=True,  # told apart below, with its own message
                               allow_live=options.allow_live, ignore=options.ignore,
                               timeout=options.timeout, stdout=out,
                               settings=today.settings(report, run_name(list(command)))
