@@ -73,7 +73,7 @@ def replay(source: TraceSource, ask: ReplayAsk) -> dict[str, Any]:
                           allow_live=ask.allow_live, ignore=ask.ignore, clock_mode=ask.clock,
                           timeout=ask.timeout)
     report = outcome.report
-    found = {**report.to_dict(), "headline": outcome.summary(ask.strict, True),
+    found = {**report.to_dict(), "headline": outcome.summary(ask.strict, True, traces=False),
              "exit_code": outcome.exit_code, "ended_early": outcome.ended_early,
              "installed": outcome.installed,
              "skipped": [s.__dict__ for s in cassette.skipped]}

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import click
 
+from rewind.collector.server_settings import ENV as SERVER_ENV
 from rewind.exporter.attributes import INBOUND_KIND_REQUEST
 from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import ENV_CAPTURE
@@ -286,8 +287,8 @@ NO_LLM_CALLS = (
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--endpoint", default=None, help="OTLP endpoint for the spans. Default: "
               "OTEL_EXPORTER_OTLP_ENDPOINT, else the local rewind serve (http://127.0.0.1:4317, "
-              "REWIND_GRPC_PORT); when none answers there, a collector started for the run "
-              "writes into the store (--clickhouse).")
+              f"{SERVER_ENV['grpc_port']}); when none answers there, a collector started for "
+              "the run writes into the store (--clickhouse).")
 @clickhouse_option
 @click.option("--name", default=None, help="Name of the run's root span and default service "
               "name. Default: the script or module run.")

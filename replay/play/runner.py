@@ -38,8 +38,8 @@ class ReplayOutcome:
     installed: bool = True  # False: the child wrote no report (not Python, or no rewind there)
     ended_early: bool = False  # strict: the command exited without asking every recorded call
 
-    def summary(self, strict: bool, debug: bool) -> str:
-        """The line the CLI prints after a replay."""
+    def summary(self, strict: bool, debug: bool, traces: bool = True) -> str:
+        """The line the CLI prints after a replay (``traces``: with the replayed run's)."""
         report = self.report
         line = report.headline()
         if report.divergence:
@@ -51,7 +51,7 @@ class ReplayOutcome:
             line += (f"; the run ended without making {report.recorded - report.replayed} of "
                      "the recorded calls: its end is not the recorded one (--allow-unused "
                      "accepts that)")
-        if report.trace_ids:
+        if report.trace_ids and traces:
             line += f"; the replayed run is trace {', '.join(report.trace_ids)}"
         return line
 
