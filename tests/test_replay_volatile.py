@@ -86,6 +86,26 @@ def test_a_divergence_in_one_value_names_the_ignore_flag():
     assert "replay with --ignore 'body.messages[0].content'" in text
 
 
+def test_a_divergence_shows_the_changed_field_not_those_that_change_every_run():
+    """The system prompt carries a new request id each run (tolerated), the user's message
+    changed (the cause): only the cause is printed, and no --ignore for a tolerated field; an
+    ignored path is left out the same way."""
+    recorded = _chat(0, "request 9f0c8a52-3a1e-4c5b-9d7e-0a1b2c3d4e5f", "book the train")
+    asked = _request("request 0b6c7d8e-1f2a-4b3c-8d9e-aabbccddeeff", "book the plane")
+    found = Matcher([recorded], NEAR).match(asked)
+    assert isinstance(found, Divergence)
+    assert [d.path for d in found.diffs] == ["body.messages[1].content"]
+    assert found.tolerated == 1
+    text = found.describe()
+    assert "messages[0]" not in text and "'book the plane'" in text
+    assert "1 more field(s) differ only in ids and times or are ignored" in text
+    ignoring = Tolerance(("body.messages[1].content",), RECORDED_AT)
+    found = Matcher([_chat(0, "id A-17", "book the train")], ignoring).match(
+        _request("id B-99", "book the plane"))
+    assert [d.path for d in found.diffs] == ["body.messages[0].content"]
+    assert "--ignore 'body.messages[1].content'" not in found.describe()
+
+
 def _http(step: int, body: dict) -> Interaction:
     url = "http://tools.local/search"
     key = canonical.match_key(canonical.canonical_http("POST", url, {}, json.dumps(body)))

@@ -63,6 +63,7 @@ class Divergence:
     expected_step: int | None = None
     expected_name: str = ""
     diffs: list[FieldDiff] = field(default_factory=list)
+    tolerated: int = 0  # differing fields left out: volatile values or ignored paths only
 
     def describe(self) -> str:
         head = f"replay diverged at step {self.step}: {self.reason}"
@@ -75,6 +76,9 @@ class Divergence:
             lines.append(f"    now:      {shorten(diff.actual)}")
         if len(self.diffs) > 20:
             lines.append(f"  … and {len(self.diffs) - 20} more differing fields")
+        if self.tolerated:
+            lines.append(f"  ({self.tolerated} more field(s) differ only in ids and times or "
+                         "are ignored: not the cause)")
         scalars = [d.path for d in self.diffs
                    if not isinstance(d.expected, (dict, list)) and d.expected != MISSING
                    and not isinstance(d.actual, (dict, list)) and d.actual != MISSING]
@@ -92,4 +96,5 @@ class Divergence:
             "diffs": [
                 {"path": d.path, "expected": d.expected, "actual": d.actual} for d in self.diffs
             ],
+            "tolerated": self.tolerated,
         }

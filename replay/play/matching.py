@@ -146,7 +146,10 @@ class Matcher:
             semantic = asked.semantic
             actual = semantic if expected.semantic is not None and semantic else asked.form
             diffs = diff_fields(self._form(expected), actual)
-            return Divergence(step, reason, expected.step, expected.name, diffs)
+            # the fields that tell why: not those that change every run or are ignored
+            causes = [d for d in diffs if not tolerable((d,), self.tolerance)] or diffs
+            return Divergence(step, reason, expected.step, expected.name, causes,
+                              len(diffs) - len(causes))
 
     def _form(self, interaction: Interaction) -> dict[str, Any]:
         """The recorded request's canonical form, decoded once: a run whose every request

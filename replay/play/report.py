@@ -54,7 +54,7 @@ class ReplayReport:
                      for d in found.get("diffs") or []]
             divergence = Divergence(int(found["step"]), str(found["reason"]),
                                     found.get("expected_step"), found.get("expected_name", ""),
-                                    diffs)
+                                    diffs, int(found.get("tolerated") or 0))
         return cls(str(data["trace_id"]), str(data["mode"]), int(data["recorded"]),
                    int(data.get("requests", 0)), int(data.get("replayed", 0)),
                    int(data.get("live", 0)), divergence,
