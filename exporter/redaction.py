@@ -88,6 +88,7 @@ _SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "signature",
                         "password", "credential")
 _SCHEMES = ("bearer", "basic", "token", "apikey", "key")
 _MIN_SECRET = 8  # shorter values would mask ordinary words
+MASK = "[REDACTED]"  # what stands where a secret was
 
 
 @functools.lru_cache(maxsize=512)
@@ -119,7 +120,7 @@ def secret_values(headers: Iterable[tuple[str, str]], url: str) -> tuple[str, ..
 class Redactor:
     """Masks known secrets and the configured patterns in text about to be exported."""
 
-    def __init__(self, patterns: tuple[re.Pattern[str], ...] = (), mask: str = "[REDACTED]"):
+    def __init__(self, patterns: tuple[re.Pattern[str], ...] = (), mask: str = MASK):
         self.patterns = patterns
         self.mask = mask
 

@@ -66,8 +66,20 @@ def test_record_with_no_server_running_stores_the_run_itself(tmp_path):
     # the run is in the store: listed, and replayed with the LLM gone
     listed = rewind("traces", cwd=tmp_path, env=env)
     assert trace_id[:8] in listed.stdout, listed.stdout + listed.stderr
-    replayed = rewind("--trace-id", trace_id, "--", sys.executable, "agent.py",
-                      program="rewind-replay", cwd=tmp_path,
+    # with no command, the one saved with the run is run again
+    replayed = rewind("--trace-id", trace_id, program="rewind-replay", cwd=tmp_path,
                       env={**env, "LLM_URL": Recording.dead_url()})
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == "agent done\n"
+    assert f"rewind: running the recorded command: {sys.executable} agent.py" in replayed.stderr
+    # a command that held a credential was saved masked: it is not run again as saved
+    with FakeLLMServer() as llm:
+        done = rewind("record", "--", sys.executable, "agent.py", "--api-key",
+                      "sk-live-abcdefghijklmnop", cwd=tmp_path,
+                      env={**env, "LLM_URL": llm.base_url})
+    masked = done.stderr.splitlines()[2].split()[-1]
+    refused = rewind("replay", "--trace-id", masked, cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[0] == (
+        f"error: the recorded command of trace {masked} had a credential, masked when it was "
+        "saved (give the command after --)")

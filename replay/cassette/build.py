@@ -197,7 +197,23 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     started_ns = min((n for n in map(_start_ns, spans) if n > 0), default=0)
     _timed(interactions, spans, started_ns)
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
-                    inbound=inbound_of(spans))
+                    inbound=inbound_of(spans), command=recorded_command(spans))
+
+
+def recorded_command(spans: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The argv ``rewind record`` saved with the run (the first span's that has one)."""
+    return next((words for span in spans
+                 if (words := command_args(span.get("ResourceAttributes") or {}))), [])
+
+
+def command_args(resource: Mapping[str, Any]) -> list[str]:
+    """``process.command_args`` when it is a list of words (stored as JSON), else []."""
+    raw = resource.get(A.PROCESS_COMMAND_ARGS)
+    try:
+        words = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return []
+    return words if isinstance(words, list) and all(isinstance(w, str) for w in words) else []
 
 
 def _timed(interactions: list[Interaction], spans: list[Mapping[str, Any]],

@@ -161,6 +161,8 @@ class Cassette:
     started_ns: int = 0
     # The request (or job) the trace is the unit of work of, from its root span; None: a script.
     inbound: Inbound | None = None
+    # The command that ran it, as `rewind record` saved it (process.command_args); []: unknown.
+    command: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -189,6 +191,7 @@ class Cassette:
                        shadows=dict(data.get("shadows") or {}),
                        started_ns=int(data.get("started_ns") or 0),
                        inbound=Inbound.from_dict(data["inbound"]) if data.get("inbound")
-                       else None)
+                       else None,
+                       command=[str(word) for word in data.get("command") or []])
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error

@@ -8,6 +8,7 @@ rich or an HTTP library.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from importlib import import_module
 from typing import Any, NoReturn
@@ -168,7 +169,8 @@ REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
     rewind-replay --trace-id 4bf92f3577b34da6a3ce929d0e0e4736 -- python agent.py
     rewind-replay --cassette incident.rw -- python agent.py
 
-No LLM call reaches the network. In strict mode (default) the first request that departs from
+Without COMMAND, the command `rewind record` saved with the run runs again. No LLM call
+reaches the network. In strict mode (default) the first request that departs from
 the recording stops the run with the step and the differing fields, and a command that exits
 without making every recorded call fails too (exit 3; --allow-unused accepts it); in lenient
 mode the first departing request and everything after it go live.
@@ -199,7 +201,7 @@ mode the first departing request and everything after it go live.
               "making every recorded call passes (else it fails, exit 3).")
 @api_option
 @clickhouse_option
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
            until: str | None, strict: bool, speed: float | None, debug: bool,
            allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
@@ -212,7 +214,8 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
     if (not trace_ids and not since) == (cassette_file is None):
         fail("give exactly one of --trace-id (a stored trace) or --cassette (a .rw file) "
              "(--trace-id repeated, or --since/--until, for a service's requests)")
-    attempt(lambda: launch.check_command(command))
+    if command:
+        attempt(lambda: launch.check_command(command))
     stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
 
     def load() -> list[Any]:
@@ -232,6 +235,13 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
 
     cassettes = attempt(load)
     mode = STRICT if strict else LENIENT
+    if not command:  # the one `rewind record` saved with the run
+        from rewind.exporter.redaction import MASK
+
+        first = cassettes[0]
+        command = tuple(attempt(lambda: launch.recorded_command(first.command,
+                                                                first.trace_id, MASK)))
+        note(f"rewind: running the recorded command: {shlex.join(command)}")
     if len(cassettes) != 1 or getattr(cassettes[0].inbound, "kind", "") == INBOUND_KIND_REQUEST:
         from rewind.replay.cli.requests import replay_service
 

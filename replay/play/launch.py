@@ -85,6 +85,20 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
+def recorded_command(words: Sequence[str], trace_id: str, mask: str) -> list[str]:
+    """The command a run was recorded with (``rewind record`` saved it), to run again when none
+    is given; :class:`InvalidValue` when there is none, or a credential in it was masked
+    (``mask``), and as :func:`check_command` when it cannot be started here."""
+    if not words:
+        raise InvalidValue(f"trace {trace_id} has no recorded command (it was not recorded by "
+                           "`rewind record`)", hint="give the command after --")
+    if any(mask in word for word in words):
+        raise InvalidValue(f"the recorded command of trace {trace_id} had a credential, masked "
+                           "when it was saved", hint="give the command after --")
+    check_command(words)
+    return list(words)
+
+
 _watchers = threading.local()
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rewind.exporter import attributes as A
+from rewind.replay.cassette.build import command_args
 from rewind.replay.cassette.inbound import Inbound, inbound_of
 from rewind.replay.timetravel.timeline import Timeline
 
@@ -90,20 +91,10 @@ class Command:
     source: str = ""  # the resource attribute it was read from
 
 
-def _args_of(resource: dict[str, Any]) -> list[str]:
-    """``process.command_args`` when it is a list of words (stored as JSON), else []."""
-    raw = resource.get(A.PROCESS_COMMAND_ARGS)
-    try:
-        args = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return []
-    return args if isinstance(args, list) and all(isinstance(a, str) for a in args) else []
-
-
 def _argv(resource: dict[str, Any]) -> list[str] | str:
     """The recorded argv (``process.command_args``, else the words of
     ``process.command_line``), or why there is none to offer."""
-    args = _args_of(resource)
+    args = command_args(resource)
     if args:
         return args
     line = str(resource.get(A.PROCESS_COMMAND_LINE) or "")
@@ -129,7 +120,7 @@ def recorded_command(timeline: Timeline) -> Command:
         return Command(refused=REFUSED.format(
             why="an argument of the recorded command holds a control character (a line "
                 "break or the like)"))
-    source = A.PROCESS_COMMAND_ARGS if _args_of(resource) else A.PROCESS_COMMAND_LINE
+    source = A.PROCESS_COMMAND_ARGS if command_args(resource) else A.PROCESS_COMMAND_LINE
     return Command(line=shlex.join(argv), source=source) if argv else Command()
 
 
