@@ -5,6 +5,9 @@ user messages; costs from the price table; ``rewind inspect`` and ``rewind stats
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -19,6 +22,18 @@ from tests.support.harness import lab_in, start_serve
 from tests.support.weather_agent import QUESTION, SYSTEM
 
 FOLLOW_UP = "And tomorrow?"
+ROOT = Path(__file__).resolve().parent.parent
+README_FORK = """
+import sys
+from rewind.replay import Timeline
+from tests.support.weather_agent import Clients, Knobs, WeatherAgent
+
+run = Timeline.load(sys.argv[1])
+checkpoint = run.fork(3, edit_user_message="And the day after?")
+agent = WeatherAgent(Clients(sys.argv[2]), Knobs(turns=("And tomorrow?",)))
+outcome = checkpoint.continue_from(agent.run)
+print(run.bisect(Timeline.load(outcome.trace_id)).describe())
+"""
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +47,7 @@ def recorded(tmp_path_factory):
         path = tmp / "chat.rw"
         archive.write_file(path, archive.pack(chat, run.spans))
         yield {"store": lab.store, "chat": chat, "claude": claude, "run": run, "file": path,
-               "tmp": tmp}
+               "tmp": tmp, "llm": lab.llm.base_url}
 
 
 def test_events_in_order_with_steps_and_types(recorded):
@@ -134,6 +149,16 @@ def test_timeline_and_analysis_through_a_running_worker(recorded):
         assert [(g["value"], g["runs"]) for g in groups] == [("gpt-4o-2024-08-06", 1)]
         bad_period = cli.invoke(main, ["stats", "--api", served.api_url, "--since", "soon"])
         assert bad_period.exit_code == 2 and "not a time: 'soon'" in bad_period.stderr
+        # README's Python time travel, the fork resumed by a callable in process: the new
+        # run loads at once (the fork waits until the worker serves what it sent)
+        (recorded["tmp"] / "readme_fork.py").write_text(README_FORK)
+        forked = subprocess.run(
+            [sys.executable, str(recorded["tmp"] / "readme_fork.py"), chat, recorded["llm"]],
+            env={**served.env(), "REWIND_URL": served.api_url, "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, timeout=120)
+        assert forked.returncode == 0, forked.stderr
+        assert "first divergence: good step 3" in forked.stdout, forked.stdout
+        assert "-> 'And the day after?'" in forked.stdout
     finally:
         served.stop()
 

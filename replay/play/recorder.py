@@ -222,8 +222,16 @@ def wait_until_readable(outcome: RecordOutcome, timeout: float = READABLE_TIMEOU
     exported = totals.get("exported_spans", 0)
     if not exported or totals.get("failed_spans") or not outcome.trace_ids:
         return
+    waited = wait_for_worker(outcome.trace_ids, exported, timeout)
+    if waited is not None:
+        outcome.worker, outcome.readable = waited
+
+
+def wait_for_worker(trace_ids: list[str], spans: int, timeout: float = READABLE_TIMEOUT,
+                    ) -> tuple[str, bool | None] | None:
+    """Waits (bounded) until the worker the CLI reads through serves ``spans`` spans of
+    ``trace_ids``; (its URL, whether it does), None when no worker answers."""
     url = worker_url()
     if url is None or not worker_reachable(url):
-        return
-    outcome.worker = url
-    outcome.readable = ApiSource(url).wait_for_spans(outcome.trace_ids, exported, timeout)
+        return None
+    return url, ApiSource(url).wait_for_spans(trace_ids, spans, timeout)

@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, tools, transport
+from rewind.exporter.autorecord import TraceIds
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import tolerable
@@ -36,7 +37,7 @@ from rewind.replay.play.player import (
     database_responder,
     plug,
 )
-from rewind.replay.play.recorder import run_recorded
+from rewind.replay.play.recorder import run_recorded, wait_for_worker
 from rewind.replay.play.replay_settings import ENV_FORK, fork_spec
 from rewind.replay.play.session import STRICT, Answer, ReplaySession
 from rewind.replay.timetravel.edits import apply_edits
@@ -251,6 +252,9 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
         raise ForkError("this process is already instrumented; resume without "
                         "tracer_provider (the fork records where the process records)")
     provider = instrument(endpoint=endpoint, tracer_provider=tracer_provider) if ours else None
+    seen = TraceIds() if ours and hasattr(provider, "add_span_processor") else None
+    if seen is not None:
+        provider.add_span_processor(seen)  # what the worker must serve before we return
     resumed = Resumed(checkpoint, ignore)
     trace_id = None
     try:
@@ -271,6 +275,8 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
             flush = getattr(provider, "force_flush", None)
             if callable(flush):
                 flush()
+    if seen is not None and trace_id and tracer_provider is None:  # read your writes
+        wait_for_worker([trace_id], seen.spans)
     return resumed.outcome(trace_id, result=result)
 
 
