@@ -18,6 +18,7 @@ from rewind.exporter import attributes as A
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import ApiSource
 from rewind.replay.timetravel.bisect import bisect
+from rewind.replay.timetravel.edits import with_system
 from rewind.replay.timetravel.fork import Checkpoint, ForkError
 from rewind.replay.timetravel.timeline import Timeline
 from tests.support.harness import lab_in, start_serve
@@ -105,6 +106,16 @@ def test_fork_with_another_model_and_params_from_step_zero(lab):
     assert stored(lab, outcome.trace_id).step(0).model == "gpt-4o-mini-2024-08-06"
 
 
+def test_fork_with_another_system_prompt_from_step_two(lab):
+    """The edit reaches the model calls from the fork on, though the agent keeps its own."""
+    prompt = "You are a weather assistant. Answer in French."
+    checkpoint = lab.source.fork(2, edit_system_message=prompt)
+    outcome, _, live = resume(lab, checkpoint)
+    assert outcome.replayed == 2 and outcome.edited == 2
+    assert [b["messages"][0] for b in live] == [{"role": "system", "content": prompt}] * 2
+    assert stored(lab, outcome.trace_id).lineage["edits"] == {"system_message": prompt}
+
+
 def test_many_forks_of_one_trace_coexist(lab):
     first = lab.source.fork(3, edit_user_message="Is it windy?")
     second = lab.source.fork(3, edit_user_message="Any rain this week?")
@@ -155,6 +166,26 @@ def test_forks_that_cannot_be_made(lab):
         source.fork(0, edit_tool_result={"sky": "grey"})
     with pytest.raises(ForkError, match="step 1 is a tool call"):
         source.fork(1, edit_user_message="x")
+    with pytest.raises(ForkError, match=r"step 1 is a tool call .*; a user or system message"):
+        source.fork(1, edit_system_message="x")
+
+
+@pytest.mark.parametrize(("body", "where"), [
+    ({"system": "old", "messages": []}, ("system",)),  # Anthropic
+    ({"system": [{"type": "text", "text": "old"}], "messages": []}, ("system", 0, "text")),
+    ({"instructions": "old", "input": "hi"}, ("instructions",)),  # OpenAI Responses
+    ({"systemInstruction": {"parts": [{"text": "old"}]}, "contents": []},  # Gemini
+     ("systemInstruction", "parts", 0, "text")),
+    ({"messages": [{"role": "developer", "content": "old"}, {"role": "user", "content": "hi"}]},
+     ("messages", 0, "content")),
+])
+def test_the_system_prompt_is_found_in_each_request_shape(body, where):
+    edited, found = with_system(body, "new")
+    value = edited
+    for key in where:
+        value = value[key]
+    assert found and value == "new"
+    assert with_system({"messages": [{"role": "user", "content": "hi"}]}, "new")[1] is False
 
 
 AGENT_SCRIPT = textwrap.dedent("""

@@ -56,6 +56,7 @@ class ForkAsk:
     endpoint: str | None = None
     ignore: tuple[str, ...] = ()
     timeout: float = 600.0
+    system_message: str | None = None
 
 
 def replay(source: TraceSource, ask: ReplayAsk) -> dict[str, Any]:
@@ -88,6 +89,7 @@ def fork(source: TraceSource, ask: ForkAsk) -> dict[str, Any]:
     launch.check_command(ask.command)
     run = load_run(source, ask.trace_id)
     edits: dict[str, Any] = {"edit_user_message": ask.user_message, "model": ask.model,
+                             "edit_system_message": ask.system_message,
                              "params": dict(ask.params),
                              "edit_http_response": ask.http_response_body,
                              "http_status": ask.http_status}

@@ -257,6 +257,8 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
                        command: Command,
                        user_message: Annotated[str | None, Field(description=(
                            "Replaces the last user message of the step's request"))] = None,
+                       system_message: Annotated[str | None, Field(description=(
+                           "Replaces the system prompt from the step on"))] = None,
                        tool_result: Annotated[str | None, Field(description=(
                            "The tool step's result (JSON or text)"))] = None,
                        http_response_body: Annotated[str | None, Field(description=(
@@ -277,7 +279,8 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
         source. Long: reports progress and can be cancelled."""
         source = source_for(ctx)
         ask = ForkAsk(trace_id, step, command, user_message, tool_result, http_response_body,
-                      http_status, model, dict(params), endpoint, tuple(ignore), timeout)
+                      http_status, model, dict(params), endpoint, tuple(ignore), timeout,
+                      system_message)
         return await in_thread(lambda: fork(source, ask), _progress(ctx), "fork")
 
 

@@ -148,6 +148,8 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @click.option("--step", type=int, required=True, help="The step to fork at.")
 @click.option("--user-message", default=None, help="Replace the last user message of the "
               "step's request.")
+@click.option("--system-message", default=None, help="Replace the system prompt of the "
+              "step's request and of every model call after it.")
 @click.option("--tool-result", default=None, help="JSON result for the tool step.")
 @click.option("--http-response-body", "http_body", default=None, metavar="TEXT|@FILE",
               help="The answer of the HTTP call at the step (a tool's API), in place of the "
@@ -167,7 +169,8 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @click.option("--json", "as_json", is_flag=True, help="JSON outcome.")
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def fork(trace: str, step: int, user_message: str | None, tool_result: str | None,
+def fork(trace: str, step: int, user_message: str | None, system_message: str | None,
+         tool_result: str | None,
          http_body: str | None, http_status: int | None, app_spec: str | None,
          model: str | None, params: tuple[str, ...], endpoint: str | None,
          ignore: tuple[str, ...], timeout: float, as_json: bool, api: str | None,
@@ -187,11 +190,12 @@ def fork(trace: str, step: int, user_message: str | None, tool_result: str | Non
              "MODULE:ATTR for a request's trace, not both")
     if command:
         attempt(lambda: launch.check_command(command))
-    if user_message is None and tool_result is None and http_body is None and model is None \
-            and not params:
+    if user_message is None and system_message is None and tool_result is None \
+            and http_body is None and model is None and not params:
         warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
-             "--tool-result, --http-response-body, --model or --param)")
+             "--system-message, --tool-result, --http-response-body, --model or --param)")
     edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
+                             "edit_system_message": system_message,
                              "params": dict(_param(p) for p in params),
                              "edit_http_response": _text_or_file(http_body),
                              "http_status": http_status}

@@ -2,10 +2,11 @@
 
 A fork at step N may replace the last user message of step N's request, the result of the tool
 called at step N, the answer of the HTTP call made at step N (a tool's API: its body and,
-optionally, its status), the model, or sampling params. Model and params apply to every model
-call from N on. The edited user message is found again in later requests (same position in the
-message list, same original text) and replaced there too, so the conversation the model sees
-stays the edited one even though the agent keeps its own, unedited history.
+optionally, its status), the system prompt, the model, or sampling params. System prompt, model
+and params apply to every model call from N on. The edited user message is found again in later
+requests (same position in the message list, same original text) and replaced there too, so the
+conversation the model sees stays the edited one even though the agent keeps its own, unedited
+history.
 
 Request shapes understood: ``messages`` (OpenAI Chat Completions, Anthropic Messages), ``input``
 (OpenAI Responses: a string or items) and ``contents`` (Gemini).
@@ -28,6 +29,7 @@ class Edits:
     has_tool_result: bool = False
     tool_result: Any = None
     http_response: dict[str, Any] | None = None  # {"body": text, "status": code or None}
+    system_message: str | None = None
 
     @property
     def has_http_response(self) -> bool:
@@ -35,13 +37,16 @@ class Edits:
 
     @property
     def touches_requests(self) -> bool:
-        return self.user_message is not None or self.model is not None or bool(self.params)
+        return (self.user_message is not None or self.model is not None or bool(self.params)
+                or self.system_message is not None)
 
     def to_dict(self) -> dict[str, Any]:
         """Only what was edited (this is what ``rewind.fork.edits`` records)."""
         out: dict[str, Any] = {}
         if self.user_message is not None:
             out["user_message"] = self.user_message
+        if self.system_message is not None:
+            out["system_message"] = self.system_message
         if self.has_tool_result:
             out["tool_result"] = self.tool_result
         if self.http_response is not None:
@@ -55,7 +60,8 @@ class Edits:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Edits:
         return cls(data.get("user_message"), data.get("model"), dict(data.get("params") or {}),
-                   "tool_result" in data, data.get("tool_result"), data.get("http_response"))
+                   "tool_result" in data, data.get("tool_result"), data.get("http_response"),
+                   data.get("system_message"))
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,35 @@ def _with_text(message: dict[str, Any], text: str) -> dict[str, Any]:
     return {**message, key: blocks}
 
 
+_SYSTEM_ROLES = ("system", "developer")
+_SYSTEM_KEYS = ("system", "instructions", "systemInstruction", "system_instruction")
+
+
+def with_system(body: dict[str, Any], text: str) -> tuple[dict[str, Any], bool]:
+    """``body`` (a copy when changed) with its system prompt's text replaced wherever the
+    request shape keeps it: Anthropic's and Responses' top-level ``system``/``instructions``,
+    Gemini's ``systemInstruction``, or the first system (or developer) message of
+    ``messages``/``input``; False when it has none."""
+    for key in _SYSTEM_KEYS:
+        value = body.get(key)
+        if isinstance(value, str):
+            return {**body, key: text}, True
+        if isinstance(value, list) and any(isinstance(b, dict) and "text" in b for b in value):
+            return {**body, key: _with_text({"content": value}, text)["content"]}, True
+        if isinstance(value, dict) and isinstance(_blocks(value)[1], (str, list)):
+            return {**body, key: _with_text(value, text)}, True
+    for container in ("messages", "input"):
+        items = body.get(container)
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            if isinstance(item, dict) and item.get("role") in _SYSTEM_ROLES:
+                changed = list(items)
+                changed[index] = _with_text(item, text)
+                return {**body, container: changed}, True
+    return body, False
+
+
 def apply_edits(body: Any, edits: Edits, slot: UserSlot | None) -> tuple[Any, bool]:
     """The edited body (a copy) and whether the user message was found and replaced."""
     if not isinstance(body, dict):
@@ -132,6 +167,8 @@ def apply_edits(body: Any, edits: Edits, slot: UserSlot | None) -> tuple[Any, bo
     if edits.model is not None:
         edited["model"] = edits.model
     edited.update(edits.params)
+    if edits.system_message is not None:
+        edited, _ = with_system(edited, edits.system_message)
     replaced = False
     if edits.user_message is not None and slot is not None:
         value = edited.get(slot.container)

@@ -31,7 +31,7 @@ from rewind.exporter import canonical
 from rewind.exporter.errors import RewindError
 from rewind.exporter.json_form import jsonable
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot
+from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot, with_system
 
 _UNSET: Any = object()
 
@@ -129,10 +129,12 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
          params: dict[str, Any] | None = None,
          messages: list[dict[str, Any]] | None = None,
          edit_http_response: str | bytes | None = None,
-         http_status: int | None = None) -> Checkpoint:
+         http_status: int | None = None,
+         edit_system_message: str | None = None) -> Checkpoint:
     """A checkpoint at ``at_step`` of a recorded run, with the edits to make there.
     ``edit_http_response`` (with ``http_status``, else the recorded status) answers the HTTP
-    call of ``at_step`` in place of the recorded answer."""
+    call of ``at_step`` in place of the recorded answer; ``edit_system_message`` replaces the
+    system prompt of the model calls from ``at_step`` on."""
     where = f"trace {cassette.trace_id}"
     by_step = {i.step: i for i in cassette.interactions}
     if at_step not in by_step:
@@ -147,7 +149,7 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
     http_response = _http_response(where, at, edit_http_response, http_status)
     edits = Edits(edit_user_message, model, dict(params or {}), edit_tool_result is not _UNSET,
                   None if edit_tool_result is _UNSET else jsonable(edit_tool_result),
-                  http_response)
+                  http_response, edit_system_message)
     slot = None
     _check_kind(where, at, edits)
     if edits.touches_requests and at.semantic is not None:
@@ -159,6 +161,10 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
         if slot is None:
             raise ForkError(f"{where}: the request of step {at_step} has no user message to "
                             "edit")
+    if edit_system_message is not None and not (
+            isinstance(body, dict) and with_system(body, edit_system_message)[1]):
+        raise ForkError(f"{where}: the request of step {at_step} has no system prompt to "
+                        "edit")
     if model is not None and not (isinstance(body, dict) and "model" in body):
         raise ForkError(f"{where}: the request of step {at_step} names no model in its "
                         "body to replace")
@@ -191,8 +197,8 @@ def _check_kind(where: str, at: Interaction, edits: Edits) -> None:
     step = f"{where}: step {at.step}"
     if at.kind == A.KIND_TOOL:
         if edits.touches_requests:
-            raise ForkError(f"{step} is a tool call ({at.tool_name}); a user message, model or "
-                            "params can only be edited at a model call")
+            raise ForkError(f"{step} is a tool call ({at.tool_name}); a user or system "
+                            "message, model or params can only be edited at a model call")
         if edits.has_http_response:
             raise ForkError(f"{step} is a tool call ({at.tool_name}); {_HTTP_EDIT} can only "
                             "be edited at an HTTP step: edit a tool's result with "
