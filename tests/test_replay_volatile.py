@@ -119,6 +119,21 @@ def _tool(step: int, arguments: dict) -> Interaction:
                        json.dumps(arguments), response_body="{}")
 
 
+def test_a_skipped_tool_call_says_so_not_field_by_field():
+    """The run answered without calling the recorded tool: its next model call (which lacks
+    the tool's result) meets the tool step, and the divergence says that in one line."""
+    found = Matcher([_tool(0, {"order": "A-17"}), _chat(1, "sys", "hi + tool result")],
+                    NEAR).match(_request("sys", "hi"))
+    assert isinstance(found, Divergence) and found.diffs == []
+    assert found.describe() == (
+        "replay diverged at step 0: this run made a model call where the recording has the "
+        "tool call lookup (recording expected step 0: execute_tool lookup)")
+    added = Matcher([_chat(0, "sys", "hi")], NEAR).match(
+        Asked({"tool": "lookup", "arguments": {}}, kind="tool",
+              key=canonical.tool_key("lookup", {})))
+    assert added.reason == "this run called the tool lookup where the recording has a model call"
+
+
 STEPS = [  # (what was recorded, the request the new run makes)
     (lambda: _chat(0, "id A-17", "hello"), lambda: _request("id B-99", "hello")),
     (lambda: _http(0, {"q": "umbrellas", "page": {"cursor": "c1"}}),

@@ -138,6 +138,9 @@ class Matcher:
                     f"the recording has no more {what} (it holds {self.total} interactions); "
                     "this run makes more calls than the recorded one",
                 )
+            if expected.kind != asked.kind:  # a tool call skipped or added: no field to diff
+                return Divergence(step, _other_kind(asked, expected), expected.step,
+                                  expected.name)
             reason = (
                 "request repeated more often than recorded"
                 if any(k in self._queues for k in keys)
@@ -193,3 +196,12 @@ class Matcher:
         self._used.add(id(candidate))
         self.tolerated += 1
         return candidate
+
+
+def _other_kind(asked: Asked, expected: Interaction) -> str:
+    """Why a request of one kind meets a recorded step of another."""
+    made = (f"called the tool {asked.form.get('tool')}" if asked.kind == A.KIND_TOOL
+            else "made a model call")
+    recorded = (f"the tool call {expected.tool_name}" if expected.kind == A.KIND_TOOL
+                else "a model call")
+    return f"this run {made} where the recording has {recorded}"
