@@ -160,7 +160,21 @@ def run_api(store: Store, host: str, port: int, authenticator: Authenticator | N
         # reading the file takes a lock and logs: not inside the signal handler itself
         signal.signal(signal.SIGHUP, lambda _n, _f: threading.Thread(
             target=reloader.reload, name="rewind-token-sighup", daemon=True).start())
-    server.run(sockets=[sock])
+    # A Ctrl-C while asyncio and uvicorn set up (before uvicorn's own handler) stops the
+    # server as soon as it can, then unwinds as one after it would.
+    early: list[int] = []
+
+    def stop_early(signum: int, frame: object) -> None:
+        early.append(signum)
+        server.should_exit = True
+
+    previous = signal.signal(signal.SIGINT, stop_early)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if early:
+        raise KeyboardInterrupt
 
 
 class _AnnouncingServer(uvicorn.Server):
