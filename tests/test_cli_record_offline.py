@@ -9,6 +9,7 @@ import os
 import sys
 import textwrap
 
+from rewind.collector.store import Store
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import rewind, timed, user_env
 from tests.support.harness import Recording
@@ -83,3 +84,22 @@ def test_record_with_no_server_running_stores_the_run_itself(tmp_path):
     assert refused.stderr.splitlines()[0] == (
         f"error: the recorded command of trace {masked} had a credential, masked when it was "
         "saved (give the command after --)")
+
+
+def test_record_refuses_before_running_when_the_store_is_held_elsewhere(tmp_path):
+    """No collector answers and another process holds the store: nothing could be stored, so
+    the command is not run, and the message says where the spans should go."""
+    (tmp_path / "agent.py").write_text("print('ran')\n")
+    held = Store(f"chdb://{tmp_path / 'store'}")
+    try:
+        env = {k: v for k, v in user_env().items() if not k.startswith("OTEL_")}
+        done = rewind("record", "--clickhouse", f"chdb://{tmp_path / 'store'}", "--",
+                      sys.executable, "agent.py", cwd=tmp_path,
+                      env={**env, "REWIND_GRPC_PORT": str(free_port())})
+    finally:
+        held.close()
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1] == (
+        f"error: no collector answers and the store chdb://{tmp_path}/store is open in another "
+        "process (send the spans to that process's collector: --endpoint, "
+        "OTEL_EXPORTER_OTLP_ENDPOINT, or REWIND_GRPC_PORT for its port)")

@@ -29,7 +29,7 @@ from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.exporter.process_settings import settings as capture_settings
 from rewind.exporter.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
-from rewind.replay.sources.locate import ApiSource, worker_reachable
+from rewind.replay.sources.locate import ApiSource, store_in_use, worker_reachable
 
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
 FLUSH_TIMEOUT_S = 30.0  # a collector of its own: seconds to write what the run sent
@@ -116,9 +116,15 @@ def collector_here(url: str | None = None) -> Iterator[tuple[str, str]]:
     from rewind.collector.migrate import migrate
     from rewind.collector.server_settings import IngestOptions
     from rewind.collector.service import start_ingest
-    from rewind.collector.store import Store, resolve_url
+    from rewind.collector.store import Store, redact_url, resolve_url
 
-    store = Store(resolve_url(url))
+    resolved = resolve_url(url)
+    if store_in_use(resolved):
+        raise InvalidValue(f"no collector answers and the store {redact_url(resolved)} is open "
+                           "in another process", hint="send the spans to that process's "
+                           "collector: --endpoint, OTEL_EXPORTER_OTLP_ENDPOINT, or "
+                           "REWIND_GRPC_PORT for its port")
+    store = Store(resolved)
     try:
         migrate(store)
         ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0))
