@@ -215,6 +215,12 @@ def test_the_fork_form_gives_a_command_that_records_a_listed_fork(world):
     page.goto(world.url(f"/traces/{world.source}#step-3"))
     page.wait_for_selector("#fork-form")
     assert page.locator("#fork-edit").input_value() == FOLLOW_UP
+    system = page.locator("#fork-system")
+    recorded_system = system.input_value()
+    assert recorded_system  # the step's system prompt, there to edit
+    system.fill("Answer in French.")
+    assert "--system-message 'Answer in French.'" in page.locator("#fork-command").inner_text()
+    system.fill(recorded_system)  # unchanged again: not in the line
     page.fill("#fork-edit", FORKED)
     page.fill("#fork-run", f"{sys.executable} {world.script}")
     line = page.locator("#fork-command").inner_text()

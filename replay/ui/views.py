@@ -170,6 +170,7 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
         return detail
     inputs = event.input_messages()
     users = [_text(m) for m in inputs if m.get("role") == "user"]
+    systems = [_text(m) for m in inputs if m.get("role") in ("system", "developer")]
     arguments = (event.attributes.get(A.TOOL_ARGUMENTS)
                  or event.attributes.get(A.TOOL_CALL_ARGUMENTS))
     detail.update({
@@ -177,6 +178,7 @@ def step_detail(timeline: Timeline, index: int, content: bool = True) -> dict[st
         "arguments": json_or_text(arguments) if event.type == "tool" else None,
         "exchange": http_view(event, True) if event.interaction else None,
         "last_user_message": users[-1] if users else "",
+        "system_message": systems[0] if systems else "",
     })
     return detail
 

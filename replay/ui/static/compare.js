@@ -119,9 +119,9 @@
   R.prefillFork = function (step, inputs) {
     var asked = new URLSearchParams(location.search);
     if (asked.get("fork-step") !== String(step)) return;
-    ["edit", "model", "params"].forEach(function (name) {
+    ["edit", "system", "model", "params"].forEach(function (name) {
       var value = asked.get("fork-" + name);
-      if (value) inputs[name].value = value;
+      if (value && inputs[name]) inputs[name].value = value;
     });
   };
 

@@ -35,6 +35,9 @@
     var original = d.type === "tool" ? R.json(d.output && d.output[0] ? d.output[0].parts[0].response : "") : (d.last_user_message || "");
     var edit = el("textarea", {name: "edit", id: "fork-edit", rows: 4}, original);
     var model = el("input", {name: "model", id: "fork-model", placeholder: d.model || "same model"});
+    /* A model step's system prompt, for it and every model call after it. */
+    var systemOriginal = d.type === "tool" ? "" : (d.system_message || "");
+    var system = el("textarea", {name: "system", id: "fork-system", rows: 3}, systemOriginal);
     var params = el("textarea", {name: "params", id: "fork-params", rows: 2, placeholder: "temperature=0.2"});
     /* Left for the user to type: a recorded string is never made a command for them. */
     var command = el("input", {name: "command", id: "fork-run", placeholder: "python agent.py"});
@@ -42,16 +45,18 @@
     function update() {
       var words = ["rewind", "fork", run.trace_id, "--step", String(d.step)];
       if (edit.value !== original) words.push(d.type === "tool" ? "--tool-result" : "--user-message", edit.value);
+      if (system.value !== systemOriginal) words.push("--system-message", system.value);
       if (model.value.trim()) words.push("--model", model.value.trim());
       params.value.split("\n").forEach(function (p) { if (p.trim()) words.push("--param", p.trim()); });
       line.textContent = words.map(R.quote).join(" ") + " -- " + (command.value.trim() || command.placeholder);
     }
-    [edit, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
-    R.prefillFork(d.step, {edit: edit, model: model, params: params});
+    [edit, system, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
+    R.prefillFork(d.step, {edit: edit, system: system, model: model, params: params});
     update();
     R.append(forkBox, [el("h3", {}, "Fork at step " + d.step),
       el("form", {class: "fork", id: "fork-form", onsubmit: function (e) { e.preventDefault(); }},
         field("edit", d.type === "tool" ? "Tool result (JSON)" : "Last user message", edit),
+        d.type === "tool" ? null : field("system", "System prompt (this call and after)", system),
         field("model", "Model", model), field("params", "Parameters (KEY=VALUE per line)", params),
         field("command", "Your agent's command", command)),
       el("div", {class: "command"}, line, R.copyButton(function () { return line.textContent; }))]);
