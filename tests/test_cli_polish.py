@@ -58,8 +58,8 @@ def test_a_fork_without_an_edit_is_pointed_out(lab_dir):
     done = cli(directory, "fork", trace_id[:8], "--step", "1", "--endpoint",
                   "http://127.0.0.1:9", "--", sys.executable, "-c", "pass")
     assert ("warning: no edit given: steps from 1 on run live, unchanged (add --user-message, "
-            "--system-message, --tool-result, --http-response-body, --model or --param)"
-            ) in done.stderr.splitlines()
+            "--system-message, --answer, --tool-result, --http-response-body, --model or "
+            "--param)") in done.stderr.splitlines()
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no system python3")

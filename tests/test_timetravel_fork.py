@@ -116,6 +116,22 @@ def test_fork_with_another_system_prompt_from_step_two(lab):
     assert stored(lab, outcome.trace_id).lineage["edits"] == {"system_message": prompt}
 
 
+def test_fork_with_the_models_answer_edited(lab):
+    """Step 2's answer replaced (it never goes out): the agent goes on from it, and the next
+    model call, live, carries it in its history; the new run records the edited answer."""
+    checkpoint = lab.source.fork(2, edit_answer="Grey and 12 degrees.")
+    outcome, _, live = resume(lab, checkpoint)
+    assert (outcome.replayed, outcome.edited, outcome.live) == (2, 1, 1)
+    assert len(live) == 1
+    assert {"role": "assistant", "content": "Grey and 12 degrees."} in [
+        {k: m.get(k) for k in ("role", "content")} for m in live[0]["messages"]]
+    forked = stored(lab, outcome.trace_id)
+    assert "Grey and 12 degrees." in json.dumps(forked.step(2).output_messages())
+    assert forked.lineage["edits"] == {"answer": "Grey and 12 degrees."}
+    with pytest.raises(ForkError, match="step 1 is no model call"):
+        lab.source.fork(1, edit_answer="x")
+
+
 def test_many_forks_of_one_trace_coexist(lab):
     first = lab.source.fork(3, edit_user_message="Is it windy?")
     second = lab.source.fork(3, edit_user_message="Any rain this week?")

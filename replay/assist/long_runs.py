@@ -57,6 +57,7 @@ class ForkAsk:
     ignore: tuple[str, ...] = ()
     timeout: float = 600.0
     system_message: str | None = None
+    answer: str | None = None
 
 
 def replay(source: TraceSource, ask: ReplayAsk) -> dict[str, Any]:
@@ -90,6 +91,7 @@ def fork(source: TraceSource, ask: ForkAsk) -> dict[str, Any]:
     run = load_run(source, ask.trace_id)
     edits: dict[str, Any] = {"edit_user_message": ask.user_message, "model": ask.model,
                              "edit_system_message": ask.system_message,
+                             "edit_answer": ask.answer,
                              "params": dict(ask.params),
                              "edit_http_response": ask.http_response_body,
                              "http_status": ask.http_status}

@@ -259,6 +259,9 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
                            "Replaces the last user message of the step's request"))] = None,
                        system_message: Annotated[str | None, Field(description=(
                            "Replaces the system prompt from the step on"))] = None,
+                       answer: Annotated[str | None, Field(description=(
+                           "The model's answer at the step, in place of the recorded "
+                           "one"))] = None,
                        tool_result: Annotated[str | None, Field(description=(
                            "The tool step's result (JSON or text)"))] = None,
                        http_response_body: Annotated[str | None, Field(description=(
@@ -280,7 +283,7 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
         source = source_for(ctx)
         ask = ForkAsk(trace_id, step, command, user_message, tool_result, http_response_body,
                       http_status, model, dict(params), endpoint, tuple(ignore), timeout,
-                      system_message)
+                      system_message, answer)
         return await in_thread(lambda: fork(source, ask), _progress(ctx), "fork")
 
 

@@ -18,7 +18,7 @@ Trace id: {trace_id}. How the agent runs: {command}.
 4. Find where it went wrong: pick a good run of the same agent (list_runs without errors)
    and call bisect_runs(good, bad); read the cause and both values.
 5. Try a fix: fork_run at the step bisect_runs named, with the edit that should fix it
-   (user_message, system_message, tool_result, model, params), and read the new run's diff
-   with the source.
+   (user_message, system_message, answer, tool_result, model, params), and read the new
+   run's diff with the source.
 Report the cause, the evidence (steps and fields), and the fix that worked.
 """

@@ -150,6 +150,8 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
               "step's request.")
 @click.option("--system-message", default=None, help="Replace the system prompt of the "
               "step's request and of every model call after it.")
+@click.option("--answer", default=None, help="The model's answer at the step (text), in place "
+              "of the recorded one; the steps after it go live.")
 @click.option("--tool-result", default=None, help="JSON result for the tool step.")
 @click.option("--http-response-body", "http_body", default=None, metavar="TEXT|@FILE",
               help="The answer of the HTTP call at the step (a tool's API), in place of the "
@@ -170,7 +172,7 @@ def bisect_command(runs: tuple[str, ...], between: tuple[str, str] | None, by: s
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def fork(trace: str, step: int, user_message: str | None, system_message: str | None,
-         tool_result: str | None,
+         answer: str | None, tool_result: str | None,
          http_body: str | None, http_status: int | None, app_spec: str | None,
          model: str | None, params: tuple[str, ...], endpoint: str | None,
          ignore: tuple[str, ...], timeout: float, as_json: bool, api: str | None,
@@ -190,12 +192,13 @@ def fork(trace: str, step: int, user_message: str | None, system_message: str | 
              "MODULE:ATTR for a request's trace, not both")
     if command:
         attempt(lambda: launch.check_command(command))
-    if user_message is None and system_message is None and tool_result is None \
-            and http_body is None and model is None and not params:
+    if user_message is None and system_message is None and answer is None \
+            and tool_result is None and http_body is None and model is None and not params:
         warn(f"no edit given: steps from {step} on run live, unchanged (add --user-message, "
-             "--system-message, --tool-result, --http-response-body, --model or --param)")
+             "--system-message, --answer, --tool-result, --http-response-body, --model or "
+             "--param)")
     edits: dict[str, Any] = {"edit_user_message": user_message, "model": model,
-                             "edit_system_message": system_message,
+                             "edit_system_message": system_message, "edit_answer": answer,
                              "params": dict(_param(p) for p in params),
                              "edit_http_response": _text_or_file(http_body),
                              "http_status": http_status}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rewind.collector.server_settings import local_collector_endpoint, worker_url
+from rewind.collector.server_settings import ENV, local_collector_endpoint, worker_url
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue
 from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
@@ -123,7 +123,7 @@ def collector_here(url: str | None = None) -> Iterator[tuple[str, str]]:
         raise InvalidValue(f"no collector answers and the store {redact_url(resolved)} is open "
                            "in another process", hint="send the spans to that process's "
                            "collector: --endpoint, OTEL_EXPORTER_OTLP_ENDPOINT, or "
-                           "REWIND_GRPC_PORT for its port")
+                           f"{ENV['grpc_port']} for its port")
     store = Store(resolved)
     try:
         migrate(store)

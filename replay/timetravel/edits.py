@@ -1,12 +1,12 @@
 """The edits a fork applies to a run, and how they change a request body. Pure.
 
-A fork at step N may replace the last user message of step N's request, the result of the tool
-called at step N, the answer of the HTTP call made at step N (a tool's API: its body and,
-optionally, its status), the system prompt, the model, or sampling params. System prompt, model
-and params apply to every model call from N on. The edited user message is found again in later
-requests (same position in the message list, same original text) and replaced there too, so the
-conversation the model sees stays the edited one even though the agent keeps its own, unedited
-history.
+A fork at step N may replace the last user message of step N's request, the model's answer at
+step N, the result of the tool called at step N, the answer of the HTTP call made at step N (a
+tool's API: its body and, optionally, its status), the system prompt, the model, or sampling
+params. System prompt, model and params apply to every model call from N on. The edited user
+message is found again in later requests (same position in the message list, same original
+text) and replaced there too, so the conversation the model sees stays the edited one even
+though the agent keeps its own, unedited history.
 
 Request shapes understood: ``messages`` (OpenAI Chat Completions, Anthropic Messages), ``input``
 (OpenAI Responses: a string or items) and ``contents`` (Gemini).
@@ -30,6 +30,7 @@ class Edits:
     tool_result: Any = None
     http_response: dict[str, Any] | None = None  # {"body": text, "status": code or None}
     system_message: str | None = None
+    answer: str | None = None  # the model's answer at the fork step, in place of the recorded
 
     @property
     def has_http_response(self) -> bool:
@@ -47,6 +48,8 @@ class Edits:
             out["user_message"] = self.user_message
         if self.system_message is not None:
             out["system_message"] = self.system_message
+        if self.answer is not None:
+            out["answer"] = self.answer
         if self.has_tool_result:
             out["tool_result"] = self.tool_result
         if self.http_response is not None:
@@ -61,7 +64,7 @@ class Edits:
     def from_dict(cls, data: dict[str, Any]) -> Edits:
         return cls(data.get("user_message"), data.get("model"), dict(data.get("params") or {}),
                    "tool_result" in data, data.get("tool_result"), data.get("http_response"),
-                   data.get("system_message"))
+                   data.get("system_message"), data.get("answer"))
 
 
 @dataclass(frozen=True)

@@ -130,11 +130,13 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
          messages: list[dict[str, Any]] | None = None,
          edit_http_response: str | bytes | None = None,
          http_status: int | None = None,
-         edit_system_message: str | None = None) -> Checkpoint:
+         edit_system_message: str | None = None,
+         edit_answer: str | None = None) -> Checkpoint:
     """A checkpoint at ``at_step`` of a recorded run, with the edits to make there.
     ``edit_http_response`` (with ``http_status``, else the recorded status) answers the HTTP
     call of ``at_step`` in place of the recorded answer; ``edit_system_message`` replaces the
-    system prompt of the model calls from ``at_step`` on."""
+    system prompt of the model calls from ``at_step`` on; ``edit_answer`` is the model's answer
+    (text) at ``at_step``, which then never goes out, in place of the recorded one."""
     where = f"trace {cassette.trace_id}"
     by_step = {i.step: i for i in cassette.interactions}
     if at_step not in by_step:
@@ -149,7 +151,7 @@ def fork(cassette: Cassette, at_step: int, *, edit_user_message: str | None = No
     http_response = _http_response(where, at, edit_http_response, http_status)
     edits = Edits(edit_user_message, model, dict(params or {}), edit_tool_result is not _UNSET,
                   None if edit_tool_result is _UNSET else jsonable(edit_tool_result),
-                  http_response, edit_system_message)
+                  http_response, edit_system_message, edit_answer)
     slot = None
     _check_kind(where, at, edits)
     if edits.touches_requests and at.semantic is not None:
@@ -195,6 +197,9 @@ def _http_response(where: str, at: Interaction, body: str | bytes | None,
 def _check_kind(where: str, at: Interaction, edits: Edits) -> None:
     """Each edit at the kind of step it applies to; the error names the edit that fits."""
     step = f"{where}: step {at.step}"
+    if edits.answer is not None and at.kind != A.KIND_LLM:
+        raise ForkError(f"{step} is no model call; a model's answer (--answer, edit_answer) "
+                        "can only be edited at one")
     if at.kind == A.KIND_TOOL:
         if edits.touches_requests:
             raise ForkError(f"{step} is a tool call ({at.tool_name}); a user or system "

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -28,6 +29,7 @@ from rewind.exporter import canonical, providers, scope, tools, transport
 from rewind.exporter.autorecord import TraceIds
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
 from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.cassette.synthesis import provider_of, render, shape_of
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import (
@@ -131,6 +133,27 @@ class Resumed:
         with self._lock:
             self.edited += 1
 
+    def model_answer(self, text: str) -> Answer:
+        """The fork's answer to the model call at N (it never goes out): ``text`` as the
+        recorded call's provider answers, streamed when the recorded answer was."""
+        with self._lock:
+            self.edited += 1
+        at = self.at
+        parts = urlsplit(at.url)
+        found = providers.detect(parts.hostname or "", parts.path)
+        shape = shape_of(provider_of({A.PROVIDER: found.provider if found else ""}), at.url)
+        request = canonical.parse_body(at.request_bytes())
+        request = request if isinstance(request, dict) else {}
+        reply = {"seed": f"{self.checkpoint.source_trace_id}-{self.n}-answer",
+                 "model": str(request.get("model") or ""),
+                 "parts": [{"type": "text", "content": text}], "finish_reason": "stop",
+                 "input_tokens": 0, "output_tokens": 0, "response_id": ""}
+        usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        headers, body = render(shape, reply, at.response_events is not None, usage, request)
+        if isinstance(body, list):
+            return Answer(200, headers, events=[(0, event) for event in body])
+        return Answer(200, headers, body=body)
+
     def edited_answer(self, edited: dict[str, Any]) -> Answer:
         """The fork's answer to the HTTP call at N (it never goes out): the edited body, with
         the edited status or the recorded one, under the recorded headers."""
@@ -191,9 +214,11 @@ class _ForkTransportResponder(TransportResponder):
             self.resumed.diverge(mismatch)
         if position < self.resumed.n:
             return super()._answer(request)
-        edited = self.resumed.checkpoint.edits.http_response
-        if position == self.resumed.n and edited is not None:
-            return self.resumed.at, self.resumed.edited_answer(edited)
+        edits = self.resumed.checkpoint.edits
+        if position == self.resumed.n and edits.http_response is not None:
+            return self.resumed.at, self.resumed.edited_answer(edits.http_response)
+        if position == self.resumed.n and edits.answer is not None:
+            return self.resumed.at, self.resumed.model_answer(edits.answer)
         self.resumed.went_live()
         return None
 
