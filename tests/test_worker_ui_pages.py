@@ -221,6 +221,9 @@ def test_the_fork_form_gives_a_command_that_records_a_listed_fork(world):
     system.fill("Answer in French.")
     assert "--system-message 'Answer in French.'" in page.locator("#fork-command").inner_text()
     system.fill(recorded_system)  # unchanged again: not in the line
+    page.fill("#fork-answer", "Sunny.")
+    assert "--answer Sunny." in page.locator("#fork-command").inner_text()
+    page.fill("#fork-answer", "")
     page.fill("#fork-edit", FORKED)
     page.fill("#fork-run", f"{sys.executable} {world.script}")
     line = page.locator("#fork-command").inner_text()

@@ -38,6 +38,8 @@
     /* A model step's system prompt, for it and every model call after it. */
     var systemOriginal = d.type === "tool" ? "" : (d.system_message || "");
     var system = el("textarea", {name: "system", id: "fork-system", rows: 3}, systemOriginal);
+    /* What the model should have answered at this step: the steps after it go live. */
+    var answer = el("textarea", {name: "answer", id: "fork-answer", rows: 3, placeholder: "the recorded answer"});
     var params = el("textarea", {name: "params", id: "fork-params", rows: 2, placeholder: "temperature=0.2"});
     /* Left for the user to type: a recorded string is never made a command for them. */
     var command = el("input", {name: "command", id: "fork-run", placeholder: "python agent.py"});
@@ -46,17 +48,19 @@
       var words = ["rewind", "fork", run.trace_id, "--step", String(d.step)];
       if (edit.value !== original) words.push(d.type === "tool" ? "--tool-result" : "--user-message", edit.value);
       if (system.value !== systemOriginal) words.push("--system-message", system.value);
+      if (answer.value.trim()) words.push("--answer", answer.value);
       if (model.value.trim()) words.push("--model", model.value.trim());
       params.value.split("\n").forEach(function (p) { if (p.trim()) words.push("--param", p.trim()); });
       line.textContent = words.map(R.quote).join(" ") + " -- " + (command.value.trim() || command.placeholder);
     }
-    [edit, system, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
+    [edit, system, answer, model, params, command].forEach(function (input) { input.addEventListener("input", update); });
     R.prefillFork(d.step, {edit: edit, system: system, model: model, params: params});
     update();
     R.append(forkBox, [el("h3", {}, "Fork at step " + d.step),
       el("form", {class: "fork", id: "fork-form", onsubmit: function (e) { e.preventDefault(); }},
         field("edit", d.type === "tool" ? "Tool result (JSON)" : "Last user message", edit),
         d.type === "tool" ? null : field("system", "System prompt (this call and after)", system),
+        d.type === "tool" ? null : field("answer", "The model's answer instead", answer),
         field("model", "Model", model), field("params", "Parameters (KEY=VALUE per line)", params),
         field("command", "Your agent's command", command)),
       el("div", {class: "command"}, line, R.copyButton(function () { return line.textContent; }))]);
