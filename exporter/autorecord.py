@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +53,52 @@ class TraceIds(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         return None
+
+
+class SpansOf(SpanProcessor):
+    """Counts the spans started in the traces being watched (:meth:`watch`, :meth:`done`):
+    one per provider serves every in-process fork, since a provider keeps its processors."""
+
+    observes_only = True
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, provider: Any) -> SpansOf | None:
+        """The provider's counter, added the first time (None: it takes no processors)."""
+        if not hasattr(provider, "add_span_processor"):
+            return None
+        with _counters_lock:
+            found = _counters.get(provider)
+            if found is None:
+                found = _counters[provider] = cls()
+                provider.add_span_processor(found)
+        return found
+
+    def watch(self, trace_id: int, started: int = 1) -> None:
+        with self._lock:
+            self.counts[trace_id] = started
+
+    def done(self, trace_id: int) -> int:
+        """The spans the trace started since :meth:`watch`; stops counting it."""
+        with self._lock:
+            return self.counts.pop(trace_id, 0)
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        trace_id = span.get_span_context().trace_id
+        if trace_id in self.counts:
+            with self._lock:
+                if trace_id in self.counts:
+                    self.counts[trace_id] += 1
+
+    def on_end(self, span: ReadableSpan) -> None:
+        return None
+
+
+_counters: weakref.WeakKeyDictionary[Any, SpansOf] = weakref.WeakKeyDictionary()
+_counters_lock = threading.Lock()
 
 
 def _name() -> str:

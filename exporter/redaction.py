@@ -155,15 +155,10 @@ def _secret_name(name: str) -> bool:
 
 
 def _masked_word(word: str, redactor: Redactor) -> str:
-    if "://" in word and "@" in word:  # a URL's password
-        parts = urlsplit(word)
-        if parts.password:
-            word = word.replace(f":{parts.password}@", f":{redactor.mask}@", 1)
-    if "?" in word and "://" in word:
-        for key, value in parse_qsl(urlsplit(word).query):
-            if key.lower() in SECRET_QUERY_PARAMS and value:
-                word = word.replace(value, redactor.mask)
-    return redactor(_SECRET_SHAPES.sub(redactor.mask, word))
+    """A URL's password and credential parameters (``secret_values``), key-shaped words and
+    the redactor's patterns, masked."""
+    secrets = secret_values((), word) if "://" in word else ()
+    return _SECRET_SHAPES.sub(redactor.mask, redactor(word, secrets))
 
 
 def masked_argv(argv: Iterable[str], redactor: Redactor | None = None) -> list[str]:

@@ -47,10 +47,10 @@ SETTINGS {layout.dedup}
 """
 
 
-def _marked(source: str, where: str = "1") -> str:
+def _marked(source: str) -> str:
     return f"""SELECT Timestamp, TraceId, SpanId, arrayJoin({_MARKS}) AS Mark
 FROM {source}
-WHERE ({MADE_FROM_RUN} OR {_UNREPORTED}) AND ({where})"""
+WHERE {MADE_FROM_RUN} OR {_UNREPORTED}"""
 
 
 def marks_view(layout: Layout = SINGLE_NODE) -> str:

@@ -589,11 +589,11 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_span_marks_mv
 TO rewind_span_marks
 AS SELECT Timestamp, TraceId, SpanId, arrayJoin(arrayFilter(m -> m != 0, [if((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')), 1, 0), if(SpanAttributes['rewind.usage.reported'] = 'false', 2, 0)])) AS Mark
 FROM otel_traces
-WHERE ((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false') AND (1);
+WHERE (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false';
 
 INSERT INTO rewind_span_marks SELECT Timestamp, TraceId, SpanId, arrayJoin(arrayFilter(m -> m != 0, [if((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')), 1, 0), if(SpanAttributes['rewind.usage.reported'] = 'false', 2, 0)])) AS Mark
 FROM otel_traces
-WHERE ((mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false') AND (1);
+WHERE (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContains(SpanAttributes, 'rewind.fork.source_trace_id')) OR SpanAttributes['rewind.usage.reported'] = 'false';
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (11, 'rewind_span_marks: replays\' spans and unreported usage, apart');

@@ -104,7 +104,6 @@ def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
     report = today.report_path(run.trace_id) if today else ""
     with tempfile.TemporaryFile() as out:
         outcome = run_command(cassette, list(command), mode=LENIENT if options.live else STRICT,
-                              allow_unused=True,  # told apart below, with its own message
                               allow_live=options.allow_live, ignore=options.ignore,
                               timeout=options.timeout, stdout=out,
                               settings=today.settings(report, run_name(list(command)))
@@ -146,10 +145,10 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
                                        "MODULE:FUNC (jobs)")
             outcome, answer, recorded = _request(run, cassette, options)
             exit_code = 0 if outcome.same or options.live else outcome.exit_code
-            differs = outcome.diffs
+            differs, ended_early = outcome.diffs, False
         else:
             outcome, answer, recorded = _script(run, cassette, options)
-            exit_code, differs = outcome.exit_code, []
+            exit_code, differs, ended_early = outcome.exit_code, [], outcome.ended_early
     except RewindError as error:
         result.message = str(error) + (f" ({error.hint})" if error.hint else "")
         result.seconds = time.monotonic() - began
@@ -168,12 +167,12 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
         result.recorded, result.now = first.expected, first.actual
         result.message = (f"the calls matched, the answer differs in {len(differs)} field(s): "
                           f"{first.path}: {shorten(first.expected)} -> {shorten(first.actual)}")
-    elif exit_code != 0:
-        result.message = f"the command exited {exit_code}"
-    elif report.replayed < report.recorded and cassette.inbound is None:
+    elif ended_early:
         result.status = DIVERGED
         result.message = (f"the run ended after {report.replayed} of {report.recorded} "
                           "recorded calls: its final answer is not the recorded one")
+    elif exit_code != 0:
+        result.message = f"the command exited {exit_code}"
     else:
         result.status = SAME
         result.message = report.headline()

@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind
 
 from rewind.exporter import attributes as A
 from rewind.exporter import canonical, providers, scope, tools, transport
-from rewind.exporter.autorecord import TraceIds
+from rewind.exporter.autorecord import SpansOf
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.synthesis import provider_of, render, shape_of
@@ -277,16 +277,18 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
         raise ForkError("this process is already instrumented; resume without "
                         "tracer_provider (the fork records where the process records)")
     provider = instrument(endpoint=endpoint, tracer_provider=tracer_provider) if ours else None
-    seen = TraceIds() if ours and hasattr(provider, "add_span_processor") else None
-    if seen is not None:
-        provider.add_span_processor(seen)  # what the worker must serve before we return
+    # what the worker must serve before we return (read your writes), when we built the pipeline
+    counter = SpansOf.of(provider) if ours and tracer_provider is None else None
     resumed = Resumed(checkpoint, ignore)
     trace_id = None
+    spans = 0
     try:
         with scope.tracer().start_as_current_span(
                 ROOT_SPAN, context=otel_context.Context(), kind=SpanKind.INTERNAL,
                 attributes=checkpoint.lineage, links=[checkpoint.link()]) as span:
             trace_id = format(span.get_span_context().trace_id, "032x")
+            if counter is not None:
+                counter.watch(span.get_span_context().trace_id)
             resumed.install()
             try:
                 result = target()
@@ -300,8 +302,10 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
             flush = getattr(provider, "force_flush", None)
             if callable(flush):
                 flush()
-    if seen is not None and trace_id and tracer_provider is None:  # read your writes
-        wait_for_worker([trace_id], seen.spans)
+        if counter is not None and trace_id:
+            spans = counter.done(int(trace_id, 16))
+    if spans:
+        wait_for_worker([trace_id], spans)
     return resumed.outcome(trace_id, result=result)
 
 
