@@ -72,6 +72,7 @@ ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
 ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
 ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
 ENV_WORKERS = "REWIND_WORKERS"  # API processes of ``rewind serve`` / ``rewind worker``
+ENV_COMMAND_KEY = "REWIND_COMMAND_KEY"  # the file of this machine's key signing recorded commands
 DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
 NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
@@ -118,6 +119,17 @@ def worker_live_hosts() -> tuple[str, ...]:
     """The host globs a worker with tokens lets replay sessions go live to
     (``REWIND_WORKER_LIVE_HOSTS``, comma-separated; none by default)."""
     return host_globs(os.environ.get(ENV_WORKER_LIVE_HOSTS, ""))
+
+
+def command_key_file() -> Path:
+    """This machine's key that signs the commands ``rewind record`` saves
+    (``REWIND_COMMAND_KEY``, else ``rewind/command.key`` in the user's configuration folder:
+    ``XDG_CONFIG_HOME``, else ``~/.config``)."""
+    named = os.environ.get(ENV_COMMAND_KEY)
+    if named:
+        return Path(named).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "rewind" / "command.key"
 
 
 def api_token() -> str | None:

@@ -95,6 +95,9 @@ TENANT = "rewind.tenant"  # resource attribute: the tenant of the token the span
 # as one line and as its argv (an array, stored as JSON).
 PROCESS_COMMAND_LINE = "process.command_line"
 PROCESS_COMMAND_ARGS = "process.command_args"
+# Resource attribute: the HMAC that ``rewind record`` puts beside the argv it saves, with a key
+# kept on the recording machine; only a command it signs there replays without being asked for.
+COMMAND_SIGNATURE = "rewind.command.signature"
 # Never exported: what the export thread still has to derive ("request,response").
 ENRICH = "rewind.enrich"
 
