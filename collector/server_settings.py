@@ -73,6 +73,7 @@ ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
 ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
 ENV_WORKERS = "REWIND_WORKERS"  # API processes of ``rewind serve`` / ``rewind worker``
 ENV_COMMAND_KEY = "REWIND_COMMAND_KEY"  # the file of this machine's key signing recorded commands
+ENV_MCP_ALLOW_COMMANDS = "REWIND_MCP_ALLOW_COMMANDS"  # ``rewind mcp --allow-command``, ';' apart
 DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
 NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
@@ -130,6 +131,14 @@ def command_key_file() -> Path:
         return Path(named).expanduser()
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "rewind" / "command.key"
+
+
+def mcp_allowed_commands() -> list[str]:
+    """The command prefixes ``rewind mcp`` may run besides its ``--allow-command`` flags
+    (``REWIND_MCP_ALLOW_COMMANDS``, separated by ';'; none by default). Only ``rewind mcp``
+    reads it: the worker's ``/mcp`` runs no command at all."""
+    named = os.environ.get(ENV_MCP_ALLOW_COMMANDS, "")
+    return [prefix.strip() for prefix in named.split(";") if prefix.strip()]
 
 
 def api_token() -> str | None:
