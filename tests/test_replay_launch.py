@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import bootstrap, launch, player
+from rewind.replay.play import bootstrap, launch, player, sealed
 from rewind.replay.play.divergence import Divergence, FieldDiff
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import DIVERGED_EXIT, run_command
@@ -52,7 +52,8 @@ def test_child_environment_puts_the_bootstrap_first_and_drops_unset_settings():
 def test_a_command_that_is_not_python_is_reported_as_not_installed():
     outcome = run_command(Cassette(TRACE, []), ["sh", "-c", "exit 7"])
     assert outcome.exit_code == 7 and not outcome.installed
-    assert outcome.report == ReplayReport(TRACE, player.STRICT, 0)
+    assert outcome.report == ReplayReport(TRACE, player.STRICT, 0,
+                                          isolation=sealed.choose(True).describe())
 
 
 def test_a_strict_divergence_in_the_child_comes_back_as_a_typed_report():
@@ -70,8 +71,9 @@ def test_a_strict_divergence_in_the_child_comes_back_as_a_typed_report():
         TRACE, player.STRICT, 0, 1)
     assert report.divergence is not None and report.divergence.step == 0
     assert "the recording has no more interactions" in report.divergence.reason
-    assert report.headline() == (f"replayed 0/0 recorded steps of trace {TRACE} (strict), "
-                                 "0 live calls")
+    isolation = sealed.choose(True).describe()  # "sealed" where the kernel gives a namespace
+    assert report.headline() == (f"replayed 0/0 recorded steps of trace {TRACE} (strict, "
+                                 f"{isolation}), 0 live calls")
 
 
 def test_report_survives_json_with_its_divergence():

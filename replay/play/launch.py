@@ -24,13 +24,17 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rewind.exporter.errors import InvalidValue, RewindError
-from rewind.replay.play import bootstrap
+from rewind.exporter.process_settings import ENV_WORKER_URL
+from rewind.replay.play import bootstrap, sealed
 from rewind.replay.play.replay_settings import installers as installers_in
+
+if TYPE_CHECKING:
+    from rewind.replay.cassette.model import Cassette
 
 NOT_FOUND_EXIT = 127  # the shell's codes for a command that cannot be run
 NOT_EXECUTABLE_EXIT = 126
@@ -85,16 +89,25 @@ def check_command(command: Sequence[str]) -> None:
         raise _not_found(program)
 
 
-def recorded_command(words: Sequence[str], trace_id: str, mask: str) -> list[str]:
-    """The command a run was recorded with (``rewind record`` saved it), to run again when none
-    is given; :class:`InvalidValue` when there is none, or a credential in it was masked
-    (``mask``), and as :func:`check_command` when it cannot be started here."""
+def recorded_command(cassette: Cassette, allowed: bool = False,
+                     ask: Callable[[str], bool] | None = None) -> list[str]:
+    """The command a run was recorded with, to run again when none is given: only when this
+    machine signed it (``rewind record`` did), else when the engineer asks for it (``allowed``:
+    the flag, or ``ask`` at a terminal says yes); :class:`InvalidValue` when there is none or
+    a credential in it was masked, ``RecordedCommandRefused`` when not asked for, and as
+    :func:`check_command` when it cannot be started here."""
+    from rewind.exporter.redaction import MASK
+    from rewind.replay.sources.commands import consent
+
+    words, trace_id = cassette.command, cassette.trace_id
+
     if not words:
         raise InvalidValue(f"trace {trace_id} has no recorded command (it was not recorded by "
                            "`rewind record`)", hint="give the command after --")
-    if any(mask in word for word in words):
+    if any(MASK in word for word in words):
         raise InvalidValue(f"the recorded command of trace {trace_id} had a credential, masked "
                            "when it was saved", hint="give the command after --")
+    consent(words, cassette.command_signature, f"trace {trace_id}", allowed=allowed, ask=ask)
     check_command(words)
     return list(words)
 
@@ -115,12 +128,18 @@ def watching(started: Any) -> Iterator[None]:
 
 
 def start(command: Sequence[str], settings: Settings,
-          installers: Sequence[str] = (), stdout: IO[Any] | None = None) -> subprocess.Popen:
+          installers: Sequence[str] = (), stdout: IO[Any] | None = None,
+          sealing: sealed.Sealing | None = None) -> subprocess.Popen:
     """Start ``command`` with that environment and return at once (its standard output into
-    ``stdout`` when given: a suite keeps each run's answer)."""
+    ``stdout`` when given: a suite keeps each run's answer); in a network namespace of its
+    own when ``sealing`` says so (:mod:`.sealed`)."""
     env = environment(settings, installers)
     try:
-        child = subprocess.Popen(list(command), env=env, stdout=stdout)
+        if sealing is not None and sealing.sealed:
+            child = sealed.popen(command, env, stdout,
+                                 sealed.endpoints(env, ENV_WORKER_URL))
+        else:
+            child = subprocess.Popen(list(command), env=env, stdout=stdout)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
@@ -132,12 +151,13 @@ def start(command: Sequence[str], settings: Settings,
 
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
-        timeout: float | None = None, stdout: IO[Any] | None = None) -> int:
+        timeout: float | None = None, stdout: IO[Any] | None = None,
+        sealing: sealed.Sealing | None = None) -> int:
     """Run ``command`` to its end with that environment; its exit code (128 + N when signal
     N ended it, as a shell says). SIGINT and SIGTERM sent to this process reach the child
     (:func:`forwarded_to`), which ends its own way, so the caller still reads its report and prints
     the summary. Past ``timeout`` seconds it is killed: :class:`LaunchTimeout`."""
-    child = start(command, settings, installers, stdout)
+    child = start(command, settings, installers, stdout, sealing)
     with forwarded_to(child):
         try:
             code = child.wait(timeout)
@@ -147,6 +167,8 @@ def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = 
             raise LaunchTimeout(f"{command[0]} ran past --timeout {timeout:g} s and was "
                                 "stopped", TIMEOUT_EXIT, "give it more time with --timeout, "
                                 "or look for what it waits on") from None
+        finally:
+            sealed.done(child)
     return 128 - code if code < 0 else code  # ended by a signal: the shell's 128 + N
 
 
@@ -216,4 +238,6 @@ def stop(child: subprocess.Popen, timeout: float = 15) -> int:
             child.wait(timeout)
     if child.poll() is None:
         child.kill()
-    return child.wait()
+    code = child.wait()
+    sealed.done(child)
+    return code

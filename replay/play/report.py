@@ -26,10 +26,13 @@ class ReplayReport:
     # Connections no hook answered, met by the guard (guard.py): refused, or let out (lenient).
     connections: list[dict[str, Any]] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)  # the tools the run called (@tool hooks)
+    # How the command was kept off the network, set by the runner: "sealed", or "guarded"
+    # with the reason it was not sealed (see replay/play/sealed).
+    isolation: str = ""
 
     def headline(self) -> str:
         line = (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
-                f"{self.trace_id} ({self.mode}), ")
+                f"{self.trace_id} ({', '.join(filter(None, (self.mode, self.isolation)))}), ")
         refused = [f"{c['host']}:{c['port']}" for c in self.connections if c.get("refused")]
         if not refused:
             return line + f"{self.live} live calls"
@@ -43,7 +46,7 @@ class ReplayReport:
                 "requests": self.requests, "replayed": self.replayed, "live": self.live,
                 "divergence": self.divergence.to_dict() if self.divergence else None,
                 "trace_ids": list(self.trace_ids), "connections": list(self.connections),
-                "tools": list(self.tools)}
+                "tools": list(self.tools), "isolation": self.isolation}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReplayReport:
@@ -60,7 +63,7 @@ class ReplayReport:
                    int(data.get("live", 0)), divergence,
                    [str(t) for t in data.get("trace_ids") or []],
                    list(data.get("connections") or []),
-                   [str(t) for t in data.get("tools") or []])
+                   [str(t) for t in data.get("tools") or []], str(data.get("isolation") or ""))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), default=str)

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from rewind.exporter.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import guard, launch
+from rewind.replay.play import guard, launch, sealed
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import (
     CLOCK_RECORDED,
@@ -37,6 +37,7 @@ class ReplayOutcome:
     report: ReplayReport
     installed: bool = True  # False: the child wrote no report (not Python, or no rewind there)
     ended_early: bool = False  # strict: the command exited without asking every recorded call
+    sealing: sealed.Sealing = sealed.GUARDED_BY_CHOICE  # how the command was kept off the network
 
     def summary(self, strict: bool, debug: bool, traces: bool = True) -> str:
         """The line the CLI prints after a replay (``traces``: with the replayed run's)."""
@@ -61,7 +62,7 @@ def run_command(
     speed: float | None = None, debug: bool = False, allow_live: Sequence[str] = (),
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
     timeout: float | None = DEFAULT_TIMEOUT_S, stdout: IO[Any] | None = None,
-    settings: launch.Settings | None = None, allow_unused: bool = False,
+    settings: launch.Settings | None = None, allow_unused: bool = False, seal: bool = True,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
@@ -69,7 +70,8 @@ def run_command(
     command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
     goes (default: this process's); ``settings``: more of the child's environment (a suite
     records the replayed run: ``rewind record``'s settings); ``allow_unused``: a strict run
-    that exits without asking every recorded call still passes."""
+    that exits without asking every recorded call still passes; ``seal``: in a network
+    namespace of its own where the kernel allows and the replay never goes live."""
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed, debug=debug,
                             allow_live=tuple(allow_live), ignore=tuple(ignore),
                             clock=clock(clock_mode), source_trace_id=cassette.trace_id)
@@ -80,8 +82,9 @@ def run_command(
         report_path = Path(tmp, "report.json")
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
+        sealing = sealed.choose(seal, going_live(mode, allow_live))
         exit_code = launch.run(command, {**child.to_env(), **(settings or {})}, [INSTALLER],
-                               timeout, stdout)
+                               timeout, stdout, sealing)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
@@ -89,11 +92,21 @@ def run_command(
             report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
             installed = False
         _add_connections(report, guard.attempts_in(str(report_path)))
+        report.isolation = sealing.describe()
     diverged = report.divergence is not None and mode == STRICT
     early = (mode == STRICT and not diverged and installed and not allow_unused
              and exit_code == 0 and report.replayed < report.recorded)
     return ReplayOutcome(DIVERGED_EXIT if diverged or early else exit_code, report, installed,
-                         early)
+                         early, sealing)
+
+
+def going_live(mode: str, allow_live: Sequence[str]) -> str:
+    """Why a replay may reach the network ('' when it never does): then it is not sealed."""
+    if mode != STRICT:
+        return "lenient mode sends what departs from the recording live"
+    if allow_live:
+        return f"--allow-live {', '.join(allow_live)} lets those calls out"
+    return ""
 
 
 def _add_connections(report: ReplayReport, connections: list[dict]) -> None:

@@ -1,0 +1,110 @@
+"""Sealed replay: a replayed command runs in a network namespace of its own, so nothing leaves
+it, whatever language or C library opens the socket; the recorded answers are served inside
+(the in-process hooks), and the only ways out are the endpoints Rewind hands in: the collector
+the replayed run's spans go to and the worker, each carried by :mod:`.relay`.
+
+Where the kernel gives no namespace (macOS, a container without user namespaces) the command
+runs guarded, as before: Python's sockets are checked by the replay's guard, and the outcome
+says so, with the reason. A replay that may go live (lenient mode, ``--allow-live``, the live
+part of a fork) is not sealed either, and says why.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from rewind.replay.play.sealed import kernel
+from rewind.replay.play.sealed.relay import Relay
+
+# Where an OpenTelemetry exporter sends when no variable says (gRPC, and OTLP/HTTP).
+_DEFAULT_OTLP = ("127.0.0.1", 4317), ("127.0.0.1", 4318)
+_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                  "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class Sealing:
+    """How a command ran: ``sealed`` (its own network namespace), else guarded and ``why``."""
+
+    sealed: bool
+    why: str = ""
+
+    def describe(self) -> str:
+        if self.sealed:
+            return "sealed"
+        return f"guarded, not sealed: {self.why}"
+
+
+GUARDED_BY_CHOICE = Sealing(False, "--no-seal")
+
+
+def choose(wanted: bool, goes_live: str = "") -> Sealing:
+    """Seal when ``wanted``, the replay never goes live (``goes_live`` says why it may) and
+    the kernel allows it."""
+    if not wanted:
+        return GUARDED_BY_CHOICE
+    if goes_live:
+        return Sealing(False, goes_live)
+    why = kernel.unavailable()
+    return Sealing(not why, why)
+
+
+def _loopback_port(value: str, default_port: int) -> int | None:
+    parts = urlsplit(value if "://" in value else f"http://{value}")
+    try:
+        port = parts.port or default_port
+    except ValueError:
+        return None
+    return port if (parts.hostname or "").lower() in _LOOPBACK_NAMES else None
+
+
+def endpoints(env: Mapping[str, str], worker_var: str) -> dict[int, tuple[str, int]]:
+    """The loopback endpoints a replayed run may reach (port inside -> address outside): the
+    OTLP endpoints its variables name (or the defaults) and the worker ``worker_var`` names."""
+    found: dict[int, tuple[str, int]] = {}
+    named = [env[v] for v in _ENDPOINT_VARS if env.get(v)]
+    if not named:
+        found.update({port: (host, port) for host, port in _DEFAULT_OTLP})
+    for value in named:
+        if (port := _loopback_port(value, 4317)) is not None:
+            found[port] = ("127.0.0.1", port)
+    if (worker := env.get(worker_var)) and (port := _loopback_port(worker, 80)) is not None:
+        found[port] = ("127.0.0.1", port)
+    return found
+
+
+def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None,
+          targets: Mapping[int, tuple[str, int]]) -> subprocess.Popen:
+    """Start ``command`` sealed, ``targets`` carried out; the relay is closed by :func:`done`.
+    OSError/SubprocessError when the kernel refuses (the caller runs it guarded instead)."""
+    kernel.libc()
+    parent_end, child_end = socket.socketpair()
+    ports = tuple(targets)
+
+    def enter() -> None:
+        parent_end.close()
+        kernel.enter(ports, child_end)
+
+    try:
+        child = subprocess.Popen(list(command), env=dict(env), stdout=stdout, preexec_fn=enter)
+        child_end.close()
+        _, fds, _, _ = socket.recv_fds(parent_end, 16, 4 * len(ports) + 4)
+    finally:
+        child_end.close()
+        parent_end.close()
+    listeners = [socket.socket(fileno=fd) for fd in fds]
+    child.rewind_relay = Relay(listeners, targets)  # type: ignore[attr-defined]
+    return child
+
+
+def done(child: subprocess.Popen) -> None:
+    """Close what carried ``child``'s connections out (nothing for an unsealed child)."""
+    relay = getattr(child, "rewind_relay", None)
+    if relay is not None:
+        relay.close()

@@ -1,0 +1,135 @@
+"""The kernel's part of a sealed replay: the command starts in a network namespace of its own,
+where the only interface is a loopback of its own, so nothing it or any program it starts
+opens (gRPC's C core, libpq, curl, a Node or Go child) can reach another machine or a port of
+this one. Linux only: ``unshare(CLONE_NEWNET)``, in a user namespace of its own as well when
+not root (mapping the user to itself, so files and permissions are as before).
+
+Everything happens in the child between fork and exec (:func:`enter`), so no extra process
+stands between the command and Rewind: the namespace is made, its loopback brought up, and a
+listening socket bound inside it for each endpoint Rewind hands in (the replayed run's
+collector, the worker); those sockets are passed back to the parent over a Unix socket pair
+(``SCM_RIGHTS``), where :mod:`.relay` accepts on them and carries each connection out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import functools
+import os
+import socket
+import struct
+import sys
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+@functools.lru_cache(maxsize=1)
+def libc() -> ctypes.CDLL:
+    """The C library, loaded in the parent: finding it runs a program, which the child must
+    not do between fork and exec."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _unshare(flags: int) -> None:
+    if libc().unshare(ctypes.c_int(flags)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"unshare: {os.strerror(code)}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _loopback_up() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+def _namespace() -> None:
+    """A network namespace for this process (and a user namespace mapping this user to itself
+    when it is not root, which is what lets an ordinary user make one)."""
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == 0:
+        _unshare(CLONE_NEWNET)
+    else:
+        _unshare(CLONE_NEWUSER | CLONE_NEWNET)
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _loopback_up()
+
+
+def _listener(family: int, host: str, port: int) -> socket.socket | None:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
+def enter(ports: tuple[int, ...], channel: socket.socket) -> None:
+    """In the child, between fork and exec: seal it, then bind each of ``ports`` on its own
+    loopback (IPv4 and, where the namespace has it, IPv6) and send those listening sockets to
+    the parent through ``channel``. Raises OSError when the kernel refuses."""
+    _namespace()
+    found: list[socket.socket] = []
+    for port in ports:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            sock = _listener(family, host, port)
+            if sock is not None:
+                found.append(sock)
+    socket.send_fds(channel, [b"%d" % len(found)], [s.fileno() for s in found])
+    for sock in found:
+        sock.close()
+    channel.close()
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable() -> str:
+    """Why a command cannot be sealed here ('' when it can): not Linux, or the kernel refuses
+    a namespace to this user (a container without user namespaces, a hardened sysctl). Asked
+    once per process, of a forked child that tries and exits (a few milliseconds)."""
+    if not sys.platform.startswith("linux"):
+        return f"network namespaces are Linux's ({sys.platform} has none)"
+    libc()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: try, say why not, leave at once
+        try:
+            os.close(read)
+            _namespace()
+            code = 0
+        except OSError as error:
+            os.write(write, str(error).encode()[:500])
+            code = 1
+        except BaseException:
+            code = 2
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return ""
+    return f"the kernel refused a network namespace to this user ({said or 'no reason given'})"
+
+
+def is_refusal(error: BaseException) -> bool:
+    """An OSError the kernel gives for a refused namespace (not a bug of ours)."""
+    return isinstance(error, OSError) and error.errno in (errno.EPERM, errno.EINVAL,
+                                                           errno.ENOSPC, errno.EACCES)

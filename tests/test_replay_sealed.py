@@ -1,0 +1,97 @@
+"""A sealed replay: the command runs in a network namespace of its own, so what opens a socket
+outside Python's hooks (curl, a shell's /dev/tcp, a C library calling connect itself)
+reaches nothing, while the replayed run's own spans still reach its collector. Where
+the kernel refuses a namespace, or the user says --no-seal, the run is guarded and says so."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+
+import pytest
+
+from rewind.replay.cassette.model import Cassette
+from rewind.replay.play.runner import run_command
+from rewind.replay.play.sealed import kernel
+from tests.support.sink import Sink
+
+TRACE = "5e41ed0c2a3b4c5d6e7f8091a2b3c4d5"
+
+pytestmark = pytest.mark.skipif(bool(kernel.unavailable()),
+                                reason=f"no network namespace here: {kernel.unavailable()}")
+
+
+@pytest.fixture
+def sink():
+    found = Sink()
+    yield found
+    found.close()
+
+
+# Each opens a connection without Python's socket module, as gRPC's C core or libpq would.
+OUTSIDE_PYTHON = {
+    "bash /dev/tcp": ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached"],
+    "C connect()": [sys.executable, "-c", textwrap.dedent("""
+        import ctypes, socket, struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+        addr = struct.pack('!HH4s8x', socket.AF_INET, {port}, socket.inet_aton('127.0.0.1'))
+        addr = struct.pack('=H', socket.AF_INET) + addr[2:]
+        print('reached' if libc.connect(fd, addr, len(addr)) == 0 else 'refused')
+    """)],
+}
+if shutil.which("curl"):
+    OUTSIDE_PYTHON["curl"] = ["curl", "-s", "-m", "5", "http://127.0.0.1:{port}/"]
+
+
+@pytest.mark.parametrize("kind", list(OUTSIDE_PYTHON))
+def test_a_connection_made_outside_python_reaches_nothing_when_sealed(sink, kind, capfd):
+    command = [word.replace("{port}", str(sink.port)) for word in OUTSIDE_PYTHON[kind]]
+    outcome = run_command(Cassette(TRACE, []), command, allow_unused=True)
+    out = capfd.readouterr().out
+    assert sink.accepted == 0
+    assert "reached" not in out and "ok" not in out
+    assert outcome.sealing.sealed
+    assert "sealed" in outcome.summary(strict=True, debug=False)
+
+
+@pytest.mark.parametrize("kind", list(OUTSIDE_PYTHON))
+def test_the_same_connection_goes_through_with_no_seal(sink, kind, capfd):
+    """The control: each program does reach the listener when not sealed (so the test above
+    measures the seal, not a broken program)."""
+    command = [w.replace("{port}", str(sink.port)) for w in OUTSIDE_PYTHON[kind]]
+    outcome = run_command(Cassette(TRACE, []), command, allow_unused=True, seal=False)
+    assert sink.accepted == 1
+    out = capfd.readouterr().out
+    assert "reached" in out or "ok" in out
+    assert not outcome.sealing.sealed
+    assert "guarded, not sealed: --no-seal" in outcome.summary(strict=True, debug=False)
+
+
+def test_a_replay_that_may_go_live_is_guarded_and_says_why(sink):
+    outcome = run_command(Cassette(TRACE, []), ["true"], mode="lenient")
+    assert not outcome.sealing.sealed
+    assert "lenient mode" in outcome.summary(strict=False, debug=False)
+    outcome = run_command(Cassette(TRACE, []), ["true"], allow_live=["api.example.com"],
+                          allow_unused=True)
+    assert not outcome.sealing.sealed
+    assert "--allow-live api.example.com" in outcome.summary(strict=True, debug=False)
+
+
+def test_the_endpoints_handed_in_are_carried_out(sink, capfd):
+    """The collector (here: a listener on a loopback port named by the OTLP variable) is
+    reachable from inside, at the same address; nothing else is."""
+    other = Sink()
+    try:
+        settings = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}"}
+        script = (f"exec 3<>/dev/tcp/127.0.0.1/{sink.port} && echo collector-reached; "
+                  f"exec 4<>/dev/tcp/127.0.0.1/{other.port} && echo other-reached; true")
+        outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], allow_unused=True,
+                              settings=settings)
+        out = capfd.readouterr().out
+        assert outcome.sealing.sealed
+        assert "collector-reached" in out and "other-reached" not in out
+        assert sink.accepted == 1 and other.accepted == 0
+    finally:
+        other.close()
