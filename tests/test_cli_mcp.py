@@ -2,13 +2,14 @@
 start it (a child process spoken to by the real ``mcp`` client), reading a run recorded with
 the real openai SDK against the fake LLM through ``rewind serve``'s worker. Each tool is called;
 what the reading tools say is what the CLI says, and a replay and a fork made through MCP give
-the report and the new run the CLI gives. A replay reports progress and a cancelled one stops
-its command."""
+the report and the new run the CLI gives (the server started allowing the agent's interpreter,
+``--allow-command``). A replay reports progress and a cancelled one stops its command."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -38,8 +39,12 @@ class Desk:
         assert "Traceback" not in done.stderr, done.stderr
         return done
 
-    def mcp(self, work):
-        return session(partial(over_stdio, self.env), work)
+    def mcp(self, work, *args: str):
+        """``rewind mcp`` allowed to run the interpreter the agent runs with (and a program
+        that is not there, to see it named), with ``args``."""
+        allowed = ("--allow-command", shlex.quote(sys.executable),
+                   "--allow-command", "no-such-program-here")
+        return session(partial(over_stdio, self.env, *allowed, *args), work)
 
     def call(self, name: str, **args):
         async def one(client):
@@ -103,7 +108,7 @@ def test_the_reading_tools_say_what_the_cli_says(desk, tmp_path):
                  ("export_run", {"trace_id": trace, "path": str(tmp_path / "mcp.rw")})]
         return {name: data_of(await client.call_tool(name, args)) for name, args in calls}
 
-    got = desk.mcp(read)
+    got = desk.mcp(read, "--export-dir", str(tmp_path))
     assert got["get_run"]["events"] == inspected["events"]
     assert got["get_run"]["totals"] == inspected["totals"]
     assert [r["TraceId"] for r in got["list_runs"]["runs"]] == [r["trace_id"] for r in listed]

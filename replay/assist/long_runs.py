@@ -1,7 +1,9 @@
 """The tools that run a command: ``replay_run`` (the run answered from its recording) and
 ``fork_run`` (the run re-run with an edit at one step, live from there). They run in a thread
 as the CLI runs them (``play.runner``, ``timetravel.fork``); meanwhile the caller hears how
-long it has been (MCP progress notifications), and a cancelled call stops the command."""
+long it has been (MCP progress notifications), and a cancelled call stops the command. Which
+command may run is :class:`~rewind.replay.assist.allowed.Allowance`'s to say, before any
+starts."""
 
 from __future__ import annotations
 
@@ -19,11 +21,13 @@ import anyio.to_thread
 from rewind.exporter.attributes import INBOUND_KIND_REQUEST
 from rewind.exporter.canonical import json_or_text
 from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.replay.assist.allowed import Allowance
 from rewind.replay.assist.contrast import diff
 from rewind.replay.assist.reads import load_run, resolve
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.runner import run_command
+from rewind.replay.sources.commands import shown
 from rewind.replay.sources.locate import TraceSource
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -34,7 +38,7 @@ FORK_DIFF_STEPS = 50
 @dataclass(frozen=True)
 class ReplayAsk:
     trace_id: str
-    command: list[str]
+    command: list[str]  # []: the one `rewind record` saved with the run
     strict: bool = True
     allow_live: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -46,7 +50,7 @@ class ReplayAsk:
 class ForkAsk:
     trace_id: str
     step: int
-    command: list[str]
+    command: list[str]  # []: the one `rewind record` saved with the run
     user_message: str | None = None
     tool_result: str | None = None
     http_response_body: str | None = None
@@ -60,10 +64,11 @@ class ForkAsk:
     answer: str | None = None
 
 
-def replay(source: TraceSource, ask: ReplayAsk) -> dict[str, Any]:
+def replay(source: TraceSource, ask: ReplayAsk, allowance: Allowance) -> dict[str, Any]:
     """What ``rewind replay --trace-id`` does, as its typed report."""
-    launch.check_command(ask.command)
     cassette = source.cassette(resolve(source, ask.trace_id))
+    command = allowance.command_for(ask.command, cassette, "replay_run")
+    launch.check_command(command)
     if getattr(cassette.inbound, "kind", "") == INBOUND_KIND_REQUEST:
         raise InvalidValue(f"trace {cassette.trace_id} is one request a service served",
                            hint="replay it with `rewind replay-request` in a terminal",
@@ -71,24 +76,26 @@ def replay(source: TraceSource, ask: ReplayAsk) -> dict[str, Any]:
     if not cassette.interactions:
         raise InvalidValue(f"trace {cassette.trace_id} has no replayable interactions",
                            field="trace_id")
-    outcome = run_command(cassette, ask.command, mode=STRICT if ask.strict else LENIENT,
+    outcome = run_command(cassette, command, mode=STRICT if ask.strict else LENIENT,
                           allow_live=ask.allow_live, ignore=ask.ignore, clock_mode=ask.clock,
                           timeout=ask.timeout)
     report = outcome.report
     found = {**report.to_dict(), "headline": outcome.summary(ask.strict, True, traces=False),
+             "command": shown(command),
              "exit_code": outcome.exit_code, "ended_early": outcome.ended_early,
              "installed": outcome.installed,
              "skipped": [s.__dict__ for s in cassette.skipped]}
     if not outcome.installed:
         found["warning"] = ("the replay was not installed in the command "
-                            f"({launch.why_not_installed(ask.command)})")
+                            f"({launch.why_not_installed(command)})")
     return found
 
 
-def fork(source: TraceSource, ask: ForkAsk) -> dict[str, Any]:
+def fork(source: TraceSource, ask: ForkAsk, allowance: Allowance) -> dict[str, Any]:
     """What ``rewind fork`` does: the new run, and how it differs from the source."""
-    launch.check_command(ask.command)
     run = load_run(source, ask.trace_id)
+    command = allowance.command_for(ask.command, run.cassette, "fork_run")
+    launch.check_command(command)
     edits: dict[str, Any] = {"edit_user_message": ask.user_message, "model": ask.model,
                              "edit_system_message": ask.system_message,
                              "edit_answer": ask.answer,
@@ -98,9 +105,9 @@ def fork(source: TraceSource, ask: ForkAsk) -> dict[str, Any]:
     if ask.tool_result is not None:
         edits["edit_tool_result"] = json_or_text(ask.tool_result)
     checkpoint = run.fork(ask.step, **edits)
-    outcome = checkpoint.continue_from(ask.command, endpoint=ask.endpoint, ignore=ask.ignore,
+    outcome = checkpoint.continue_from(command, endpoint=ask.endpoint, ignore=ask.ignore,
                                        timeout=ask.timeout)
-    found: dict[str, Any] = outcome.to_dict()
+    found: dict[str, Any] = {**outcome.to_dict(), "command": shown(command)}
     if outcome.trace_id:
         try:
             found["diff"] = diff(source, run.trace_id, outcome.trace_id, True,

@@ -4,7 +4,10 @@ One server for both transports: ``rewind mcp`` runs it over stdio with the CLI's
 worker when one answers, else the store), and the worker serves it over streamable HTTP at
 ``/mcp``, where each call reads through the caller's tenant view. ``source_for`` gives the
 source of one call; ``local`` says the server runs on the user's machine: only then may a tool
-run a command (``replay_run``, ``fork_run``) or write a file (``export_run`` to a path).
+run a command (``replay_run``, ``fork_run``: only those the user allowed, ``allowed.py``) or
+write a file (``export_run``: only a new one, under the folder it was given). Each tool says
+what it does in MCP annotations: the reads are read-only, the two that run a command
+destructive and open-world.
 
 A tool fails as a tool error whose text says what to do (our errors carry the fix); anything
 else is reported by the SDK as a failed call, never a stopped server.
@@ -15,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,6 +28,7 @@ from pydantic import Field
 
 from rewind.exporter.errors import RewindError
 from rewind.replay.assist import contrast, reads
+from rewind.replay.assist.allowed import Allowance, ExportFolder
 from rewind.replay.assist.long_runs import ForkAsk, ReplayAsk, fork, in_thread, replay
 from rewind.replay.assist.paging import MAX_PAGE_CHARS, PAGE_CHARS, dumps
 from rewind.replay.assist.prompts import DEBUG_INCIDENT, INSTRUCTIONS
@@ -32,8 +37,13 @@ from rewind.replay.timetravel.bisect import GROUP_BY
 from rewind.replay.timetravel.stats import GROUPINGS
 
 SourceFor = Callable[[Context], TraceSource]
-READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+# A command may do anything its program does, and a fork's live steps reach the network.
+RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
+                       open_world_hint=True)
+# export_run creates a new file and never replaces one.
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                         open_world_hint=False)
 
 TraceRef = Annotated[str, Field(min_length=1, description=(
     "A trace id (32 hex characters) or a unique prefix of one, as list_runs gives them"))]
@@ -43,8 +53,10 @@ Since = Annotated[str | None, Field(description="Runs started at or after: '24h'
                                                "'30m' ago, or an ISO time")]
 Until = Annotated[str | None, Field(description="Runs started at or before (same forms)")]
 Service = Annotated[str | None, Field(description="Only runs of this service")]
-Command = Annotated[list[str], Field(min_length=1, description=(
-    "The program to run, as an argument list, e.g. ['python', 'agent.py']"))]
+Command = Annotated[list[str], Field(description=(
+    "The program to run, as an argument list, e.g. ['python', 'agent.py']; it runs only if "
+    "the user allowed it when starting the server (--allow-command). Leave it out to run the "
+    "command `rewind record` saved with the run, which runs when recorded on this machine"))]
 Ignore = Annotated[list[str], Field(description=(
     "Request fields whose value may differ from the recording (globs over the paths a "
     "divergence names, e.g. 'body.metadata.*')"))]
@@ -79,7 +91,10 @@ def guarded(fn: Callable[..., Any],
     return run
 
 
-def build_server(source_for: SourceFor, local: bool) -> MCPServer:
+def build_server(source_for: SourceFor, local: bool, allowance: Allowance | None = None,
+                 export: ExportFolder | None = None) -> MCPServer:
+    """The tools over ``source_for``; with ``local``, also those that run the commands
+    ``allowance`` lets run and write new files under ``export``."""
     server = MCPServer("rewind", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(annotations: ToolAnnotations = READ) -> Callable[[Callable[..., Any]], Any]:
@@ -204,7 +219,8 @@ def build_server(source_for: SourceFor, local: bool) -> MCPServer:
         return reads.usage_stats(source_for(ctx), since, until, service, by, include_replays)
 
     if local:
-        _local_tools(server, tool, source_for)
+        _local_tools(server, tool, source_for, allowance or Allowance(),
+                     export or ExportFolder(Path.cwd()))
     else:
         @tool()
         def export_run(ctx: Context, trace_id: TraceRef) -> dict[str, Any]:
@@ -219,21 +235,24 @@ def build_server(source_for: SourceFor, local: bool) -> MCPServer:
     return server
 
 
-def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: SourceFor) -> None:
-    """What only a server on the user's machine offers: it runs their commands, writes their
-    files."""
+def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: SourceFor,
+                 allowance: Allowance, export: ExportFolder) -> None:
+    """What only a server on the user's machine offers: it runs the commands they allowed,
+    writes new files in their folder."""
 
-    @tool()
+    @tool(WRITES)
     def export_run(ctx: Context, trace_id: TraceRef,
                    path: Annotated[str | None, Field(description=(
-                       "File or directory to write (default: <trace id>.rw here)"))] = None,
+                       "A new file, or a directory, inside the server's export folder "
+                       "(default: <trace id>.rw there)"))] = None,
                    ) -> dict[str, Any]:
         """Write a run to a portable .rw file (every span, compressed; refused when the run
-        carries a credential); returns its path. Replay or diff it anywhere."""
-        return reads.export_run(source_for(ctx), trace_id, path)
+        carries a credential); returns its path. Only a new file, only inside the folder
+        the server exports to. Replay or diff it anywhere."""
+        return reads.export_run(source_for(ctx), trace_id, path, export)
 
     @tool(RUNS)
-    async def replay_run(ctx: Context, trace_id: TraceRef, command: Command,
+    async def replay_run(ctx: Context, trace_id: TraceRef, command: Command = [],  # noqa: B006
                          strict: Annotated[bool, Field(description=(
                              "Stop at the first divergence (else it and what follows go "
                              "live)"))] = True,
@@ -244,17 +263,18 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
                          timeout: Timeout = 600.0) -> dict[str, Any]:
         """Run a command with every LLM call answered from the recorded run (no call reaches
         the network) and return the report: calls replayed, live, connections refused, and
-        the first divergence (step, reason, differing fields). Long: reports progress and
-        can be cancelled."""
+        the first divergence (step, reason, differing fields). Runs only a command the user
+        allowed. Long: reports progress and can be cancelled."""
         source = source_for(ctx)
-        ask = ReplayAsk(trace_id, command, strict, tuple(allow_live), tuple(ignore), clock,
-                        timeout)
-        return await in_thread(lambda: replay(source, ask), _progress(ctx), "replay")
+        ask = ReplayAsk(trace_id, list(command), strict, tuple(allow_live), tuple(ignore),
+                        clock, timeout)
+        return await in_thread(lambda: replay(source, ask, allowance), _progress(ctx),
+                               "replay")
 
     @tool(RUNS)
     async def fork_run(ctx: Context, trace_id: TraceRef,
                        step: Annotated[int, Field(ge=0, description="The step to fork at")],
-                       command: Command,
+                       command: Command = [],  # noqa: B006
                        user_message: Annotated[str | None, Field(description=(
                            "Replaces the last user message of the step's request"))] = None,
                        system_message: Annotated[str | None, Field(description=(
@@ -279,12 +299,13 @@ def _local_tools(server: MCPServer, tool: Callable[..., Any], source_for: Source
         """Re-run a command with the steps before `step` answered from the recorded run, the
         edit applied at `step`, and everything after it live; the new run is recorded with
         its lineage. Returns the new trace id, calls replayed/live, and its diff with the
-        source. Long: reports progress and can be cancelled."""
+        source. Runs only a command the user allowed. Long: reports progress and can be
+        cancelled."""
         source = source_for(ctx)
-        ask = ForkAsk(trace_id, step, command, user_message, tool_result, http_response_body,
+        ask = ForkAsk(trace_id, step, list(command), user_message, tool_result, http_response_body,
                       http_status, model, dict(params), endpoint, tuple(ignore), timeout,
                       system_message, answer)
-        return await in_thread(lambda: fork(source, ask), _progress(ctx), "fork")
+        return await in_thread(lambda: fork(source, ask, allowance), _progress(ctx), "fork")
 
 
 def _progress(ctx: Context) -> Callable[[float, str], Any]:

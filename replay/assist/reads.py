@@ -5,14 +5,15 @@ plain data; the reading itself is the reader's, the timeline's and the archive's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rewind.collector.filters import TraceFilters, UsageFilters, parse_when
 from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.replay.assist.allowed import ExportFolder
 from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline, step_document
 from rewind.replay.assist.paging import PAGE_CHARS, clip, dumps, list_page, text_page
 from rewind.replay.sources import archive
+from rewind.replay.sources.commands import shown
 from rewind.replay.sources.locate import TraceSource, resolve_trace_id
 from rewind.replay.timetravel.stats import load_prices, summarise
 from rewind.replay.timetravel.timeline import Timeline
@@ -76,10 +77,14 @@ def list_runs(source: TraceSource, query: RunQuery, limit: int, offset: int) -> 
 
 def get_run(source: TraceSource, trace_id: str, all_events: bool, limit: int,
             offset: int) -> dict[str, Any]:
+    """The outline, one page of steps, and the command the run was recorded with as the CLI
+    shows it (quoted, escapes visible; None when not saved)."""
     run = load_run(source, trace_id)
     found = outline(run, ALL_KINDS if all_events else OUTLINE_KINDS)
     page = list_page(found.pop("events"), offset, limit, MAX_OUTLINE)
-    return {**found, "events": page.pop("items"), **page}
+    words = run.cassette.command
+    return {**found, "recorded_command": shown(words) if words else None,
+            "events": page.pop("items"), **page}
 
 
 def get_step(source: TraceSource, trace_id: str, step: int, raw: bool, offset: int,
@@ -121,12 +126,13 @@ def usage_stats(source: TraceSource, since: str, until: str | None, service: str
     return summarise(source.usage(filters), load_prices(), by).to_dict()
 
 
-def export_run(source: TraceSource, trace_id: str, path: str | None) -> dict[str, Any]:
-    """Writes the run's ``.rw`` file (here: the directory the server runs in by default)."""
+def export_run(source: TraceSource, trace_id: str, path: str | None,
+               folder: ExportFolder) -> dict[str, Any]:
+    """Writes the run's ``.rw`` file as a new file under ``folder`` (``path`` in it, by
+    default the trace id's name)."""
     whole = resolve(source, trace_id)
-    target = Path(path or f"{whole}{archive.SUFFIX}").expanduser().resolve()
-    if target.is_dir():
-        target = target / f"{whole}{archive.SUFFIX}"
+    name = f"{whole}{archive.SUFFIX}"
+    folder.place(path, name)  # refused before the run is read
     data = source.export_archive(whole)
-    archive.write_file(target, data)
+    target = folder.write_new(path, name, data)
     return {"trace_id": whole, "path": str(target), "bytes": len(data)}

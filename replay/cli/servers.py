@@ -15,9 +15,11 @@ from rewind.collector.server_settings import (
     ENV_API_TOKENS_FILE,
     ENV_CLICKHOUSE_CLUSTER,
     ENV_CLICKHOUSE_DATABASE,
+    ENV_MCP_ALLOW_COMMANDS,
     ENV_WORKER_HOST,
     ENV_WORKER_PORT,
     ENV_WORKERS,
+    mcp_allowed_commands,
 )
 from rewind.collector.store import StoreError, redact_url
 from rewind.exporter.errors import RewindError
@@ -163,9 +165,26 @@ class LazySource:
 
 @click.command("mcp")
 @sourced
-def mcp(api: str | None, clickhouse: str | None) -> None:
+@click.option("--allow-command", "allow_commands", multiple=True, metavar="PREFIX",
+              help="A command replay_run and fork_run may run: those starting with these "
+              "words (e.g. 'python agent.py' allows 'python agent.py --x', not 'python -c'); "
+              f"repeatable, and in {ENV_MCP_ALLOW_COMMANDS} (';' apart). Default: none, only "
+              "a run's own command saved by `rewind record` on this machine.")
+@click.option("--export-dir", default=".", show_default=True,
+              type=click.Path(file_okay=False, exists=True),
+              help="The folder export_run writes new files in (never outside it).")
+def mcp(api: str | None, clickhouse: str | None, allow_commands: tuple[str, ...],
+        export_dir: str) -> None:
     """Serve Rewind's tools to a coding assistant over MCP (stdio): find, read, diff, bisect,
     replay and fork recorded runs. Add it to the assistant as the command `rewind mcp`."""
+    from pathlib import Path
+
+    from rewind.replay.assist.allowed import Allowance, ExportFolder
     from rewind.replay.assist.mcp_server import build_server
 
-    build_server(LazySource(api, clickhouse), local=True).run("stdio")
+    try:
+        allowance = Allowance.parse([*allow_commands, *mcp_allowed_commands()])
+    except RewindError as error:
+        fail(str(error), fix_for(error))
+    build_server(LazySource(api, clickhouse), local=True, allowance=allowance,
+                 export=ExportFolder(Path(export_dir))).run("stdio")
