@@ -85,13 +85,57 @@ def test_the_endpoints_handed_in_are_carried_out(sink, capfd):
     other = Sink()
     try:
         settings = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}"}
-        script = (f"exec 3<>/dev/tcp/127.0.0.1/{sink.port} && echo collector-reached; "
+        script = (f"exec 3<>/dev/tcp/127.0.0.1/{sink.port} && read -t 10 answer <&3 && "
+                  "echo collector-reached: $answer; "
                   f"exec 4<>/dev/tcp/127.0.0.1/{other.port} && echo other-reached; true")
         outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], allow_unused=True,
                               settings=settings)
         out = capfd.readouterr().out
         assert outcome.sealing.sealed
-        assert "collector-reached" in out and "other-reached" not in out
+        assert "collector-reached: HTTP/1.1 200 OK" in out and "other-reached" not in out
         assert sink.accepted == 1 and other.accepted == 0
     finally:
         other.close()
+
+
+def test_a_sealed_service_is_reachable_from_outside_and_reaches_nothing(sink):
+    """A replayed server runs sealed too: the port it listens on inside is served at the same
+    port outside, its answers come back, and what it opens itself reaches nothing."""
+    import socket
+    import subprocess
+    import urllib.request
+
+    from rewind.replay.play import launch, sealed
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = textwrap.dedent(f"""
+        import http.server, subprocess
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                reach = subprocess.run(["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/{sink.port}"],
+                                       capture_output=True).returncode
+                body = f"served; outside {{'reached' if reach == 0 else 'refused'}}".encode()
+                self.send_response(200); self.end_headers(); self.wfile.write(body)
+            def log_message(self, *args): pass
+        http.server.HTTPServer(("127.0.0.1", {port}), Handler).serve_forever()
+    """)
+    child = launch.start([sys.executable, "-c", server], {},
+                         sealing=sealed.choose(True, serves=True))
+    try:
+        body = b""
+        for _ in range(100):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+                break
+            except OSError:
+                if child.poll() is not None:
+                    break
+                import time
+                time.sleep(0.1)
+        assert body == b"served; outside refused"
+        assert sink.accepted == 0
+    finally:
+        launch.stop(child)
+    assert subprocess.run(["true"]).returncode == 0

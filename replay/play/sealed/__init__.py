@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
 from rewind.replay.play.sealed import kernel
-from rewind.replay.play.sealed.relay import Relay
+from rewind.replay.play.sealed.relay import Inbound, Relay
 
 # Where an OpenTelemetry exporter sends when no variable says (gRPC, and OTLP/HTTP).
 _DEFAULT_OTLP = ("127.0.0.1", 4317), ("127.0.0.1", 4318)
@@ -34,6 +35,7 @@ class Sealing:
 
     sealed: bool
     why: str = ""
+    serves: bool = False  # a replayed service: its listening ports reachable from outside
 
     def describe(self) -> str:
         if self.sealed:
@@ -44,15 +46,15 @@ class Sealing:
 GUARDED_BY_CHOICE = Sealing(False, "--no-seal")
 
 
-def choose(wanted: bool, goes_live: str = "") -> Sealing:
+def choose(wanted: bool, goes_live: str = "", serves: bool = False) -> Sealing:
     """Seal when ``wanted``, the replay never goes live (``goes_live`` says why it may) and
-    the kernel allows it."""
+    the kernel allows it; ``serves``: the command is a service to send requests to."""
     if not wanted:
         return GUARDED_BY_CHOICE
     if goes_live:
         return Sealing(False, goes_live)
     why = kernel.unavailable()
-    return Sealing(not why, why)
+    return Sealing(not why, why, serves)
 
 
 def _loopback_port(value: str, default_port: int) -> int | None:
@@ -80,9 +82,10 @@ def endpoints(env: Mapping[str, str], worker_var: str) -> dict[int, tuple[str, i
 
 
 def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None,
-          targets: Mapping[int, tuple[str, int]]) -> subprocess.Popen:
-    """Start ``command`` sealed, ``targets`` carried out; the relay is closed by :func:`done`.
-    OSError/SubprocessError when the kernel refuses (the caller runs it guarded instead)."""
+          targets: Mapping[int, tuple[str, int]], serves: bool = False) -> subprocess.Popen:
+    """Start ``command`` sealed, ``targets`` carried out, and when it ``serves`` (a replayed
+    service) the ports it listens on reachable from outside; the relays are closed by
+    :func:`done`."""
     kernel.libc()
     parent_end, child_end = socket.socketpair()
     ports = tuple(targets)
@@ -99,12 +102,25 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
         child_end.close()
         parent_end.close()
     listeners = [socket.socket(fileno=fd) for fd in fds]
-    child.rewind_relay = Relay(listeners, targets)  # type: ignore[attr-defined]
+    relays: list[Relay | Inbound] = [Relay(listeners, targets)]
+    if serves:
+        relays.append(_inbound(child.pid))
+    child.rewind_relays = relays  # type: ignore[attr-defined]
     return child
 
 
+def _inbound(pid: int) -> Inbound:
+    """The connector started in ``pid``'s namespace, and the relay that asks it."""
+    ours, theirs = socket.socketpair()
+    argv = [sys.executable, "-I", "-S", "-c", kernel.CONNECTOR, str(theirs.fileno())]
+    connector = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                 preexec_fn=lambda: kernel.join(pid))
+    theirs.close()
+    return Inbound(pid, ours, connector)
+
+
 def done(child: subprocess.Popen) -> None:
-    """Close what carried ``child``'s connections out (nothing for an unsealed child)."""
-    relay = getattr(child, "rewind_relay", None)
-    if relay is not None:
+    """Close what carried ``child``'s connections (nothing for an unsealed child); the
+    connector ends when its channel closes."""
+    for relay in getattr(child, "rewind_relays", ()):
         relay.close()

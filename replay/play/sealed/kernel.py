@@ -70,6 +70,44 @@ def _namespace() -> None:
     _loopback_up()
 
 
+def join(pid: int) -> None:
+    """In a new child, between fork and exec: enter the network namespace of ``pid`` (and
+    first its user namespace when not root: joining one needs a single-threaded process,
+    which is why this runs in a child of its own, never a thread)."""
+    def setns(kind: str, flag: int) -> None:
+        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
+        try:
+            if libc().setns(fd, flag) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"setns {kind}: {os.strerror(code)}")
+        finally:
+            os.close(fd)
+
+    if os.geteuid() != 0:
+        setns("user", CLONE_NEWUSER)
+    setns("net", CLONE_NEWNET)
+
+
+# The one program that runs inside a sealed service's namespace besides the command: it opens
+# connections to the command's own listening ports there, on the parent's request, and hands
+# them back (the parent's relay carries each request from outside). Standard library only.
+CONNECTOR = """
+import socket, sys
+channel = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    asked = channel.recv(16)
+    if not asked:
+        break
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.connect(("127.0.0.1", int(asked)))
+        socket.send_fds(channel, [b"y"], [sock.fileno()])
+    except OSError:
+        channel.send(b"n")
+    sock.close()
+"""
+
+
 def _listener(family: int, host: str, port: int) -> socket.socket | None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

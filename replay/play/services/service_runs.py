@@ -16,12 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rewind.exporter import attributes as A
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.cassette.inbound import response_form
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import launch
+from rewind.replay.play import launch, sealed
 from rewind.replay.play.replay_settings import (
     CLOCK_RECORDED,
     SCOPED_INSTALLER,
@@ -31,7 +32,7 @@ from rewind.replay.play.replay_settings import (
     replay_mode,
 )
 from rewind.replay.play.report import ReplayReport
-from rewind.replay.play.runner import DIVERGED_EXIT
+from rewind.replay.play.runner import DIVERGED_EXIT, going_live
 from rewind.replay.play.services.recorded_request import (
     RequestOutcome,
     inbound_of,
@@ -90,12 +91,16 @@ def _prepared(cassettes: Sequence[Cassette], mode: str, speed: float | None, deb
 def run_service(cassettes: Sequence[Cassette], command: list[str], mode: str = STRICT,
                 speed: float | None = None, debug: bool = False,
                 allow_live: Sequence[str] = (), ignore: Sequence[str] = (),
-                clock_mode: str = CLOCK_RECORDED) -> ServiceOutcome:
+                clock_mode: str = CLOCK_RECORDED, seal: bool = True) -> ServiceOutcome:
     """``command`` run to its end (stopped with SIGINT or SIGTERM, which reach it), each
-    inbound request answered from the trace it matches."""
+    inbound request answered from the trace it matches; ``seal``: in a network namespace of
+    its own where it can be (its ports served from outside at the same numbers)."""
+    sealing = sealed.choose(seal, going_live(mode, allow_live), serves=True)
     with _prepared(cassettes, mode, speed, debug, allow_live, ignore, clock_mode) as (env, path):
-        exit_code = launch.run(command, env, [SCOPED_INSTALLER])
+        exit_code = launch.run(command, env, [SCOPED_INSTALLER], sealing=sealing)
         reports, unrecorded, outside, installed = _read(path, cassettes, mode)
+    for report in reports:
+        report.isolation = sealing.describe()
     diverged = mode == STRICT and (
         bool(outside) or any(r.divergence is not None for r in reports))
     return ServiceOutcome(DIVERGED_EXIT if diverged else exit_code, reports, unrecorded,
@@ -130,12 +135,16 @@ def wait_until_answering(url: str, child: Any, timeout: float = READY_TIMEOUT) -
 def replay_over_http(cassette: Cassette, url: str, command: list[str],
                      mode: str = STRICT, allow_live: tuple[str, ...] = (),
                      ignore: tuple[str, ...] = (), clock_mode: str = CLOCK_RECORDED,
-                     ready_timeout: float = READY_TIMEOUT) -> RequestOutcome:
+                     ready_timeout: float = READY_TIMEOUT, seal: bool = True) -> RequestOutcome:
     """``command`` started under replay, the recorded request sent to it at ``url`` once it
-    answers, the command stopped; the answer compared with the recorded one."""
+    answers, the command stopped; the answer compared with the recorded one. Sealed where it
+    can be when ``url`` is on loopback (the request is carried in)."""
     inbound = inbound_of(cassette, A.INBOUND_KIND_REQUEST)
+    local = (urlsplit(url).hostname or "") in ("127.0.0.1", "localhost", "::1")
+    sealing = sealed.choose(seal, going_live(mode, allow_live) or (
+        "" if local else f"{url} is not on loopback"), serves=True)
     with _prepared([cassette], mode, None, False, allow_live, ignore, clock_mode) as (env, path):
-        child = launch.start(command, env, [SCOPED_INSTALLER])
+        child = launch.start(command, env, [SCOPED_INSTALLER], sealing=sealing)
         try:
             with launch.forwarded_to(child):
                 wait_until_answering(url, child, ready_timeout)
@@ -146,6 +155,8 @@ def replay_over_http(cassette: Cassette, url: str, command: list[str],
         finally:
             launch.stop(child)
         reports, _, outside, installed = _read(path, [cassette], mode)
+    for report in reports:
+        report.isolation = sealing.describe()
     if not installed:
         raise ServiceError(f"the replay was not installed in {command[0]} "
                            f"({launch.why_not_installed(command)})")
