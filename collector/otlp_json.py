@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 from google.protobuf import json_format
@@ -68,15 +69,43 @@ def _load(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise JsonPayloadError(f"body is not valid UTF-8: byte {error.start} "
                                f"({body[error.start:error.start + 1]!r})") from None
+    odd: list[float] = []  # non-finite numbers met while parsing (rare: floats are)
+
+    def number(raw: str) -> float:
+        value = float(raw)
+        if not math.isfinite(value):
+            odd.append(value)
+        return value
+
     try:
-        document = json.loads(text)
+        document = json.loads(text, parse_float=number, parse_constant=number)
     except json.JSONDecodeError as error:
         raise JsonPayloadError(f"malformed JSON: {error.msg} at line {error.lineno} column "
                                f"{error.colno}") from None
     except RecursionError:  # the input's fault: a 400, never a retryable 503
         raise JsonPayloadError("JSON nested too deeply: OTLP/JSON needs only a few levels "
                                "(attribute values nested at most 100 deep)") from None
+    if odd:
+        _check_numbers(document)
     return _object(document, "body")
+
+
+def _check_numbers(document: Any) -> None:
+    """A number no OTLP field holds (``1e999999`` overflows to infinity; ``NaN`` and
+    ``Infinity`` are not JSON) refused naming its field, as a malformed body is: the input's
+    fault, a 400, never a retryable 503 nor a field silently read as 0. Walked only when the
+    parser met one; iterative: the document may be as deep as the parser allowed."""
+    pending: list[tuple[str, Any]] = [("", document)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise JsonPayloadError(f"{where or 'body'}: {value} is not a number an OTLP field "
+                                   "holds (too large, or not finite)")
+        if isinstance(value, dict):
+            pending += [(f"{where}.{key}" if where else str(key), item)
+                        for key, item in value.items()]
+        elif isinstance(value, list):
+            pending += [(f"{where}[{i}]", item) for i, item in enumerate(value)]
 
 
 def parse_json(body: bytes) -> ExportTraceServiceRequest:
@@ -98,7 +127,7 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
     try:
         return json_format.ParseDict(document, ExportTraceServiceRequest(),
                                      ignore_unknown_fields=True)
-    except json_format.ParseError as error:
+    except (json_format.ParseError, OverflowError, TypeError) as error:
         raise JsonPayloadError(f"not an OTLP ExportTraceServiceRequest: {error}") from None
     except RecursionError:
         raise JsonPayloadError("JSON nested too deeply: attribute values may nest at most "
@@ -120,7 +149,7 @@ def parse_logs_json(body: bytes) -> ExportLogsServiceRequest:
     try:
         return json_format.ParseDict(document, ExportLogsServiceRequest(),
                                      ignore_unknown_fields=True)
-    except json_format.ParseError as error:
+    except (json_format.ParseError, OverflowError, TypeError) as error:
         raise JsonPayloadError(f"not an OTLP ExportLogsServiceRequest: {error}") from None
     except RecursionError:
         raise JsonPayloadError("JSON nested too deeply: attribute values may nest at most "

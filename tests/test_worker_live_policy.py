@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit
 
 import httpx
 import openai
@@ -15,11 +14,8 @@ import pytest
 
 from rewind.collector.migrate import migrate
 from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
-from rewind.exporter import agent, instrument, uninstrument
-from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.json_api import JsonAPI
-from tests.support.listed_runs import worker_on
+from tests.support.listed_runs import record_one_chat, worker_on
 
 TOKEN = "tok-operator-7f3a9c"
 
@@ -29,20 +25,7 @@ def recorded(tmp_path_factory):
     """One chat call recorded into a store; the host it called, now gone."""
     store = Store(f"chdb://{tmp_path_factory.mktemp('live') / 'store'}")
     migrate(store)
-    provider = store_provider(store, "live-policy")
-    with FakeLLMServer() as llm:
-        instrument(tracer_provider=provider)
-        try:
-            with agent("asker") as span:
-                openai.OpenAI(base_url=llm.base_url + "/v1", api_key="sk-x", max_retries=0
-                              ).chat.completions.create(
-                    model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
-        finally:
-            uninstrument()
-            provider.force_flush()
-            provider.shutdown()
-        host = urlsplit(llm.base_url)
-    yield store, format(span.get_span_context().trace_id, "032x"), host.hostname, host.port
+    yield store, *record_one_chat(store, "live-policy")
     store.close()
 
 

@@ -81,7 +81,7 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
     read each time the suite runs or is exported."""
     from rewind.collector.filters import TraceFilters, parse_when
     from rewind.replay.sources.locate import resolve_trace_id
-    from rewind.replay.suites.evaluators import check
+    from rewind.replay.suites.validate import given_evaluator
 
     source = _source(api, clickhouse)
     catalog = _catalog(source)
@@ -97,7 +97,7 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
         from dataclasses import replace
 
         found = replace(found, evaluators=tuple(dict.fromkeys(
-            [*found.evaluators, *(attempt(lambda e=e: check(e)) for e in evals)])))
+            [*found.evaluators, *(attempt(lambda e=e: given_evaluator(e)) for e in evals)])))
     attempt(lambda: catalog.save(found))
     note(f"suite {name}: {len(found.runs)} runs by id"
          + (f", and a query ({_query_text(found)})" if found.query else ""))

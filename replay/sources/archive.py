@@ -28,8 +28,10 @@ from rewind.replay.sources import otlp_files
 from rewind.replay.sources.blobs import check_blobs, resolve, stash
 from rewind.replay.sources.document import (
     FORMAT,
+    MAX_DOCUMENT_BYTES,
     VERSION,
     ArchiveError,
+    DocumentTooLarge,
     decode_document,
     document_digest,
     encode_document,
@@ -109,6 +111,31 @@ def pack(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> bytes:
         "spans": packed,
         "blobs": blobs,
     })
+
+
+def _check_expansion(entries: Sequence[Any], blobs: Mapping[str, str]) -> None:
+    """Refuses a file whose spans, blob references resolved, hold more text than a file may
+    expand to: a blob is stored once, so a few kilobytes of references to one large blob would
+    otherwise cost every later check (limits, credential screening, the store) its size once
+    per reference. Counted before any span is checked; a reference costs O(1)."""
+    total = 0
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue  # refused, naming it, when the span is checked
+        maps = [entry.get("SpanAttributes")]
+        events = entry.get("EventAttributes")
+        maps += events if isinstance(events, list) else []
+        for attributes in maps:
+            if not isinstance(attributes, dict):
+                continue
+            for value in attributes.values():
+                digest = value.get("blob") if isinstance(value, dict) else None
+                total += len(blobs.get(digest, "")) if isinstance(digest, str) else 0
+            if total > MAX_DOCUMENT_BYTES:
+                raise DocumentTooLarge(
+                    f"trace file's spans (by span #{index}) refer to blobs holding more than "
+                    f"the {MAX_DOCUMENT_BYTES:,}-byte limit a file may expand to; it was not "
+                    "read further")
 
 
 def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
@@ -210,6 +237,7 @@ def _unpack_document(data: bytes | IO[bytes], for_import: bool) -> Archive:
     if not isinstance(entries, list) or not entries:
         raise ArchiveError(f"trace file for {trace_id} holds no spans")
     blobs = check_blobs(document.get("blobs", {}), entries)
+    _check_expansion(entries, blobs)
     spans = [_checked_span(entry, i, trace_id, blobs) for i, entry in enumerate(entries)]
     if not for_import:
         return Archive(trace_id, spans, "")

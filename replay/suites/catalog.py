@@ -15,6 +15,7 @@ from rewind.collector.store import Store
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
+from rewind.replay.suites import validate
 from rewind.replay.suites.spec import Suite, SuiteRun, members
 
 MANIFEST = "suite.json"
@@ -41,13 +42,23 @@ class Catalog:
         return {name: Suite.from_dict(json.loads(text)) for name, text in
                 reader_suites.suite_definitions(self.store, self.tenant).items()}
 
-    def get(self, name: str) -> Suite:
+    def _definition(self, name: str) -> str:
         found = reader_suites.suite_definitions(self.store, self.tenant, name)
         if name not in found:
             raise SuiteNotFound(f"no suite named {name!r}",
                                 hint="`rewind suite list` shows them; `rewind suite add` "
                                      "makes one")
-        return Suite.from_dict(json.loads(found[name]))
+        return found[name]
+
+    def get(self, name: str) -> Suite:
+        """The suite, checked as it would be stored now (``validate``): a definition kept
+        before a rule existed is refused before it runs."""
+        try:
+            return validate.stored(Suite.from_dict(json.loads(self._definition(name))))
+        except InvalidValue as error:
+            raise InvalidValue(f"suite {name}'s stored definition: {error}",
+                               hint=f"`rewind suite remove {name}`, then add it again"
+                               ) from None
 
     def find(self, name: str) -> Suite:
         """The suite, or a new empty one of that name."""
@@ -57,6 +68,7 @@ class Catalog:
             return Suite(name)
 
     def save(self, suite: Suite) -> None:
+        validate.stored(suite)
         self.store.insert(SUITES, [[self.tenant, suite.name, json.dumps(suite.to_dict()), 0]],
                           ["Tenant", "Name", "Definition", "Removed"])
 
@@ -74,7 +86,7 @@ class Catalog:
         return reader_suites.last_results(self.store, name, self.tenant)
 
     def remove(self, name: str) -> None:
-        self.get(name)
+        self._definition(name)  # unchecked: a definition refused to run can still go
         self.store.insert(SUITES, [[self.tenant, name, "{}", 1]],
                           ["Tenant", "Name", "Definition", "Removed"])
 
@@ -102,12 +114,14 @@ def load_folder(directory: str | Path) -> tuple[Suite, dict[str, Cassette]]:
     """The suite of an exported folder and its runs' cassettes, by trace id."""
     folder = Path(directory)
     try:
-        suite = Suite.from_dict(json.loads((folder / MANIFEST).read_text("utf-8")))
+        suite = validate.definition(json.loads((folder / MANIFEST).read_text("utf-8")), folder)
     except FileNotFoundError:
         raise SuiteNotFound(f"no {MANIFEST} in {folder}",
                             hint="`rewind suite export NAME -o DIR` writes one") from None
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, RecursionError) as error:
         raise InvalidValue(f"{folder / MANIFEST} is not JSON: {error}") from None
+    except InvalidValue as error:
+        raise InvalidValue(f"{folder / MANIFEST}: {error}", hint=error.hint) from None
     cassettes = {run.trace_id: archive.read_cassette(folder / (run.file or f"{run.trace_id}.rw"))
                  for run in suite.runs}
     return suite, cassettes

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+import re._constants as sre
+import re._parser as sre_parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,8 +104,13 @@ def recorded_usage(cassette: Cassette, calls: int | None = None) -> tuple[int, f
 
 
 def check(spec: str) -> str:
-    """``spec`` if it names a known evaluator with what it needs, else InvalidValue."""
+    """``spec`` if it names a known evaluator with what it needs, else InvalidValue. Checked
+    again before each use: a definition read back from the store may predate these rules."""
     kind, _, arg = spec.partition(":")
+    if kind == "python":
+        raise InvalidValue(f"{spec[:80]}: a suite's evaluators are the built-in kinds, never code "
+                           "to run (a definition may come from anyone who can store one)",
+                           hint="judge the answer with regex:, schema: or judge:")
     if kind not in KINDS:
         raise InvalidValue(f"unknown evaluator {spec!r}: use one of {', '.join(KINDS)}")
     if not arg and kind != "exact":
@@ -114,11 +121,88 @@ def check(spec: str) -> str:
         except ValueError:
             raise InvalidValue(f"{spec}: {kind} takes a ratio (e.g. {kind}:1.5)") from None
     if kind == "regex":
-        try:
-            re.compile(arg)
-        except re.error as error:
-            raise InvalidValue(f"{spec}: not a regular expression ({error})") from None
+        pattern_check(arg, spec)
+    if kind == "schema" and not arg.startswith("@"):
+        schema_patterns(_inline_schema(spec, arg), spec)
     return spec
+
+
+MAX_PATTERN_CHARS = 1000
+_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT)
+
+
+def pattern_check(pattern: str, spec: str) -> None:
+    """InvalidValue for a pattern that is no regular expression, or one shaped to backtrack
+    exponentially (a repeat inside a repeat, ``(a+)+$``; a repeated choice whose branches
+    repeat, ``(a|a+)*``): the answer it runs on is a program's output, and ``re`` has no
+    time bound."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidValue(f"{spec[:80]}…: a pattern of at most {MAX_PATTERN_CHARS} characters")
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as error:
+        raise InvalidValue(f"{spec[:200]}: not a regular expression ({error})") from None
+    if _nested_repeat(list(parsed), inside=False):
+        raise InvalidValue(f"{spec[:200]}: a repeat holding another repeat, or a choice whose "
+                           "branches may start alike, can take exponential time on a failing "
+                           "answer", hint="write it without the nested quantifier (e.g. (a+)+ "
+                                          "as a+, (a|ab)+ as a(b?)… or [\\s,]+ for (\\s|,)+)")
+
+
+def _overlapping(branches: list[Any]) -> bool:
+    """Whether two branches of a choice may match the same first character (only distinct
+    literal first characters are known not to)."""
+    firsts = [list(branch)[:1] for branch in branches]
+    if not all(first and first[0][0] == sre.LITERAL for first in firsts):
+        return True
+    return len({first[0][1] for first in firsts}) < len(firsts)
+
+
+def _nested_repeat(items: list[Any], inside: bool) -> bool:
+    """Whether, in the parsed pattern ``items``, a repeat (of more than one) holds another or
+    a choice whose branches overlap."""
+    for op, value in items:
+        if op in _REPEATS:
+            high, body = value[1], value[2]
+            if high > 1 and inside:
+                return True
+            if _nested_repeat(list(body), inside or high > 1):
+                return True
+        elif op == sre.SUBPATTERN:
+            if _nested_repeat(list(value[-1]), inside):
+                return True
+        elif op == sre.BRANCH:
+            if inside and _overlapping(value[1]):
+                return True
+            if any(_nested_repeat(list(branch), inside) for branch in value[1]):
+                return True
+        elif op in (sre.ASSERT, sre.ASSERT_NOT) and _nested_repeat(list(value[1]), inside):
+            return True
+    return False
+
+
+def _inline_schema(spec: str, arg: str) -> Any:
+    try:
+        return json.loads(arg)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise InvalidValue(f"{spec[:200]}: not a JSON schema ({error})") from None
+
+
+def schema_patterns(schema: Any, spec: str) -> None:
+    """The regular expressions a JSON schema holds (``pattern``, ``patternProperties``)
+    checked as ``regex:`` is: jsonschema runs them with ``re``."""
+    pending = [schema]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("pattern"), str):
+                pattern_check(value["pattern"], spec)
+            if isinstance(value.get("patternProperties"), dict):
+                for pattern in value["patternProperties"]:
+                    pattern_check(pattern, spec)
+            pending += value.values()
+        elif isinstance(value, list):
+            pending += value
 
 
 def _score(spec: str, ok: bool, why: str) -> Score:
@@ -185,8 +269,9 @@ def _schema_score(spec: str, arg: str, answer: str) -> Score:
                            hint="pip install jsonschema") from None
     try:
         schema = _schema(arg)
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, json.JSONDecodeError, RecursionError) as error:
         raise InvalidValue(f"{spec}: no JSON schema there ({error})") from None
+    schema_patterns(schema, spec)
     try:
         value = json.loads(answer)
     except json.JSONDecodeError:

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 from rewind.collector.reader_suites import LastResult
 from rewind.replay.sources.locate import ApiSource
+from rewind.replay.suites import validate
 from rewind.replay.suites.spec import Suite
 
 
@@ -26,7 +27,8 @@ class RemoteCatalog:
         return {s.name: s for s in map(Suite.from_dict, found)}
 
     def get(self, name: str) -> Suite:
-        return Suite.from_dict(self.source.call("GET", self._path(name))["suite"])
+        """Checked as the worker checks what it stores (``validate``): it is run here."""
+        return validate.definition(self.source.call("GET", self._path(name))["suite"])
 
     def find(self, name: str) -> Suite:
         """The suite, or a new empty one of that name."""

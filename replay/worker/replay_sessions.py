@@ -32,14 +32,13 @@ each tenant has its own default session per trace. An operator (tenant None) see
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 from starlette.background import BackgroundTask
@@ -65,7 +64,12 @@ from rewind.replay.play.session import (
     ReplaySession,
     recorded_answer,
 )
-from rewind.replay.worker.routing import json_response, recorded_headers, route
+from rewind.replay.worker.routing import (
+    json_object,
+    json_response,
+    recorded_headers,
+    route,
+)
 from rewind.replay.worker.tenancy import TenantView
 
 SessionKey = tuple[str | None, str]  # (owner tenant, session id)
@@ -220,6 +224,23 @@ async def _live(request: Request, url: str, body: bytes, policy: LivePolicy) -> 
                              background=BackgroundTask(close))
 
 
+def _dot_segment(path: str) -> str | None:
+    """Why ``path`` is refused: a ``.`` or ``..`` segment, however encoded (``%2e``, an
+    encoded slash ``%2f``, twice encoded), would resolve outside the recorded base path the
+    request is matched and sent under (``/v1/files/../../admin`` is ``GET /admin`` upstream).
+    No SDK sends one; None when there is none."""
+    decoded = path
+    for _ in range(4):  # the router decoded once; each pass undoes one more encoding
+        segments = decoded.replace("\\", "/").split("/")
+        if any(segment in (".", "..") for segment in segments):
+            return (f"/{path} has a '.' or '..' segment: a replayed request's path is sent "
+                    "under the recorded base path as it is, never resolved above it")
+        if unquote(decoded) == decoded:
+            return None
+        decoded = unquote(decoded)
+    return f"/{path} is percent-encoded over and over: not a path an SDK sends"
+
+
 def _unknown(session_id: str) -> HTTPException:
     return HTTPException(404, f"unknown replay session {session_id}")
 
@@ -243,6 +264,9 @@ async def _answer(decide: Decide, cassette: Cassette, request: Request, policy: 
     """``decide``: the session's answer for the request (the session, and what it found);
     ``hint``: what a 409 adds (how this kind of session starts a new run)."""
     path = request.path_params["path"]
+    climbing = _dot_segment(path)
+    if climbing is not None:
+        return _provider_error(path, 400, climbing)
     body = await request.body()
     url = _recorded_url(cassette, path, request.url.query)
     # matching and building the answer are CPU work: in a thread, so the loop keeps serving
@@ -289,8 +313,8 @@ def routes(sessions: SessionRegistry) -> list[Route]:
                              session.cassette, request, sessions.live, ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
+        payload = await json_object(request)
         try:
-            payload = json.loads(await request.body() or b"{}")
             raw_id = payload["trace_id"]
             speed = float(payload["speed"]) if payload.get("speed") else None
             ignore, allow_live = (payload.get(k) or [] for k in ("ignore", "allow_live"))

@@ -18,7 +18,6 @@ the caller's tenant's:
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -27,8 +26,8 @@ from starlette.routing import Route
 
 from rewind.collector.filters import TraceFilters, from_query
 from rewind.exporter.errors import InvalidValue
-from rewind.replay.suites.spec import Suite
-from rewind.replay.worker.routing import query_limit, route
+from rewind.replay.suites import validate
+from rewind.replay.worker.routing import json_object, query_limit, route
 from rewind.replay.worker.tenancy import TenantView
 
 MAX_LIMIT = 10_000
@@ -55,16 +54,6 @@ def routes() -> list[Route]:
     ]
 
 
-async def _body(request: Request) -> dict[str, Any]:
-    try:
-        found = json.loads(await request.body() or b"{}")
-    except ValueError as error:
-        raise InvalidValue(f"expected a JSON object: {error}") from None
-    if not isinstance(found, dict):
-        raise InvalidValue("expected a JSON object")
-    return found
-
-
 def _suite_routes() -> list[Route]:
     def suites(request: Request, view: TenantView) -> Any:
         return {"suites": [s.to_dict() for s in view.suites().names().values()]}
@@ -76,13 +65,13 @@ def _suite_routes() -> list[Route]:
                                                    catalog.last_results(name).items()}}
 
     def save(view: TenantView, name: str, body: dict[str, Any]) -> Any:
-        found = Suite.from_dict({**body, "name": name})
+        found = validate.definition({**body, "name": name})
         view.check_visible([r.trace_id for r in found.runs])
         view.suites().save(found)
         return {"suite": found.to_dict()}
 
     async def put(request: Request, view: TenantView) -> Any:
-        body = await _body(request)
+        body = await json_object(request)
         return await run_in_threadpool(save, view, request.path_params["name"], body)
 
     def remove(request: Request, view: TenantView) -> Any:
@@ -101,7 +90,7 @@ def _suite_routes() -> list[Route]:
         return {"saved": len(results)}
 
     async def results(request: Request, view: TenantView) -> Any:
-        body = await _body(request)
+        body = await json_object(request)
         return await run_in_threadpool(save_results, view, request.path_params["name"], body)
 
     return [

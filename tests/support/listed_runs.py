@@ -10,12 +10,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 import uvicorn
 
 from rewind.collector.store import Store
+from rewind.collector.store_exporter import store_provider
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.exporter import attributes as A
+from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
 from rewind.replay.worker.server import bind
 from tests.support.harness import BASE, Lab
@@ -82,3 +85,24 @@ def worker_on(store: Store, tokens: dict[str, str | None] | None = None) -> Iter
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def record_one_chat(store: Store, service: str) -> tuple[str, str, int]:
+    """One chat call recorded into ``store``: its trace id, and the host and port it called
+    (a fake LLM, gone again: a test puts its own server there)."""
+    import openai
+
+    provider = store_provider(store, service)
+    with FakeLLMServer() as llm:
+        instrument(tracer_provider=provider)
+        try:
+            with agent("asker") as span:
+                openai.OpenAI(base_url=llm.base_url + "/v1", api_key="sk-x", max_retries=0
+                              ).chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        finally:
+            uninstrument()
+            provider.force_flush()
+            provider.shutdown()
+    host = urlsplit(llm.base_url)
+    return format(span.get_span_context().trace_id, "032x"), str(host.hostname), int(host.port)
