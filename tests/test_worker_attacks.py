@@ -21,19 +21,18 @@ from typing import Any
 
 import grpc
 import httpx
-import openai
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rewind.collector.server_settings import ENV
 from rewind.exporter import attributes as A
-from rewind.exporter import canonical, instrument, uninstrument
+from rewind.exporter import canonical
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.auth_middleware import CSRF_COOKIE, TOKEN_COOKIE
 from tests.support.browser import browser
 from tests.support.cli import rewind
 from tests.support.harness import Served, start_serve
-from tests.support.tenants import bearer, provider_for
+from tests.support.tenants import bearer, chat_run, provider_for
 
 OPERATOR, SENDER = "tok-operator", "tok-sender"  # the victim, the attacker (a tenant's sender)
 BACKOFF_S = 0.3
@@ -126,18 +125,7 @@ def _plant(otlp_http: str, attacker_port: int) -> str:
 
 def _run(otlp_http: str, llm: FakeLLMServer, resource: dict[str, Any]) -> str:
     """An agent run (one chat call through the real SDK) whose resource says how it started."""
-    provider = provider_for(otlp_http, SENDER, "agent", resource)
-    instrument(tracer_provider=provider)
-    try:
-        with provider.get_tracer("attack").start_as_current_span("run") as root:
-            client = openai.OpenAI(base_url=llm.base_url + "/v1", api_key="k", max_retries=0)
-            client.chat.completions.create(model="gpt-4o",
-                                           messages=[{"role": "user", "content": "hi"}])
-            trace_id = format(root.get_span_context().trace_id, "032x")
-    finally:
-        uninstrument()
-        provider.shutdown()
-    return trace_id
+    return chat_run(provider_for(otlp_http, SENDER, "agent", resource), llm)
 
 
 @pytest.fixture(scope="module")

@@ -197,13 +197,18 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     started_ns = min((n for n in map(_start_ns, spans) if n > 0), default=0)
     _timed(interactions, spans, started_ns)
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
-                    inbound=inbound_of(spans), command=recorded_command(spans))
+                    inbound=inbound_of(spans), **recorded_command(spans))
 
 
-def recorded_command(spans: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The argv ``rewind record`` saved with the run (the first span's that has one)."""
-    return next((words for span in spans
-                 if (words := command_args(span.get("ResourceAttributes") or {}))), [])
+def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The argv ``rewind record`` saved with the run and the signature beside it, from the
+    same resource (the first span's that has an argv), as the cassette's fields."""
+    for span in spans:
+        resource = span.get("ResourceAttributes") or {}
+        if words := command_args(resource):
+            return {"command": words,
+                    "command_signature": str(resource.get(A.COMMAND_SIGNATURE) or "")}
+    return {}
 
 
 def command_args(resource: Mapping[str, Any]) -> list[str]:

@@ -163,6 +163,9 @@ class Cassette:
     inbound: Inbound | None = None
     # The command that ran it, as `rewind record` saved it (process.command_args); []: unknown.
     command: list[str] = field(default_factory=list)
+    # The signature saved beside it (rewind.command.signature): only a command this machine
+    # signed runs unasked (sources/commands.py); '': none.
+    command_signature: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,6 +195,7 @@ class Cassette:
                        started_ns=int(data.get("started_ns") or 0),
                        inbound=Inbound.from_dict(data["inbound"]) if data.get("inbound")
                        else None,
-                       command=[str(word) for word in data.get("command") or []])
+                       command=[str(word) for word in data.get("command") or []],
+                       command_signature=str(data.get("command_signature") or ""))
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error

@@ -8,7 +8,6 @@ rich or an HTTP library.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from importlib import import_module
 from typing import Any, NoReturn
@@ -39,6 +38,7 @@ from rewind.replay.cli.options import (
     ignore_option,
     mode_option,
     print_json,
+    run_recorded_option,
     timeout_option,
 )
 from rewind.replay.play import launch
@@ -169,12 +169,12 @@ REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
     rewind-replay --trace-id 4bf92f3577b34da6a3ce929d0e0e4736 -- python agent.py
     rewind-replay --cassette incident.rw -- python agent.py
 
-Without COMMAND, the command `rewind record` saved with the run runs again. No LLM call
-reaches the network. In strict mode (default) the first request that departs from
+Without COMMAND, the command `rewind record` saved with the run on this machine runs again
+(one from elsewhere is shown, and runs with --run-recorded-command or a yes at a terminal).
+No LLM call reaches the network. In strict mode (default) the first request that departs from
 the recording stops the run with the step and the differing fields, and a command that exits
 without making every recorded call fails too (exit 3; --allow-unused accepts it); in lenient
-mode the first departing request and everything after it go live.
-"""
+mode the first departing request and all after it go live."""
 
 
 @click.command(cls=Command, help=REPLAY_HELP,
@@ -199,13 +199,14 @@ mode the first departing request and everything after it go live.
 @clock_option
 @click.option("--allow-unused", is_flag=True, help="Strict mode: a command that exits without "
               "making every recorded call passes (else it fails, exit 3).")
+@run_recorded_option
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
            until: str | None, strict: bool, speed: float | None, debug: bool,
            allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
-           clock_mode: str, allow_unused: bool,
+           clock_mode: str, allow_unused: bool, run_recorded: bool,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
@@ -235,13 +236,12 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
 
     cassettes = attempt(load)
     mode = STRICT if strict else LENIENT
-    if not command:  # the one `rewind record` saved with the run
-        from rewind.exporter.redaction import MASK
+    if not command:  # the one `rewind record` saved with the run, when signed or asked for
+        from rewind.replay.sources.commands import shown, terminal_question
 
-        first = cassettes[0]
-        command = tuple(attempt(lambda: launch.recorded_command(first.command,
-                                                                first.trace_id, MASK)))
-        note(f"rewind: running the recorded command: {shlex.join(command)}")
+        command = tuple(attempt(lambda: launch.recorded_command(cassettes[0], run_recorded,
+                                                                terminal_question())))
+        note(f"rewind: running the recorded command: {shown(command)}")
     if len(cassettes) != 1 or getattr(cassettes[0].inbound, "kind", "") == INBOUND_KIND_REQUEST:
         from rewind.replay.cli.requests import replay_service
 

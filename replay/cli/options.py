@@ -76,6 +76,12 @@ timeout_option = click.option(
     help="Stop the command if it runs longer than this (a replay answers from the recording: "
     "it takes seconds where the live run took minutes).")
 
+run_recorded_option = click.option(
+    "--run-recorded-command", "run_recorded", is_flag=True,
+    help="Run the command saved with the recording (shown first) though this machine did not "
+    "sign it (a run recorded elsewhere, a file, a suite from someone else); without it such a "
+    "command runs only after a yes at a terminal. A command given after -- always runs.")
+
 
 def sourced(command: click.Command) -> click.Command:
     """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""

@@ -30,7 +30,8 @@ def reader_replay(trace_id: str, offered: dict[str, Any]) -> dict[str, Any]:
     if offered.get("line") is None:
         return {**offered, "refused": f"{how}. {offered.get('refused', '')}".strip()}
     return {"line": f"rewind import {name}\n{offered['line']}", "refused": "",
-            "label": f"{how}, then replay it"}
+            "label": f"{how}, then replay it (the command came with the recording: read it "
+                     "before you run it; escapes are shown as $'\\x1b')"}
 
 
 def share_document(run: Timeline, content: bool = True) -> str:

@@ -17,6 +17,7 @@ from rewind.replay.cli.options import (
     allow_live_option,
     ignore_option,
     print_json,
+    run_recorded_option,
     sourced,
     timeout_option,
 )
@@ -58,7 +59,8 @@ def suite() -> None:
 @click.argument("name")
 @click.argument("trace_ids", nargs=-1)
 @click.option("--command", "command_line", default=None,
-              help="The command that reproduces these runs (quoted, one string).")
+              help="The command that reproduces these runs (quoted, one string); signed on "
+                   "this machine, so `suite run` here runs it without asking.")
 @click.option("--service", default=None, help="Query: runs of this service.")
 @click.option("--route", default=None,
               help="Query: requests to this route (\"POST /ask\" or \"/ask\"), or jobs of "
@@ -80,6 +82,7 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
     """Add runs to suite NAME (made if new): by id (or unique prefix), and/or a saved query
     read each time the suite runs or is exported."""
     from rewind.collector.filters import TraceFilters, parse_when
+    from rewind.replay.sources.commands import sign
     from rewind.replay.sources.locate import resolve_trace_id
     from rewind.replay.suites.validate import given_evaluator
 
@@ -87,7 +90,8 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
     catalog = _catalog(source)
     found = attempt(lambda: catalog.find(name))
     ids = [attempt(lambda t=t: resolve_trace_id(source, t)) for t in trace_ids]
-    found = found.with_runs(ids, tuple(shlex.split(command_line or "")))
+    words = tuple(shlex.split(command_line or ""))  # the engineer's: signed, runs unasked
+    found = found.with_runs(ids, words, sign(words) if words else "")
     if any((service, route, errors, model, text, since, until)):
         filters = attempt(lambda: TraceFilters(
             service=service, route=route, errors=errors, model=model, text=text,
@@ -149,6 +153,7 @@ def list_suites(as_json: bool, api: str | None, clickhouse: str | None) -> None:
 def show(name: str, as_json: bool, api: str | None, clickhouse: str | None) -> None:
     """The runs of suite NAME now (its saved query read), each with its last result and its
     command."""
+    from rewind.replay.sources.commands import shown
     from rewind.replay.suites.spec import members
 
     source = _source(api, clickhouse)
@@ -165,7 +170,7 @@ def show(name: str, as_json: bool, api: str | None, clickhouse: str | None) -> N
         was = "never run" if result is None else \
             f"{'pass' if result.passed else 'FAIL'} {result.status}" + \
             (f" ({result.cause})" if result.cause else "")
-        click.echo(f"{run.trace_id}\t{was}\t{shlex.join(run.command)}".rstrip())
+        click.echo(f"{run.trace_id}\t{was}\t{shown(run.command)}".rstrip())
     note(f"suite {name}: {len(runs)} runs" + (f"; evaluators: {', '.join(found.evaluators)}"
                                               if found.evaluators else ""))
 
@@ -195,7 +200,9 @@ def export(name: str, output: str, api: str | None, clickhouse: str | None) -> N
 
 RUN_HELP = """Replay every run of suite NAME (or an exported folder DIR) against today's code,
 N at a time, and tell per run: same, diverged (step, field, both values, the cause) or
-errored. Exit 0 only when every run passes.
+errored. Exit 0 only when every run passes. COMMAND, given after --, replays every run; without
+it each run's stored command does, when stored by `suite add` on this machine (another is
+shown, and runs with --run-recorded-command or a yes at a terminal).
 
 \b
     rewind suite run incidents -j 4 --junit report.xml -- python agent.py
@@ -235,18 +242,21 @@ the evaluators (the suite's and --eval's); a run passes when every score is at l
 @allow_live_option
 @ignore_option
 @timeout_option
+@run_recorded_option
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: bool,
         evals: tuple[str, ...], fail_below: float, judge_url: str, judge_model: str | None,
         judge_key_env: str, junit_file: str | None, as_json: bool,
         allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
-        api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+        run_recorded: bool, api: str | None, clickhouse: str | None,
+        command: tuple[str, ...]) -> None:
+    from rewind.replay.sources.commands import terminal_question
     from rewind.replay.suites.catalog import is_folder, load_folder
     from rewind.replay.suites.evaluators import check
     from rewind.replay.suites.judge import JudgeModel
     from rewind.replay.suites.results import write_junit
-    from rewind.replay.suites.running import SuiteOptions, run_suite
+    from rewind.replay.suites.running import SuiteOptions, ask_for_commands, run_suite
     from rewind.replay.suites.spec import members
 
     if app_spec and call_spec:
@@ -271,9 +281,12 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
             fail("--live-from-divergence needs an evaluator (--eval, or the suite's own)")
     judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
         if judge_model else None
-    today = attempt(lambda: _todays_runs(source)) if source is not None else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
-                           fail_below, allow_live, ignore, today)
+                           fail_below, allow_live, ignore, run_recorded=run_recorded)
+    # a stored command runs when signed here or asked for; the one after -- always does
+    attempt(lambda: ask_for_commands(items, options, found.name, terminal_question()))
+    today = attempt(lambda: _todays_runs(source)) if source is not None else None
+    options.today = today
     # where the scores go: the store this process holds, else the worker's OTLP receiver
     scores_to = getattr(source, "store", None) or (today.endpoint if today is not None else None)
     try:

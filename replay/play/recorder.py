@@ -29,6 +29,7 @@ from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.exporter.process_settings import settings as capture_settings
 from rewind.exporter.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
+from rewind.replay.sources.commands import sign
 from rewind.replay.sources.locate import ApiSource, store_in_use, worker_reachable
 
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
@@ -154,14 +155,16 @@ def record_settings(
 ) -> dict[str, str | None]:
     """What the child's environment gets on top of ``base`` (None: removed) to record itself:
     among them the command it runs, as the resource's ``process.command_args``, so the run
-    page offers the command that really ran (credentials in it masked: ``masked_argv``)."""
+    page offers the command that really ran (credentials in it masked: ``masked_argv``), and
+    this machine's signature of it: only a command signed here replays unasked."""
     settings = RecordSettings(True, report_path, name).to_env()
     resource = base.get(RESOURCE_VAR, "")
     if command and A.PROCESS_COMMAND_ARGS not in resource:
         words = masked_argv(command, Redactor(capture_settings(environ=base).redact))
         argv = quote(json.dumps(words), safe="")  # the variable splits at commas
-        settings[RESOURCE_VAR] = ",".join(filter(None, (resource,
-                                                         f"{A.PROCESS_COMMAND_ARGS}={argv}")))
+        signed = f"{A.COMMAND_SIGNATURE}={signature}" if (signature := sign(words)) else ""
+        settings[RESOURCE_VAR] = ",".join(filter(None, (
+            resource, signed, f"{A.PROCESS_COMMAND_ARGS}={argv}")))
     if not any(base.get(v) for v in _ENDPOINT_VARS) or endpoint != endpoint_for(None, dict(base)):
         settings["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
         settings["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = None

@@ -100,7 +100,7 @@ def export_folder(suite: Suite, source: Any, directory: str | Path) -> Suite:
     for run in members(suite, source):
         name = f"{run.trace_id}.rw"
         archive.write_file(folder / name, source.export_archive(run.trace_id))
-        runs.append(SuiteRun(run.trace_id, run.command, name))
+        runs.append(SuiteRun(run.trace_id, run.command, name, run.signature))
     written = Suite(suite.name, tuple(runs), {}, None, suite.evaluators)
     (folder / MANIFEST).write_text(json.dumps(written.to_dict(), indent=2) + "\n", "utf-8")
     return written

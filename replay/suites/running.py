@@ -22,6 +22,7 @@ from rewind.replay.play.recorder import run_name
 from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import run_command
+from rewind.replay.sources.commands import consent
 from rewind.replay.suites import evaluators
 from rewind.replay.suites.cause import cause_of
 from rewind.replay.suites.evaluators import Judged, Score
@@ -47,6 +48,8 @@ class SuiteOptions:
     allow_live: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     today: TodaysRuns | None = None  # where replayed scripts record themselves (today.py)
+    run_recorded: bool = False  # --run-recorded-command: stored commands run though unsigned
+    approved: set[tuple[str, ...]] = field(default_factory=set)  # said yes to at a terminal
 
 
 @dataclass
@@ -96,10 +99,13 @@ def _diverged(result: RunResult, cassette: Cassette, divergence: Divergence) -> 
 
 def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
             ) -> tuple[Any, str, list[str]]:
-    command = run.command or options.command
+    command = options.command or run.command  # the engineer's, given after --, wins
     if not command:
-        raise RewindError(f"no command replays run {run.trace_id}",
-                          hint="give it after -- (or with the run: `rewind suite add ... -- CMD`)")
+        raise RewindError(f"no command replays run {run.trace_id}", hint="give it after -- "
+                          "(or with the run: `rewind suite add ... --command CMD`)")
+    if not options.command:
+        consent(command, run.signature, f"run {run.trace_id} of the suite",
+                allowed=options.run_recorded or command in options.approved)
     today = options.today
     report = today.report_path(run.trace_id) if today else ""
     with tempfile.TemporaryFile() as out:
@@ -203,6 +209,20 @@ def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
     failed = [s for s in result.scores if s.value < options.fail_below]
     result.message = f"{where}; " + ("; ".join(f"{s.name}: {s.explanation}" for s in failed)
                                      if failed else f"{len(result.scores)} evaluators passed")
+
+
+def ask_for_commands(runs: list[tuple[SuiteRun, Cassette]], options: SuiteOptions, suite: str,
+                     ask: Callable[[str], bool] | None) -> None:
+    """Before anything runs: each stored command the suite would run (none when the engineer
+    gave one after --) is let run (signed here, the flag, a yes to ``ask``: remembered), or
+    ``RecordedCommandRefused`` names it."""
+    if options.command:
+        return
+    for run, cassette in runs:
+        if run.command and cassette.inbound is None and run.command not in options.approved:
+            consent(run.command, run.signature, f"suite {suite} (run {run.trace_id})",
+                    allowed=options.run_recorded, ask=ask)
+            options.approved.add(run.command)
 
 
 def run_suite(runs: list[tuple[SuiteRun, Cassette]], options: SuiteOptions,

@@ -18,17 +18,22 @@ QUERY_LIMIT = 10_000  # a saved query reads at most this many runs before sampli
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """One recorded run of a suite; ``command`` reproduces it (empty: the suite's or the one
-    given to ``suite run``); ``file``: its ``.rw`` file in an exported folder."""
+    """One recorded run of a suite; ``command`` reproduces it when ``suite run`` is given none
+    (one given after ``--`` wins); ``signature``: this machine's, when its engineer stored
+    the command (``suite add --command``): any other runs only when asked for
+    (``sources/commands.py``); ``file``: its ``.rw`` file in an exported folder."""
 
     trace_id: str
     command: tuple[str, ...] = ()
     file: str = ""
+    signature: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"trace_id": self.trace_id}
         if self.command:
             data["command"] = list(self.command)
+        if self.signature:
+            data["command_signature"] = self.signature
         if self.file:
             data["file"] = self.file
         return data
@@ -36,7 +41,7 @@ class SuiteRun:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SuiteRun:
         return cls(str(data["trace_id"]), tuple(str(c) for c in data.get("command") or ()),
-                   str(data.get("file") or ""))
+                   str(data.get("file") or ""), str(data.get("command_signature") or ""))
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,11 @@ class Suite:
             return None
         return from_query(TraceFilters, self.query, limit=QUERY_LIMIT)
 
-    def with_runs(self, trace_ids: list[str], command: tuple[str, ...] = ()) -> Suite:
+    def with_runs(self, trace_ids: list[str], command: tuple[str, ...] = (),
+                  signature: str = "") -> Suite:
         known = {r.trace_id for r in self.runs}
-        added = tuple(SuiteRun(t, command) for t in dict.fromkeys(trace_ids) if t not in known)
+        added = tuple(SuiteRun(t, command, signature=signature)
+                      for t in dict.fromkeys(trace_ids) if t not in known)
         return replace(self, runs=self.runs + added)
 
     def without_runs(self, trace_ids: list[str]) -> Suite:

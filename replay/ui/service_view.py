@@ -3,10 +3,12 @@ line that replays it. Pure: a :class:`Timeline` in, JSON-ready dicts and one she
 
 The line offered for copy is the real one: ``rewind replay-request`` for a recorded request
 (``--app``) or job (``--call``), else ``rewind-replay`` with the recorded command. A recorded
-string never becomes a command of its own: the command is built from the recorded argv, every
-word quoted for a POSIX shell (``shlex.join``), and is not offered at all (a sentence says why)
-when a word holds a control character, a line break say, which a terminal could take for the
-end of the command.
+string never becomes a command of its own: the command is built from the recorded argv and
+shown as every recorded command is (``commands.shown``: shell words, control and escape
+characters visible as ``$'\x1b'``), labelled as signed by ``rewind record`` on this machine
+or as having come with the recording. A one-line ``process.command_line`` holding a control
+character, a line break say, is not offered at all (a sentence says why): its words are not
+known.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from rewind.exporter import attributes as A
 from rewind.replay.cassette.build import command_args
 from rewind.replay.cassette.inbound import Inbound, inbound_of
+from rewind.replay.sources.commands import shown, signed_here
 from rewind.replay.timetravel.timeline import Timeline
 
 DEFAULT_COMMAND = "python agent.py"  # a script's run that did not record its command line
@@ -89,6 +92,7 @@ class Command:
     line: str = ""
     refused: str = ""
     source: str = ""  # the resource attribute it was read from
+    signed: bool = False  # signed by `rewind record` on this machine (sources/commands.py)
 
 
 def _argv(resource: dict[str, Any]) -> list[str] | str:
@@ -116,12 +120,12 @@ def recorded_command(timeline: Timeline) -> Command:
     argv = _argv(resource)
     if isinstance(argv, str):
         return Command(refused=REFUSED.format(why=argv))
-    if any(CONTROL.search(word) for word in argv):
-        return Command(refused=REFUSED.format(
-            why="an argument of the recorded command holds a control character (a line "
-                "break or the like)"))
+    if not argv:
+        return Command()
     source = A.PROCESS_COMMAND_ARGS if command_args(resource) else A.PROCESS_COMMAND_LINE
-    return Command(line=shlex.join(argv), source=source) if argv else Command()
+    signed = source == A.PROCESS_COMMAND_ARGS and signed_here(
+        argv, str(resource.get(A.COMMAND_SIGNATURE) or ""))
+    return Command(line=shown(argv), source=source, signed=signed)
 
 
 def replay_command(trace_id: str, command: str = "", found: Inbound | None = None) -> str:
@@ -145,7 +149,10 @@ def offered_replay(trace_id: str, command: Command, found: Inbound | None) -> di
                 "label": f"Replay this {kind} offline"}
     if command.refused:
         return {"line": None, "refused": command.refused, "label": ""}
-    label = (f"Replay it offline with the recorded command (the run's {command.source}, "
-             "quoted for a POSIX shell)" if command.line else
-             "Replay it offline (no command was recorded: put your agent's command after --)")
+    whose = ("signed by rewind record on this machine" if command.signed else "it came with "
+             "the recording and was not signed on this machine: read it before you run it")
+    label = (f"Replay it offline with the recorded command (the run's {command.source}; "
+             f"{whose}; quoted for a POSIX shell, escapes shown as $'\\x1b')" if command.line
+             else "Replay it offline (no command was recorded: put your agent's command after "
+                  "--)")
     return {"line": replay_command(trace_id, command.line), "refused": "", "label": label}

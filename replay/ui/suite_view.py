@@ -1,6 +1,7 @@
 """A suite's page: its runs (by id, and those its saved query brought in when it last ran),
 each with its last result (pass, diverged with the cause, errored, the scores), as the page's
-JSON. Recorded text stays text: the scripts put it in as text."""
+JSON. Recorded text stays text: the scripts put it in as text; a stored command is shown as
+every recorded command is (``commands.shown``), and said to be signed here or not."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rewind.collector.reader_suites import LastResult
+from rewind.replay.sources.commands import shown, signed_here
 from rewind.replay.suites.spec import Suite
 
 
@@ -23,9 +25,10 @@ def _last(result: LastResult | None) -> dict[str, Any] | None:
 def suite_view(suite: Suite, last: Mapping[str, LastResult]) -> dict[str, Any]:
     ids = [r.trace_id for r in suite.runs]
     ids += sorted(t for t in last if t not in ids)
-    commands = {r.trace_id: " ".join(r.command) for r in suite.runs}
-    runs = [{"trace_id": t, "command": commands.get(t, ""), "last": _last(last.get(t))}
-            for t in ids]
+    commands = {r.trace_id: shown(r.command) for r in suite.runs}
+    signed = {r.trace_id for r in suite.runs if signed_here(r.command, r.signature)}
+    runs = [{"trace_id": t, "command": commands.get(t, ""), "command_signed": t in signed,
+             "last": _last(last.get(t))} for t in ids]
     passed = sum(1 for r in runs if r["last"] and r["last"]["passed"])
     return {"name": suite.name, "query": suite.query, "sample": suite.sample,
             "evaluators": list(suite.evaluators), "runs": runs, "passed": passed,

@@ -66,14 +66,16 @@ class Served:
         env.update(extra)
         return env
 
-    def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.api_url + path, timeout=10)
+    def get(self, path: str, token: str | None = None) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"} if token else None
+        return httpx.get(self.api_url + path, headers=headers, timeout=10)
 
-    def wait_for_spans(self, trace_id: str, count: int, timeout: float = 30) -> list[dict]:
+    def wait_for_spans(self, trace_id: str, count: int, timeout: float = 30,
+                       token: str | None = None) -> list[dict]:
         deadline = time.monotonic() + timeout
         spans: list[dict] = []
         while time.monotonic() < deadline:
-            response = self.get(f"/v1/traces/{trace_id}")
+            response = self.get(f"/v1/traces/{trace_id}", token)
             if response.status_code == 200:
                 spans = response.json()["spans"]
                 if len(spans) >= count:

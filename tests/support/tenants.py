@@ -72,6 +72,21 @@ def provider_for(http_url: str, token: str, service: str,
     return provider
 
 
+def chat_run(provider: TracerProvider, llm: FakeLLMServer, prompt: str = "hi") -> str:
+    """One agent run under ``provider``: a root span ``run`` around one chat call through the
+    instrumented OpenAI SDK; its trace id, once the provider is shut down (its spans sent)."""
+    instrument(tracer_provider=provider)
+    try:
+        with provider.get_tracer("agent").start_as_current_span("run") as root:
+            client = openai.OpenAI(base_url=llm.base_url + "/v1", api_key="k", max_retries=0)
+            client.chat.completions.create(model="gpt-4o",
+                                           messages=[{"role": "user", "content": prompt}])
+            return format(root.get_span_context().trace_id, "032x")
+    finally:
+        uninstrument()
+        provider.shutdown()
+
+
 def send_run(ingest: IngestHandle, llm: FakeLLMServer, token: str, service: str,
              prompts: list[str], resource: dict[str, Any] | None = None,
              conversation: str | None = None) -> str:
