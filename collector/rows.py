@@ -1,6 +1,7 @@
 """OTLP protobuf spans -> ``otel_traces`` rows, with the value conventions of the
 OpenTelemetry Collector's ClickHouse exporter (hex ids, ``SPAN_KIND_*``/``STATUS_CODE_*``
-strings, attribute values as strings with arrays and maps as JSON). Pure: no I/O.
+strings, attribute values as strings with arrays and maps as JSON). Pure: no I/O. Credentials
+in URL attributes are masked here, whichever exporter sent the span (DESIGN 7b).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from rewind.exporter import attributes as A
+from rewind.exporter.masking import masked_url_attributes
 
 from .openinference import read_openinference
 from .pending_content import derive_pending
@@ -106,6 +108,8 @@ def span_rows(
                 attributes = read_traceloop(read_openinference(attribute_map(span.attributes)))
                 if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
                     name, attributes = derive_pending(name, attributes)
+                if masked := masked_url_attributes(attributes):  # whoever's span it is
+                    attributes.update(masked)
                 yield [
                     start,
                     hex_id(span.trace_id),

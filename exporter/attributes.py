@@ -107,7 +107,7 @@ INBOUND_KIND = "rewind.inbound.kind"  # "request" or "job"
 INBOUND_METHOD = "rewind.inbound.method"
 INBOUND_ROUTE = "rewind.inbound.route"  # the app's route template when the framework names one
 INBOUND_PATH = "rewind.inbound.path"
-INBOUND_QUERY = "rewind.inbound.query"  # credentials stripped, as outbound URLs
+INBOUND_QUERY = "rewind.inbound.query"  # credentials masked, as outbound URLs
 INBOUND_REQUEST_HEADERS = "rewind.inbound.request.headers"  # JSON, allow-listed
 INBOUND_REQUEST_BODY = "rewind.inbound.request.body"
 INBOUND_REQUEST_BODY_ENCODING = "rewind.inbound.request.body_encoding"
@@ -145,6 +145,8 @@ DB_REPLAYED = "rewind.db.replayed"
 HTTP_REQUEST_METHOD = "http.request.method"
 HTTP_RESPONSE_STATUS = "http.response.status_code"
 URL_FULL = "url.full"
+HTTP_URL = "http.url"  # the conventions before 1.21, still written by many instrumentations
+HTTP_TARGET = "http.target"  # (path and query of a server span)
 # ... and the HTTP server conventions, on the root span of a request's trace.
 HTTP_ROUTE = "http.route"
 URL_PATH = "url.path"

@@ -14,6 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from .masking import masked_parsed
+from .redaction import clean_query
+
 # Top-level request fields that never change what the model is asked.
 VOLATILE_FIELDS = frozenset(
     {
@@ -181,12 +184,15 @@ def canonical_http(
     method: str, url: str, headers: Mapping[str, str], body: bytes | str | Json
 ) -> dict[str, Json]:
     """An HTTP call that is no LLM call: its host and query count too (``GET /weather?city=``
-    asks something else for each city); the body as :func:`parse_body` reads it."""
+    asks something else for each city); the body as :func:`parse_body` reads it. Credentials
+    in the query and the body are masked as the recording masks them (``masking.py``): a
+    request matches its recording whatever token it carries, the recorded one included."""
     parts = urlsplit(url)
     parsed = parse_body(body) if isinstance(body, (bytes, str)) or body is None else body
-    form = canonical_parsed(method, parts.path, headers, parsed)
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    form = canonical_parsed(method, parts.path, headers, masked_parsed(parsed, content_type))
     form["host"] = (parts.hostname or "").lower()
-    form["query"] = sorted(parse_qsl(parts.query, keep_blank_values=True))
+    form["query"] = sorted(parse_qsl(clean_query(parts.query), keep_blank_values=True))
     return form
 
 

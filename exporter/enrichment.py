@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from . import attributes as A
 from . import bodies, canonical, providers
+from .masking import masked_url_attributes
 from .process_settings import CaptureSettings
 from .redaction import Redactor
 
@@ -123,16 +124,21 @@ def derived_here() -> bool:
 
 
 def enrich(span: ReadableSpan) -> ReadableSpan:
-    """A copy of ``span`` with its pending attributes derived (``span`` itself when none)."""
+    """A copy of ``span`` with its pending attributes derived and the credentials in its URL
+    attributes masked: any span leaving by this pipeline, another instrumentation's too (a
+    framework's server span keeps the query as sent). ``span`` itself when neither applies."""
     attrs = span.attributes or {}
-    if A.ENRICH not in attrs or not derived_here():
-        return span
     settings, redactor = _current
-    try:
-        name, derived = derive(span.name, attrs, settings, redactor)
-    except Exception:
-        log.exception("rewind: could not derive the semconv attributes of %s", span.name)
-        name, derived = span.name, {k: v for k, v in attrs.items() if k != A.ENRICH}
+    masked = masked_url_attributes(attrs, redactor)
+    if (A.ENRICH not in attrs or not derived_here()) and not masked:
+        return span
+    name, derived = span.name, {**attrs, **masked}
+    if A.ENRICH in attrs and derived_here():
+        try:
+            name, derived = derive(span.name, derived, settings, redactor)
+        except Exception:
+            log.exception("rewind: could not derive the semconv attributes of %s", span.name)
+            derived.pop(A.ENRICH, None)
     return ReadableSpan(
         name=name, context=span.context, parent=span.parent, resource=span.resource,
         attributes=derived, events=span.events, links=span.links, kind=span.kind,

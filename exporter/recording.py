@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind
 from . import attributes as A
 from . import canonical, enrichment, providers, scope, tools
 from .exchange import Exchange, body_attribute
+from .masking import masked_body
 from .process_settings import ENV_MAX_BODY, CaptureSettings
 from .redaction import REQUEST_HEADERS_KEPT, Redactor, clean_url, keep_headers, secret_values
 from .steps import start_step_span
@@ -97,12 +98,12 @@ class Recorder:
             A.STEP: step,
             A.SERVER_ADDRESS: url.host,
             A.REQUEST_METHOD: request.method,
-            A.REQUEST_URL: clean_url(full_url),
+            A.REQUEST_URL: clean_url(full_url, self.redactor),
             A.REQUEST_HEADERS: json.dumps(kept_headers, sort_keys=True),
         }
         if endpoint is None:
             attrs.update({A.KIND: A.KIND_HTTP, A.HTTP_REQUEST_METHOD: request.method,
-                          A.URL_FULL: clean_url(full_url)})
+                          A.URL_FULL: clean_url(full_url, self.redactor)})
         else:
             attrs.update({A.KIND: A.KIND_LLM, A.OPERATION: endpoint.operation,
                           A.PROVIDER: endpoint.provider})
@@ -117,7 +118,11 @@ class Recorder:
                                       f"{self.settings.max_body_bytes} ({ENV_MAX_BODY}); "
                                       "not captured")
         elif self.settings.keeps_raw:
-            text, encoding = body_attribute(raw)
+            # an LLM body is kept as sent; another's credential fields are masked (masking.py)
+            stored, found = (raw, ()) if endpoint else masked_body(
+                raw, kept_headers.get("content-type", ""))
+            secrets += found
+            text, encoding = body_attribute(stored)
             if encoding is None:
                 masked = self.redactor(text, secrets)
                 changed = masked is not text and masked != text

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 REQUEST_HEADERS_KEPT = frozenset(
     {
@@ -48,9 +48,11 @@ INBOUND_REQUEST_HEADERS_KEPT = frozenset(
 INBOUND_RESPONSE_HEADERS_KEPT = frozenset(
     {"content-type", "location", "retry-after", "cache-control", "x-request-id"}
 )
-# Query parameters that carry credentials (Gemini's ?key=, Azure SAS tokens, ...).
+# Query parameters that carry credentials (Gemini's ?key=, Azure SAS tokens, OAuth codes and
+# tokens, passwords in links): their values are masked, their names kept.
 SECRET_QUERY_PARAMS = frozenset(
-    {"key", "api-key", "api_key", "apikey", "access_token", "token", "sig", "signature", "code"}
+    {"token", "access_token", "id_token", "refresh_token", "api_key", "apikey", "api-key", "key",
+     "password", "passwd", "pwd", "secret", "client_secret", "code", "sig", "signature", "auth"}
 )
 
 
@@ -64,30 +66,43 @@ def keep_headers(headers: Iterable[tuple[str, str]], allowed: frozenset[str]) ->
     return kept
 
 
-def clean_url(url: str) -> str:
-    """The URL without user-info and without credential query parameters."""
+def clean_url(url: str, redactor: Redactor | None = None) -> str:
+    """The URL without user-info (a password, or a token given as the user) and fragment, its
+    query masked by :func:`clean_query`."""
     if "@" not in url and "?" not in url and "#" not in url:
         return url
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, clean_query(parts.query), ""))
+    return urlunsplit((parts.scheme, host, parts.path, clean_query(parts.query, redactor), ""))
 
 
-def clean_query(query: str) -> str:
-    """A query string without its credential parameters."""
-    return urlencode(
-        [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
-         if k.lower() not in SECRET_QUERY_PARAMS]
-    )
+def clean_query(query: str, redactor: Redactor | None = None) -> str:
+    """A query string whose credential parameters keep their names with ``MASK`` for a value
+    (the reader sees one was sent), values shaped like a key or a JSON web token masked
+    whatever their parameter, ``redactor``'s patterns applied, every other byte as sent.
+    Masking what is masked changes nothing, so a live request masked the same way compares
+    equal to its recording."""
+    if not query:
+        return query
+    mask = redactor.mask if redactor else MASK
+    pieces = []
+    for piece in query.split("&"):
+        name, eq, value = piece.partition("=")
+        if eq and value and unquote_plus(name).strip().lower() in SECRET_QUERY_PARAMS:
+            pieces.append(f"{name}={mask}")
+        else:
+            pieces.append(SECRET_SHAPES.sub(mask, piece))
+    masked = "&".join(pieces)
+    return redactor(masked) if redactor and redactor.patterns else masked
 
 
 # Header names that carry credentials whatever else they are called.
 _SECRET_HEADER_WORDS = ("auth", "key", "token", "secret", "cookie", "signature", "session",
                         "password", "credential")
 _SCHEMES = ("bearer", "basic", "token", "apikey", "key")
-_MIN_SECRET = 8  # shorter values would mask ordinary words
+MIN_SECRET = 8  # shorter values would mask ordinary words
 MASK = "[REDACTED]"  # what stands where a secret was
 
 
@@ -113,8 +128,12 @@ def secret_values(headers: Iterable[tuple[str, str]], url: str) -> tuple[str, ..
         parts = urlsplit(url)
         if parts.password:
             found.append(parts.password)
-        found += [v for k, v in parse_qsl(parts.query) if k.lower() in SECRET_QUERY_PARAMS]
-    return tuple(v for v in found if len(v) >= _MIN_SECRET)
+        for name, value in parse_qsl(parts.query):
+            if name.strip().lower() in SECRET_QUERY_PARAMS:
+                found.append(value)
+            else:  # a key or a JSON web token, whatever the parameter
+                found += SECRET_SHAPES.findall(value)
+    return tuple(v for v in found if len(v) >= MIN_SECRET and v != MASK)
 
 
 class Redactor:
@@ -135,10 +154,10 @@ class Redactor:
 
 # Credentials recognisable by their shape wherever they appear (provider API keys, GitHub and
 # Slack tokens, AWS access key ids, Google API keys, JSON web tokens).
-_SECRET_SHAPES = re.compile(
+SECRET_SHAPES = re.compile(
     r"sk-[A-Za-z0-9_-]{16,}|(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}"
     r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 _OPTION = re.compile(r"(-{1,2}[A-Za-z][\w.-]*)=(.*)", re.DOTALL)  # --api-key=VALUE
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)  # API_KEY=VALUE
 
@@ -158,7 +177,7 @@ def _masked_word(word: str, redactor: Redactor) -> str:
     """A URL's password and credential parameters (``secret_values``), key-shaped words and
     the redactor's patterns, masked."""
     secrets = secret_values((), word) if "://" in word else ()
-    return _SECRET_SHAPES.sub(redactor.mask, redactor(word, secrets))
+    return SECRET_SHAPES.sub(redactor.mask, redactor(word, secrets))
 
 
 def masked_argv(argv: Iterable[str], redactor: Redactor | None = None) -> list[str]:

@@ -85,7 +85,7 @@ async def test_the_app_and_the_client_see_what_they_saw_without_rewind(spans):
     assert streamed.text == "data: 0\n\ndata: 1\n\ndata: 2\n\n"
     echo, stream = _roots(memory)
     assert echo.attributes[A.INBOUND_REQUEST_BODY] == "hello"
-    assert A.INBOUND_QUERY not in echo.attributes  # the only parameter was a credential
+    assert echo.attributes[A.INBOUND_QUERY] == "key=[REDACTED]"  # named, its value masked
     # the credential is masked wherever it shows, in the response body too
     assert "sk-query-secret-123" not in json.dumps(dict(echo.attributes))
     events = json.loads(stream.attributes[A.INBOUND_RESPONSE_EVENTS])

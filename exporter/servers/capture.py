@@ -1,9 +1,10 @@
 """One inbound request being recorded: the root span of its trace and the exchange on it.
 
-The request half (method, path, query without credentials, allow-listed headers, the body as
-the app reads it) and the response half (status, allow-listed headers, the body as the app
-sends it, or a stream's events with their offsets) go on the unit's root span under the
-``rewind.inbound.*`` names, with the HTTP server conventions beside them. The outbound rules
+The request half (method, path, query with its credentials masked, allow-listed headers, the
+body as the app reads it, its credential fields masked: ``masking.py``) and the response half
+(status, allow-listed headers, the body as the app sends it, or a stream's events with their
+offsets) go on the unit's root span under the ``rewind.inbound.*`` names, with the HTTP server
+conventions beside them. The outbound rules
 apply: credentials found in the request's headers and query are masked in its bodies,
 ``REWIND_REDACT`` patterns too, a body over ``REWIND_MAX_BODY_BYTES`` is left out (the span
 says so) and ``REWIND_CAPTURE`` drops the bodies in ``content`` and ``metadata`` modes. No
@@ -26,6 +27,7 @@ from .. import attributes as A
 from .. import units
 from ..decoding import decoder_for
 from ..exchange import body_attribute
+from ..masking import masked_body
 from ..process_settings import ENV_MAX_BODY
 from ..redaction import (
     INBOUND_REQUEST_HEADERS_KEPT,
@@ -103,6 +105,7 @@ class InboundExchange:
         self.started = time.monotonic()
         self.route: str | None = None
         self.secrets = secret_values(headers, f"{path}?{query}" if query else path)
+        self.content_type = next((v for k, v in headers if k.lower() == "content-type"), "")
         self.request = _Body(self.settings.max_body_bytes, "request")
         self.response = _Body(self.settings.max_body_bytes, "response")
         self.status: int | None = None
@@ -117,7 +120,7 @@ class InboundExchange:
             A.INBOUND_REQUEST_HEADERS: json.dumps(
                 keep_headers(headers, INBOUND_REQUEST_HEADERS_KEPT), sort_keys=True),
         }
-        cleaned = clean_query(query) if query else ""
+        cleaned = clean_query(query, self.redactor) if query else ""
         if cleaned:
             attrs[A.INBOUND_QUERY] = attrs[A.URL_QUERY] = cleaned
         if app:
@@ -210,8 +213,10 @@ class InboundExchange:
         broken = [b.broken for b in (self.request, self.response) if b.broken]
         if broken:
             attrs[A.CAPTURE_ERROR] = "; ".join(broken)
-        if not self.request.broken:
-            attrs.update(self._text(self.request.data, A.INBOUND_REQUEST_BODY,
+        if not self.request.broken:  # its credential fields masked, and wherever they echo
+            data, found = masked_body(bytes(self.request.data), self.content_type)
+            self.secrets += found
+            attrs.update(self._text(data, A.INBOUND_REQUEST_BODY,
                                     A.INBOUND_REQUEST_BODY_ENCODING))
         if self.response.broken or self.status is None:
             return attrs
@@ -228,7 +233,7 @@ class InboundExchange:
                                     A.INBOUND_RESPONSE_BODY_ENCODING))
         return attrs
 
-    def _text(self, data: bytearray, body: str, encoding_name: str) -> dict[str, Any]:
+    def _text(self, data: bytes | bytearray, body: str, encoding_name: str) -> dict[str, Any]:
         text, encoding = body_attribute(bytes(data))
         if encoding is None:
             return {body: self.redactor(text, self.secrets)}

@@ -246,7 +246,7 @@ def url_findings(url: str) -> list[str]:
     if password:
         found.append("password in the URL")
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name.lower() in SECRET_QUERY_PARAMS and value:
+        if name.lower() in SECRET_QUERY_PARAMS and value and not is_blanked(value):
             found.append(f"credential query parameter {name!r}")
     return found + token_findings(url)
 
