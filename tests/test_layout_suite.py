@@ -8,8 +8,10 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
+# ... and the boundaries that cross them: what a recording may not make Rewind do (trust),
+# the MCP tools' answers, the recording proxy.
 COMPONENTS = ("exporter", "collector", "replay", "timetravel", "suites", "worker", "cli",
-              "deploy")
+              "deploy", "trust", "mcp", "proxy")
 
 
 def _badly_named(directory: Path) -> list[str]:
