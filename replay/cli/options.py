@@ -15,6 +15,7 @@ from rewind.collector.server_settings import (
     ENV_API_TOKEN,
     ENV_CLICKHOUSE_URL,
     ENV_CLOCK,
+    ENV_COMMAND_KEY,
     ENV_IGNORE,
     ENV_PRICES,
 )
@@ -78,9 +79,10 @@ timeout_option = click.option(
 
 run_recorded_option = click.option(
     "--run-recorded-command", "run_recorded", is_flag=True,
-    help="Run the command saved with the recording (shown first) though this machine did not "
-    "sign it (a run recorded elsewhere, a file, a suite from someone else); without it such a "
-    "command runs only after a yes at a terminal. A command given after -- always runs.")
+    help="Run the command saved with the recording (shown first) though this machine's key "
+    f"({ENV_COMMAND_KEY}) did not sign it (a run recorded elsewhere, a file, a suite from "
+    "someone else); without it such a command runs only after a yes at a terminal. A command "
+    "given after -- always runs.")
 
 
 def sourced(command: click.Command) -> click.Command:
