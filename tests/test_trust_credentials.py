@@ -9,6 +9,8 @@ and a span sent over OTLP straight to the collector by another exporter is store
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 
@@ -21,10 +23,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
 from tests.support import services
-from tests.support.cli import rewind
+from tests.support.cli import rewind, user_env
 from tests.support.harness import start_serve
 from tests.support.json_api import JsonAPI
-from tests.support.ports import free_port
+from tests.support.ports import free_port, wait_for_port
 from tests.support.services import BIN, requests_by_path, root
 
 pytest.importorskip("opentelemetry.instrumentation.fastapi")
@@ -208,6 +210,29 @@ def test_a_replay_of_each_request_matches_its_masked_calls(recorded, path):
                   **recorded["env"])
     assert done.returncode == 0, done.stderr
     assert "same answer as recorded; replayed 1/1 recorded steps" in done.stderr
+
+
+def test_a_replayed_service_takes_live_credentials_for_the_masked_ones(recorded):
+    """``rewind-replay -- uvicorn``: each live request, sent with its real credentials, is
+    told to be its recorded one (masked the same way) and answered from that trace."""
+    port = free_port()
+    traces = [a for path in ("/search", "/login", "/signup")
+              for a in ("--trace-id", root(requests_by_path(recorded["traces"])[path][0])[
+                  "TraceId"])]
+    server = subprocess.Popen(
+        [str(BIN / "rewind-replay"), *traces, "--", sys.executable, "-m", "uvicorn",
+         "app:app", "--port", str(port)], cwd=recorded["tmp"],
+        env=user_env(recorded["store"], PYTHONPATH=str(recorded["tmp"]), **recorded["env"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(port, timeout=120)
+        answers = services.send_all(f"http://127.0.0.1:{port}", REQUESTS, at_once=1)
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=60)
+    assert [a.json() for a in answers] == [a.json() for a in recorded["answers"]], err
+    assert "matched no recorded request" not in err
+    assert err.count("replayed 1/1 recorded steps") == 3, err
 
 
 def test_a_foreign_exporters_span_is_stored_masked(recorded):

@@ -24,7 +24,9 @@ from typing import Any
 
 from rewind.exporter import tools
 from rewind.exporter.databases.db_calls import DbAnswer, DbCall
+from rewind.exporter.masking import masked_body
 from rewind.exporter.process_settings import host_matches
+from rewind.exporter.redaction import clean_query
 from rewind.replay.cassette.inbound import request_form
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import clock, guard, player
@@ -61,8 +63,12 @@ class SessionRouter:
         self._claimed: set[int] = set()
         self._lock = threading.Lock()
 
-    def claim(self, method: str, path: str, query: str, body: bytes) -> ReplaySession | None:
-        form = request_form(method, path, query, body)
+    def claim(self, method: str, path: str, query: str, body: bytes,
+              content_type: str = "") -> ReplaySession | None:
+        """The session of the recorded request this one is; its credentials masked first, as
+        the recording masked them (``exporter/masking.py``), so a live token still matches."""
+        form = request_form(method, path, clean_query(query),
+                            masked_body(body, content_type)[0])
         with self._lock:
             for session in self.sessions:
                 inbound = session.cassette.inbound
@@ -74,9 +80,10 @@ class SessionRouter:
             self.unrecorded += 1
         return None
 
-    def enter(self, method: str, path: str, query: str, body: bytes) -> Token:
+    def enter(self, method: str, path: str, query: str, body: bytes,
+              content_type: str = "") -> Token:
         """Scope what follows (in this context) to the session of this request, if any."""
-        session = self.claim(method, path, query, body)
+        session = self.claim(method, path, query, body, content_type)
         target = f"{method} {path}" + (f"?{query}" if query else "")
         return _current.set(session if session is not None else _Unrecorded(target))
 

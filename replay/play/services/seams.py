@@ -50,7 +50,10 @@ def _asgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callabl
             return await original(self, scope, receive, send)
         body, receive = await _read_body(receive)
         query = scope.get("query_string", b"").decode("latin-1")
-        token = router.enter(scope.get("method", "GET"), scope.get("path", ""), query, body)
+        content_type = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                             if k.lower() == b"content-type"), "")
+        token = router.enter(scope.get("method", "GET"), scope.get("path", ""), query, body,
+                             content_type)
         try:
             return await original(self, scope, receive, send)
         finally:
@@ -67,7 +70,8 @@ def _wsgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callabl
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = io.BytesIO(body)
         token = router.enter(environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", ""),
-                             environ.get("QUERY_STRING", ""), body)
+                             environ.get("QUERY_STRING", ""), body,
+                             environ.get("CONTENT_TYPE", ""))
         try:
             return original(self, environ, start_response)
         finally:
