@@ -16,7 +16,6 @@ import click
 
 from rewind.collector.server_settings import ENV as SERVER_ENV
 from rewind.exporter.attributes import INBOUND_KIND_REQUEST
-from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import ENV_CAPTURE
 from rewind.replay.cli.failure import (
     Command,
@@ -25,7 +24,6 @@ from rewind.replay.cli.failure import (
     debug_option,
     enable_debug,
     fail,
-    fix_for,
     note,
     warn,
 )
@@ -39,6 +37,7 @@ from rewind.replay.cli.options import (
     mode_option,
     print_json,
     run_recorded_option,
+    seal_option,
     timeout_option,
 )
 from rewind.replay.play import launch
@@ -54,6 +53,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "bisect": f"{_TIME_TRAVEL}:bisect_command", "fork": f"{_TIME_TRAVEL}:fork",
         "stats": f"{_TIME_TRAVEL}:stats", "demo": f"{_TIME_TRAVEL}:demo",
         "share": "rewind.replay.cli.share:share", "mcp": f"{_SERVERS}:mcp",
+        "export": "rewind.replay.cli.share:export_trace",
+        "import": "rewind.replay.cli.share:import_trace",
         "replay-request": "rewind.replay.cli.requests:replay_request",
         "suite": "rewind.replay.cli.suites:suite"}
 
@@ -123,46 +124,6 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
     listing.print(traces_table(rows))
 
 
-@main.command("export")
-@click.argument("trace_id")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The .rw file to write.")
-@api_option
-@clickhouse_option
-def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | None) -> None:
-    """Write a trace to a portable .rw file: every span, compressed, blobs hash-checked.
-    A trace that carries a credential is refused."""
-    from rewind.replay.sources.archive import write_file
-
-    try:
-        source = open_source(api, clickhouse)
-        trace_id = resolve_trace_id(source, trace_id)
-        data = source.export_archive(trace_id)
-        write_file(output, data)
-    except RewindError as error:
-        fail(str(error), fix_for(error))
-    note(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)")
-
-
-@main.command("import")
-@click.argument("file", type=click.Path(dir_okay=False))
-@api_option
-@clickhouse_option
-def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
-    """Load a .rw file, or an OTLP file (JSON lines as the OpenTelemetry Collector's file
-    exporter writes them, OTLP/JSON, protobuf) with every trace it holds, into the store
-    (through the worker when one runs); prints each trace id. Importing the same file again
-    adds nothing."""
-    from rewind.replay.sources.archive import read_file
-
-    try:
-        trace_ids = open_source(api, clickhouse, create=True).import_traces(read_file(file))
-    except RewindError as error:
-        fail(str(error), fix_for(error))
-    for trace_id in trace_ids:
-        click.echo(trace_id)
-
-
 REPLAY_HELP = """Run COMMAND with every LLM call answered from a recorded trace.
 
 \b
@@ -200,13 +161,14 @@ mode the first departing request and all after it go live."""
 @click.option("--allow-unused", is_flag=True, help="Strict mode: a command that exits without "
               "making every recorded call passes (else it fails, exit 3).")
 @run_recorded_option
+@seal_option
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | None,
            until: str | None, strict: bool, speed: float | None, debug: bool,
            allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
-           clock_mode: str, allow_unused: bool, run_recorded: bool,
+           clock_mode: str, allow_unused: bool, run_recorded: bool, no_seal: bool,
            api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.runner import run_command
@@ -245,7 +207,7 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
     if len(cassettes) != 1 or getattr(cassettes[0].inbound, "kind", "") == INBOUND_KIND_REQUEST:
         from rewind.replay.cli.requests import replay_service
 
-        replay_service(cassettes, command, mode=mode, speed=speed, debug=debug,
+        replay_service(cassettes, command, mode=mode, speed=speed, debug=debug, seal=not no_seal,
                        allow_live=allow_live, ignore=ignore, clock_mode=clock_mode)
     cassette = cassettes[0]
     for skipped in cassette.skipped:
@@ -255,7 +217,7 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
                                           clock_mode=clock_mode, timeout=timeout,
-                                          allow_unused=allow_unused))
+                                          allow_unused=allow_unused, seal=not no_seal))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")

@@ -84,6 +84,12 @@ run_recorded_option = click.option(
     "someone else); without it such a command runs only after a yes at a terminal. A command "
     "given after -- always runs.")
 
+seal_option = click.option(
+    "--no-seal", "no_seal", is_flag=True,
+    help="Run the command in this machine's network, checked by Python's hooks only (guarded), "
+    "instead of a network namespace of its own where nothing leaves (sealed, the default on "
+    "Linux where the kernel allows it).")
+
 
 def sourced(command: click.Command) -> click.Command:
     """``--api`` and ``--clickhouse``: commands that read traces from a worker or the store."""

@@ -17,6 +17,7 @@ from rewind.replay.cli.options import (
     ignore_option,
     mode_option,
     print_json,
+    seal_option,
     sourced,
 )
 
@@ -65,13 +66,14 @@ def _load(trace: str, api: str | None, clickhouse: str | None) -> Any:
 @allow_live_option
 @ignore_option
 @clock_option
+@seal_option
 @click.option("--json", "as_json", is_flag=True, help="The outcome as JSON.")
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec: str | None,
                    strict: bool, allow_live: tuple[str, ...], ignore: tuple[str, ...],
-                   clock_mode: str, as_json: bool, api: str | None, clickhouse: str | None,
-                   command: tuple[str, ...]) -> None:
+                   clock_mode: str, no_seal: bool, as_json: bool, api: str | None,
+                   clickhouse: str | None, command: tuple[str, ...]) -> None:
     from rewind.replay.play.replay_settings import LENIENT, STRICT
     from rewind.replay.play.services import recorded_request as requests
 
@@ -91,7 +93,8 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
         from rewind.replay.play.services.service_runs import replay_over_http
 
         attempt(lambda: check_command(command))
-        outcome = attempt(lambda: replay_over_http(cassette, url, list(command), **settings))
+        outcome = attempt(lambda: replay_over_http(cassette, url, list(command), **settings,
+                                                   seal=not no_seal))
     elif app_spec is not None:
         app = attempt(lambda: requests.load_target(app_spec))
         outcome = attempt(lambda: requests.replay_request(cassette, app, **settings))

@@ -1,4 +1,5 @@
-"""``rewind share``: one run as one HTML file, for a chat or an email.
+"""Runs leaving and entering a store: ``rewind export`` and ``import`` (``.rw`` and OTLP
+files), and ``rewind share``: one run as one HTML file, for a chat or an email.
 
 The file is the web UI's run page with its style, scripts and data inline and a policy that
 forbids any request: it opens from disk, offline, in any browser. Like ``rewind export``, it
@@ -12,9 +13,11 @@ from typing import Any
 
 import click
 
-from rewind.replay.cli.failure import attempt, fail, note
+from rewind.exporter.errors import RewindError
+from rewind.replay.cli.failure import attempt, fail, fix_for, note
 from rewind.replay.cli.options import api_option, clickhouse_option
 from rewind.replay.sources.archive import CredentialInTrace, screen
+from rewind.replay.sources.locate import open_source, resolve_trace_id
 from rewind.replay.timetravel.timeline import Timeline, load_all
 from rewind.replay.ui.assets import shared_html
 from rewind.replay.ui.views import run_view, step_details
@@ -74,3 +77,43 @@ def share(ref: str, output: str, no_content: bool, api: str | None,
     what = "metadata only" if no_content else "with content"
     note(f"wrote run {run.trace_id} to {output} ({len(page.encode()):,} bytes, {what}); "
          "it opens offline in any browser")
+
+
+@click.command("export")
+@click.argument("trace_id")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The .rw file to write.")
+@api_option
+@clickhouse_option
+def export_trace(trace_id: str, output: str, api: str | None, clickhouse: str | None) -> None:
+    """Write a trace to a portable .rw file: every span, compressed, blobs hash-checked.
+    A trace that carries a credential is refused."""
+    from rewind.replay.sources.archive import write_file
+
+    try:
+        source = open_source(api, clickhouse)
+        trace_id = resolve_trace_id(source, trace_id)
+        data = source.export_archive(trace_id)
+        write_file(output, data)
+    except RewindError as error:
+        fail(str(error), fix_for(error))
+    note(f"wrote trace {trace_id} to {output} ({len(data):,} bytes)")
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@api_option
+@clickhouse_option
+def import_trace(file: str, api: str | None, clickhouse: str | None) -> None:
+    """Load a .rw file, or an OTLP file (JSON lines as the OpenTelemetry Collector's file
+    exporter writes them, OTLP/JSON, protobuf) with every trace it holds, into the store
+    (through the worker when one runs); prints each trace id. Importing the same file again
+    adds nothing."""
+    from rewind.replay.sources.archive import read_file
+
+    try:
+        trace_ids = open_source(api, clickhouse, create=True).import_traces(read_file(file))
+    except RewindError as error:
+        fail(str(error), fix_for(error))
+    for trace_id in trace_ids:
+        click.echo(trace_id)

@@ -18,6 +18,7 @@ from rewind.replay.cli.options import (
     ignore_option,
     print_json,
     run_recorded_option,
+    seal_option,
     sourced,
     timeout_option,
 )
@@ -243,13 +244,14 @@ the evaluators (the suite's and --eval's); a run passes when every score is at l
 @ignore_option
 @timeout_option
 @run_recorded_option
+@seal_option
 @sourced
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: bool,
         evals: tuple[str, ...], fail_below: float, judge_url: str, judge_model: str | None,
         judge_key_env: str, junit_file: str | None, as_json: bool,
         allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
-        run_recorded: bool, api: str | None, clickhouse: str | None,
+        run_recorded: bool, no_seal: bool, api: str | None, clickhouse: str | None,
         command: tuple[str, ...]) -> None:
     from rewind.replay.sources.commands import terminal_question
     from rewind.replay.suites.catalog import is_folder, load_folder
@@ -282,7 +284,8 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     judge = JudgeModel(judge_url, judge_model, os.environ.get(judge_key_env, "")) \
         if judge_model else None
     options = SuiteOptions(command, app_spec, call_spec, jobs, timeout, live, specs, judge,
-                           fail_below, allow_live, ignore, run_recorded=run_recorded)
+                           fail_below, allow_live, ignore, run_recorded=run_recorded,
+                           seal=not no_seal)
     # a stored command runs when signed here or asked for; the one after -- always does
     attempt(lambda: ask_for_commands(items, options, found.name, terminal_question()))
     today = attempt(lambda: _todays_runs(source)) if source is not None else None

@@ -50,6 +50,7 @@ class SuiteOptions:
     today: TodaysRuns | None = None  # where replayed scripts record themselves (today.py)
     run_recorded: bool = False  # --run-recorded-command: stored commands run though unsigned
     approved: set[tuple[str, ...]] = field(default_factory=set)  # said yes to at a terminal
+    seal: bool = True  # scripts replay in a network namespace of their own (--no-seal: not)
 
 
 @dataclass
@@ -111,7 +112,7 @@ def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
     with tempfile.TemporaryFile() as out:
         outcome = run_command(cassette, list(command), mode=LENIENT if options.live else STRICT,
                               allow_live=options.allow_live, ignore=options.ignore,
-                              timeout=options.timeout, stdout=out,
+                              timeout=options.timeout, stdout=out, seal=options.seal,
                               settings=today.settings(report, run_name(list(command)))
                               if today else None)
         out.seek(0)
