@@ -10,6 +10,12 @@ and ``{"ready": bool}`` only, so probes work with no secret and learn nothing mo
 Status codes follow the OTLP specification: 200 with an optional partial success; 400/413/415
 for bad input (not retryable); 401 without a valid token; 503 with ``Retry-After`` when the
 collector pushes back. Error bodies are a ``google.rpc.Status`` in the request's encoding.
+
+A browser is no OTLP client: a request another site's page made it send (an ``Origin`` other
+than this host, ``Sec-Fetch-Site`` cross-site) is refused (403), and on loopback so is a
+``Host`` that is not a loopback name, an address or one listed in ``REWIND_ALLOWED_HOSTS``
+(421: a page rebinding its name to this machine sends nothing). OTLP clients send no
+``Origin``. ``X-Forwarded-For`` is believed from ``REWIND_TRUSTED_PROXIES`` only.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Scope
 
+from rewind.exporter.errors import RewindError
 from rewind.exporter.servers import unrecorded
 
 from .auth import Authenticator, AuthError
@@ -39,7 +47,15 @@ from .metrics import Metrics
 from .otlp_json import dump_json
 from .pipeline import Outcome, Pipeline, Pushback
 from .receivers_grpc import export_logs_response, export_response
-from .server_settings import Limits, TlsFiles
+from .request_origin import RequestGuard, ServedHosts, proxy_options
+from .server_settings import (
+    ENV_ALLOWED_HOSTS,
+    Limits,
+    TlsFiles,
+    allowed_hosts,
+    is_loopback,
+    trusted_proxies,
+)
 
 log = logging.getLogger("rewind.collector.http")
 
@@ -223,10 +239,21 @@ def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> s
     return sock
 
 
+def browser_refusal(scope: Scope, error: RewindError) -> Response:
+    """A request the guard refuses, answered as OTLP answers (JSON: no encoding was agreed)."""
+    return status_response(error.http_status, code_pb2.PERMISSION_DENIED,
+                           f"{error}: {error.hint}")
+
+
 class HttpServer:
-    """uvicorn on its own thread and event loop, so it runs beside gRPC and other servers."""
+    """uvicorn on its own thread and event loop, so it runs beside gRPC and other servers,
+    behind the request guard (on loopback the ``Host`` is checked too)."""
 
     def __init__(self, app: Starlette, host: str, port: int, tls: TlsFiles | None = None) -> None:
+        served = ServedHosts(allowed_hosts(), check_host=is_loopback(host),
+                             hint=f"list the name in {ENV_ALLOWED_HOSTS}")
+        proxies = proxy_options(trusted_proxies())
+        guarded = RequestGuard(app, served, browser_refusal)
         self.sock = bind_socket(host, port)
         self.port = self.sock.getsockname()[1]
         self.scheme = "https" if tls else "http"
@@ -237,8 +264,8 @@ class HttpServer:
                 import ssl as ssl_module
 
                 ssl.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl_module.CERT_REQUIRED)
-        config = uvicorn.Config(app, log_level="warning", access_log=False,
-                                timeout_graceful_shutdown=10, **ssl)
+        config = uvicorn.Config(guarded, log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=10, **proxies, **ssl)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        name="otlp-http", daemon=True)

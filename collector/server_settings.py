@@ -65,6 +65,8 @@ ENV_CLICKHOUSE_DATABASE = "REWIND_CLICKHOUSE_DATABASE"  # ``rewind migrate --dat
 ENV_WORKER_HOST = "REWIND_WORKER_HOST"
 ENV_WORKER_PORT = "REWIND_WORKER_PORT"
 ENV_WORKER_LIVE_HOSTS = "REWIND_WORKER_LIVE_HOSTS"  # hosts a worker with tokens may go live to
+ENV_ALLOWED_HOSTS = "REWIND_ALLOWED_HOSTS"  # names the worker is reached by (``Host``)
+ENV_TRUSTED_PROXIES = "REWIND_TRUSTED_PROXIES"  # proxies whose X-Forwarded-For is believed
 ENV_API_TOKENS_FILE = "REWIND_API_TOKENS_FILE"  # the worker's tokens, ``token [tenant]`` a line
 ENV_API_TOKEN = "REWIND_API_TOKEN"  # the bearer token the CLI sends to that worker
 ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
@@ -120,6 +122,31 @@ def worker_live_hosts() -> tuple[str, ...]:
     """The host globs a worker with tokens lets replay sessions go live to
     (``REWIND_WORKER_LIVE_HOSTS``, comma-separated; none by default)."""
     return host_globs(os.environ.get(ENV_WORKER_LIVE_HOSTS, ""))
+
+
+def allowed_hosts() -> tuple[str, ...]:
+    """Host names (globs) the worker answers besides loopback names and IP addresses, and a
+    collector on loopback too (``REWIND_ALLOWED_HOSTS``, comma-separated; none by default):
+    any other ``Host`` is refused, so a page rebinding its own name to this machine reads
+    nothing."""
+    return host_globs(os.environ.get(ENV_ALLOWED_HOSTS, ""))
+
+
+def trusted_proxies() -> tuple[str, ...]:
+    """The proxies (addresses, networks, or ``*``) whose ``X-Forwarded-For`` names the client
+    (``REWIND_TRUSTED_PROXIES``, comma-separated; none by default): from anyone else the header
+    is ignored, so a guesser cannot pose as a fresh address to escape the sign-in back-off."""
+    raw = os.environ.get(ENV_TRUSTED_PROXIES, "")
+    entries = tuple(entry.strip() for entry in raw.split(",") if entry.strip())
+    for entry in entries:
+        try:
+            if entry != "*":
+                ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ConfigError(f"{ENV_TRUSTED_PROXIES}: {entry!r} is not an address or a network",
+                              hint=f"list the proxies in front, e.g. {ENV_TRUSTED_PROXIES}="
+                              "10.0.0.7,10.1.0.0/16 (or leave it unset)") from None
+    return entries
 
 
 def command_key_file() -> Path:

@@ -81,12 +81,13 @@ class Assistant:
     """The server and its streamable HTTP app (the worker routes ``/mcp`` to it); ``running``
     is for the worker's lifespan (sessions live in its task group)."""
 
-    def __init__(self, authenticated: bool) -> None:
+    def __init__(self) -> None:
         self.server: MCPServer = build_server(source_of, local=False)
-        # Bearer tokens guard a worker with auth; one without (loopback development) only
-        # answers Host and Origin headers naming this machine (no DNS rebinding).
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False) \
-            if authenticated else None
+        # Host and Origin are checked for every route of the worker, /mcp included, by its
+        # request guard (``collector/request_origin.py``), with or without tokens: the SDK's
+        # own check (loopback names with a port only) is off so that the two never disagree.
+        # The SDK still refuses a POST that is not JSON.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.app: ASGIApp = SessionOwners(self.server.streamable_http_app(
             streamable_http_path=MCP_PATH, transport_security=security))
 

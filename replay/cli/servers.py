@@ -12,6 +12,7 @@ from rich.console import Console
 
 from rewind.collector.server_settings import (
     ENV,
+    ENV_ALLOWED_HOSTS,
     ENV_API_TOKENS_FILE,
     ENV_CLICKHOUSE_CLUSTER,
     ENV_CLICKHOUSE_DATABASE,
@@ -23,6 +24,7 @@ from rewind.collector.server_settings import (
 )
 from rewind.collector.store import StoreError, redact_url
 from rewind.exporter.errors import RewindError
+from rewind.exporter.process_settings import host_globs
 from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option, sourced
 from rewind.replay.sources.locate import TraceSource, open_source
@@ -32,6 +34,11 @@ workers_option = click.option(
     "--workers", envvar=ENV_WORKERS, type=int, default=1, show_default=True,
     help="API processes sharing the port, for reads and replay sessions on several cores; "
     "more than 1 needs a ClickHouse server (one process opens an embedded store).")
+allowed_hosts_option = click.option(
+    "--allowed-hosts", envvar=ENV_ALLOWED_HOSTS, show_envvar=True, default="",
+    help="Host names (comma-separated globs) the API is reached by besides loopback names "
+    "and IP addresses, e.g. a service name or a proxy's name; a request naming any other "
+    "Host is refused (a page rebinding its name to this machine reads nothing).")
 
 @click.command(cls=Command)
 @clickhouse_option
@@ -60,13 +67,17 @@ workers_option = click.option(
 @click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Allow a non-loopback --host without authentication.")
 @workers_option
+@allowed_hosts_option
 def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http_port: int,
           spool_dir: str | None, auth_tokens_file: str | None, auth_tokens: str | None,
-          auth_reload_seconds: float, allow_insecure_bind: bool, workers: int) -> None:
+          auth_reload_seconds: float, allow_insecure_bind: bool, workers: int,
+          allowed_hosts: str) -> None:
     """Collector and replay worker together, on the embedded store by default.
 
     With tokens, replay sessions go live (allow_live) only to the hosts listed in
-    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default)."""
+    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default). X-Forwarded-For names
+    the client only when sent by a proxy listed in REWIND_TRUSTED_PROXIES (addresses or
+    networks; none by default)."""
     from rewind.replay.cli.preflight import check_ports, check_store
     from rewind.replay.worker.server import ServeOptions, check_workers
     from rewind.replay.worker.server import serve as run
@@ -83,7 +94,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
         run(
             ServeOptions(clickhouse, host, grpc_port, api_port, http_port, spool_dir,
                          auth_tokens_file, auth_tokens, auth_reload_seconds,
-                         allow_insecure_bind, workers),
+                         allow_insecure_bind, workers, host_globs(allowed_hosts)),
             announce=lambda line: print(line, flush=True),
         )
     except KeyboardInterrupt:  # SIGINT/SIGTERM: stopped cleanly, queued spans written
@@ -104,18 +115,21 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
 @click.option("--allow-insecure-bind", envvar=ENV["allow_insecure_bind"], is_flag=True,
               help="Serve on a non-loopback address without tokens.")
 @workers_option
+@allowed_hosts_option
 def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None,
-           allow_insecure_bind: bool, workers: int) -> None:
+           allow_insecure_bind: bool, workers: int, allowed_hosts: str) -> None:
     """The replay worker's HTTP API alone (traces, cassettes, replay over HTTP).
 
     With tokens, replay sessions go live (allow_live) only to the hosts listed in
-    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default)."""
+    REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default). X-Forwarded-For names
+    the client only when sent by a proxy listed in REWIND_TRUSTED_PROXIES (addresses or
+    networks; none by default)."""
     from rewind.replay.worker.server import WorkerOptions
     from rewind.replay.worker.server import worker as run
 
     try:
         run(WorkerOptions(clickhouse, host, port, tokens_file, allow_insecure_bind,
-                          workers=workers),
+                          workers=workers, allowed_hosts=host_globs(allowed_hosts)),
             announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         return

@@ -1,7 +1,8 @@
 """The worker's HTTP API (JSON) and web UI, assembled: one module per resource (traces, trace
 files, analysis, replay sessions, the pages), sharing one cassette cache, behind bearer auth
-when tokens are given. How a route answers and fails, and which tenant's data it sees, is
-decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
+when tokens are given and, in front of every route, the one check of Host and Origin
+(``collector/request_origin.py``). How a route answers and fails, and which tenant's data it
+sees, is decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
 (``assist/streamable.py``)."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
+from rewind.collector.request_origin import RequestGuard, ServedHosts
+from rewind.collector.server_settings import allowed_hosts as configured_hosts
 from rewind.collector.server_settings import worker_live_hosts
 from rewind.collector.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
@@ -27,15 +30,20 @@ from rewind.replay.worker.tenancy import StoreAccess
 
 
 def create_app(store: Store, tokens: dict[str, str | None] | None = None,
-               authenticator: Authenticator | None = None, token_option: str = "") -> Starlette:
+               authenticator: Authenticator | None = None, token_option: str = "",
+               allowed_hosts: tuple[str, ...] | None = None) -> Starlette:
     """With ``tokens`` (or an ``authenticator``, shared with a collector and kept current by
     its reloader) every path but /health and /openapi.json needs a token, and a token mapped
     to a tenant sees only that tenant's traces. ``token_option``: the option that gave the
-    tokens, which the sign-in form names."""
+    tokens, which the sign-in form names. Every path, tokens or not, answers only the host
+    names it is reached by (loopback names, addresses, ``allowed_hosts``; None: the
+    ``REWIND_ALLOWED_HOSTS`` setting) and no request another site's page made a browser send
+    (:class:`RequestGuard`, in front of everything)."""
     if authenticator is None and tokens:
         authenticator = Authenticator(tokens)
+    served = ServedHosts(allowed_hosts if allowed_hosts is not None else configured_hosts())
     cassettes = CassetteCache(store)
-    assistant = Assistant(authenticated=authenticator is not None)
+    assistant = Assistant()
 
     def health(request: Request) -> Any:
         # the store it serves, without credentials: a client tells whether it is the one wanted
@@ -60,7 +68,8 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         app_route(MCP_PATH, assistant.app, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(routes=routes,
-                    middleware=[Middleware(BearerAuth, authenticator=authenticator)],
+                    middleware=[Middleware(RequestGuard, served=served, refuse=pages.refused),
+                                Middleware(BearerAuth, authenticator=authenticator)],
                     # a bug outside a route (the auth middleware): answered as a route's is
                     exception_handlers={Exception: lambda request, error: internal_error(error),
                                         404: pages.not_found},

@@ -11,9 +11,11 @@ another site makes a browser load cannot write anything with it, and a recorded 
 served on the strength of a cookie. A browser opening a page without a valid token gets the
 sign-in form, with the 401.
 
-Sign-in and sign-out are forms: a POST to them is refused when the browser says it comes from
-another origin (``Origin``, ``Sec-Fetch-Site``), and must carry the token of the CSRF cookie
-(:data:`CSRF_COOKIE`, double-submitted: the same value in the cookie and in the form).
+Sign-in and sign-out are forms: a POST to them must carry the token of the CSRF cookie
+(:data:`CSRF_COOKIE`, double-submitted: the same value in the cookie and in the form). One sent
+from another origin never gets here: the app's request guard (``collector/request_origin.py``,
+in front of this middleware) refuses any request another site's page makes a browser send, and
+any ``Host`` the worker is not reached by.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from http.cookies import SimpleCookie
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -93,29 +95,9 @@ def csrf_token(scope: Scope) -> tuple[str, str | None]:
     return fresh, _cookie(CSRF_COOKIE, fresh, scope.get("scheme") == "https")
 
 
-def cross_site(scope: Scope) -> str | None:
-    """Why a form POST did not come from this worker's own page (None when it did): the
-    browser says so in ``Sec-Fetch-Site`` or in an ``Origin`` that is not this host. Our pages
-    send no referrer, so a browser may send ``Origin: null`` from them: then its
-    ``Sec-Fetch-Site`` decides, and without one the form is refused."""
-    headers = dict(scope["headers"])
-    fetch_site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
-    if fetch_site and fetch_site not in ("same-origin", "none"):
-        return f"the form was sent from another site ({fetch_site})"
-    origin = headers.get(b"origin", b"").decode("latin-1")
-    if origin == "null" and fetch_site:
-        return None
-    if origin and urlsplit(origin).netloc != headers.get(b"host", b"").decode("latin-1"):
-        return "the form was sent from another origin"
-    return None
-
-
 def form_refusal(scope: Scope, submitted: str) -> str | None:
-    """Why a sign-in or sign-out form is refused: sent from elsewhere, or without the CSRF
-    token of this browser's cookie; None when it stands."""
-    elsewhere = cross_site(scope)
-    if elsewhere is not None:
-        return elsewhere
+    """Why a sign-in or sign-out form is refused: without the CSRF token of this browser's
+    cookie; None when it stands (one sent from elsewhere was refused before: the guard)."""
     expected = read_cookie(scope, CSRF_COOKIE) or ""
     if not expected or not hmac.compare_digest(expected.encode(), submitted.encode()):
         return "the form is not this worker's own (reload the page and send it again)"

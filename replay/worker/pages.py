@@ -20,6 +20,7 @@ page that fails is a page for a browser (:func:`page_error`), its JSON the API's
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable
 from typing import Any
@@ -28,10 +29,12 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import Scope
 
 from rewind.collector.auth import Authenticator, AuthError
 from rewind.collector.auth_backoff import TooManyFailures
 from rewind.collector.filters import TraceFilters, from_query
+from rewind.collector.request_origin import CrossOrigin
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.cassette.ids import parse_trace_ref
 from rewind.replay.sources.locate import resolve_trace_id
@@ -45,6 +48,7 @@ from rewind.replay.worker.auth_middleware import (
     CSRF_FIELD,
     LOGIN_PATH,
     LOGOUT_PATH,
+    OPEN,
     PAGE,
     client_address,
     cookie_token,
@@ -57,6 +61,7 @@ from rewind.replay.worker.auth_middleware import (
 )
 from rewind.replay.worker.routing import (
     answer_error,
+    error_response,
     error_status,
     logged,
     query_limit,
@@ -104,6 +109,24 @@ def not_found(request: Request, error: Exception) -> Response:
     if route_kind(request.url.path) == PAGE and wants_page(request.scope):
         return error_page(request, 404, f"nothing at {request.url.path}")
     return PlainTextResponse("Not Found", 404)
+
+
+def refused(scope: Scope, error: RewindError) -> Response:
+    """The answer to a request the guard refuses (a foreign ``Host`` or ``Origin``): a
+    sign-in or sign-out form sent from another site gets the form back saying so (the browser
+    shows it in place of the page it left); a browser opening a page, a short page; any other
+    caller, the API's JSON error."""
+    path, status = scope["path"], error.http_status
+    if scope["method"] == "POST" and path in (LOGIN_PATH, LOGOUT_PATH) and \
+            isinstance(error, CrossOrigin):
+        verdict = "Not signed in" if path == LOGIN_PATH else "Still signed in"
+        return _form_page(Request(scope), "/", f"{verdict}: {error}.", status)
+    if route_kind(path) in (PAGE, OPEN) and wants_page(scope):
+        # no styles or scripts of ours: under a foreign Host they would be refused too
+        return HTMLResponse(f"<!doctype html><meta charset=utf-8><title>{status}</title>"
+                            f"<h1>Refused</h1><p>{html.escape(str(error))}.</p>"
+                            f"<p>{html.escape(error.hint)}.</p>", status, HEADERS)
+    return error_response(status, str(error), hint=error.hint)
 
 
 def _page(handler: PageHandler) -> Callable[[Request, TenantView], Response]:

@@ -28,8 +28,10 @@ from starlette.applications import Starlette
 from rewind.collector.auth import Authenticator, TokenReloader, TokenSource
 from rewind.collector.migrate import migrate
 from rewind.collector.receivers_http import bind_socket
+from rewind.collector.request_origin import proxy_options
 from rewind.collector.server_settings import (
     ENV,
+    ENV_ALLOWED_HOSTS,
     ENV_API_TOKENS_FILE,
     ENV_CLICKHOUSE_URL,
     ConfigError,
@@ -37,6 +39,7 @@ from rewind.collector.server_settings import (
     is_loopback,
     store_url,
     token_settings,
+    trusted_proxies,
 )
 from rewind.collector.service import start_ingest
 from rewind.collector.store import Store, public_url, redact_url, resolve_url
@@ -58,6 +61,7 @@ class ServeOptions:
     auth_reload_s: float = 2.0
     allow_insecure_bind: bool = False
     workers: int = 1
+    allowed_hosts: tuple[str, ...] = ()  # names the API is reached by, besides loopback
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -73,6 +77,7 @@ class WorkerOptions:
     allow_insecure_bind: bool = False
     auth_reload_s: float = 2.0
     workers: int = 1
+    allowed_hosts: tuple[str, ...] = ()  # names the API is reached by, besides loopback
 
 
 def check_workers(store_url: str | None, workers: int) -> None:
@@ -116,13 +121,15 @@ def api_process_app(file_flag: str = "--auth-tokens-file") -> Starlette:
 
 
 def run_processes(sock: socket.socket, store: Store, workers: int,
-                   tokens: tuple[str | None, str | None, float], file_flag: str) -> None:
+                   tokens: tuple[str | None, str | None, float], file_flag: str,
+                   allowed_hosts: tuple[str, ...] = ()) -> None:
     """``workers`` processes serving the API on ``sock`` until SIGINT/SIGTERM (uvicorn's
     supervisor restarts one that dies; SIGHUP restarts them all, reading the tokens again)."""
     from uvicorn.supervisors import Multiprocess
 
     tokens_file, inline, reload_s = tokens
     os.environ[ENV_CLICKHOUSE_URL] = store.url  # what api_process_app reads in each process
+    os.environ[ENV_ALLOWED_HOSTS] = ",".join(allowed_hosts)
     for name, value in (("auth_tokens_file", tokens_file), ("auth_tokens", inline),
                         ("auth_reload_seconds", str(reload_s))):
         os.environ.pop(ENV[name], None)
@@ -130,29 +137,33 @@ def run_processes(sock: socket.socket, store: Store, workers: int,
             os.environ[ENV[name]] = value
     # a picklable factory: each process builds its own app
     config = uvicorn.Config(functools.partial(api_process_app, file_flag), factory=True,
-                            workers=workers,
-                            log_level="warning", access_log=False)
+                            workers=workers, log_level="warning", access_log=False,
+                            **proxy_options(trusted_proxies()))
     Multiprocess(config, sockets=[sock]).run()
 
 
 def run_api(store: Store, host: str, port: int, authenticator: Authenticator | None,
             announce: Callable[[int], None], reloader: TokenReloader | None = None,
             workers: int = 1, tokens: tuple[str | None, str | None, float] = (None, None, 2.0),
-            option: str = "", file_flag: str = "--auth-tokens-file") -> None:
+            option: str = "", file_flag: str = "--auth-tokens-file",
+            allowed_hosts: tuple[str, ...] = ()) -> None:
     """Serve the worker API until SIGINT/SIGTERM; ``announce`` gets the bound port. SIGHUP
     reloads the tokens through ``reloader``. ``workers`` > 1: that many processes (a
     ClickHouse server only), each reading ``tokens`` (file, inline, reload seconds).
     ``option``: the options that gave the tokens (the sign-in form names them), ``file_flag``
-    the tokens file's among them."""
+    the tokens file's among them. ``allowed_hosts``: the names it is reached by besides
+    loopback ones. Forwarded headers are believed from ``REWIND_TRUSTED_PROXIES`` only."""
+    proxies = proxy_options(trusted_proxies())  # a bad list stops the start, before binding
     sock = bind(host, port)
     if workers > 1:
         announce(sock.getsockname()[1])
-        run_processes(sock, store, workers, tokens, file_flag)
+        run_processes(sock, store, workers, tokens, file_flag, allowed_hosts)
         return
     port = sock.getsockname()[1]
     server = _AnnouncingServer(uvicorn.Config(create_app(store, authenticator=authenticator,
-                                                         token_option=option),
-                                              log_level="warning", access_log=False),
+                                                         token_option=option,
+                                                         allowed_hosts=allowed_hosts),
+                                              log_level="warning", access_log=False, **proxies),
                                lambda: announce(port))
     # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to callers' finally.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -214,7 +225,8 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
             f"rewind worker ready: api=http://{options.host}:{port} "
             f"store={redact_url(store.url)}" + _processes(options.workers)
         ), reloader, options.workers, (options.tokens_file, None, options.auth_reload_s),
-            token_option(options.tokens_file, None, "--tokens-file"), "--tokens-file")
+            token_option(options.tokens_file, None, "--tokens-file"), "--tokens-file",
+            options.allowed_hosts)
     finally:
         if reloader is not None:
             reloader.stop()
@@ -251,7 +263,8 @@ def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> Non
                     f"store={redact_url(store.url)}" + _processes(options.workers)), reloader,
                 options.workers,
                 (options.auth_tokens_file, options.auth_tokens, options.auth_reload_s),
-                token_option(options.auth_tokens_file, options.auth_tokens))
+                token_option(options.auth_tokens_file, options.auth_tokens),
+                allowed_hosts=options.allowed_hosts)
     finally:
         ingest.stop()  # writes what is queued; the rest stays in the spool
         store.close()
