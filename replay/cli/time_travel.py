@@ -220,7 +220,8 @@ def fork(trace: str, step: int, user_message: str | None, system_message: str | 
     elif app_spec is not None and outcome.result is not None:
         print_json(outcome.result)
     summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
-               f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}")
+               f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id}; "
+               "guarded, not sealed: a fork goes live from its fork point")
     if outcome.divergence:
         summary += f"; stopped: {outcome.divergence['reason']}"
     note(summary)
