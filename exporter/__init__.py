@@ -99,6 +99,9 @@ def instrument(
     from .databases import db_calls as databases
 
     databases.configure(provider, chosen)  # drivers hooked when the application imports them
+    from .rpc import rpc_calls
+
+    rpc_calls.configure(provider, chosen)  # gRPC channels hooked when grpc is imported
     from . import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
@@ -118,6 +121,9 @@ def uninstrument() -> None:
     transport.set_recorder(None)
     tools.configure(None)
     databases.configure(None)
+    from .rpc import rpc_calls
+
+    rpc_calls.configure(None)
     scope.set_tracer_provider(None)
 
 

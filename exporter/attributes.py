@@ -127,6 +127,7 @@ KIND_LLM = "llm"
 KIND_TOOL = "tool"
 KIND_HTTP = "http"  # any other outbound HTTP call of the run (a tool's API, a search service)
 KIND_DB = "db"  # a call to a database (PostgreSQL, Redis)
+KIND_RPC = "rpc"  # a remote procedure call (gRPC) of the run
 
 # OpenTelemetry database client semantic conventions, on the spans of database calls; the
 # parameters apart from the query text, and what came back, in rewind.db.* (JSON, tagged
@@ -140,6 +141,19 @@ DB_PARAMETERS = "rewind.db.parameters"
 DB_RESULT = "rewind.db.result"  # rows and their columns, or the reply
 DB_ERROR = "rewind.db.error"  # JSON {type, module, message}
 DB_REPLAYED = "rewind.db.replayed"
+
+# OpenTelemetry RPC client semantic conventions, on the spans of gRPC calls (named
+# ``{service}/{method}``). The messages are the bytes the call's own serializers made, base64 in
+# rewind.request.body / rewind.response.body, a server stream's as rewind.response.events
+# ([offset_ms, base64 message] each); metadata allow-listed in rewind.request.headers and
+# rewind.response.headers (initial metadata).
+RPC_SYSTEM = "rpc.system"  # "grpc"
+RPC_SERVICE = "rpc.service"
+RPC_METHOD = "rpc.method"
+RPC_GRPC_STATUS_CODE = "rpc.grpc.status_code"  # the status code's number (0: OK)
+RPC_REQUEST_TYPE = "rewind.rpc.request.type"  # the message type's full name, when known
+RPC_RESPONSE_TYPE = "rewind.rpc.response.type"
+RPC_ERROR = "rewind.rpc.error"  # JSON {code, details}: the status a failed call ended with
 
 # OpenTelemetry HTTP client semantic conventions, on the spans of other HTTP calls.
 HTTP_REQUEST_METHOD = "http.request.method"
@@ -215,7 +229,7 @@ WORKFLOW_NAME = "gen_ai.workflow.name"
 RAW_ATTRIBUTES = frozenset(
     {REQUEST_BODY, RESPONSE_BODY, RESPONSE_EVENTS, TOOL_ARGUMENTS, TOOL_RESULT, TOOL_ERROR,
      INBOUND_REQUEST_BODY, INBOUND_RESPONSE_BODY, INBOUND_RESPONSE_EVENTS, INBOUND_ARGUMENTS,
-     INBOUND_RESULT, INBOUND_ERROR, DB_PARAMETERS, DB_RESULT, DB_ERROR}
+     INBOUND_RESULT, INBOUND_ERROR, DB_PARAMETERS, DB_RESULT, DB_ERROR, RPC_ERROR}
 )
 CONTENT_ATTRIBUTES = frozenset(
     {

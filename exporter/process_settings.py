@@ -86,6 +86,7 @@ ENV_REPLAY_SOURCE = "REWIND_REPLAY_SOURCE_TRACE_ID"  # a replayed run: the trace
 ENV_WORKER_URL = "REWIND_URL"  # the worker the CLI reads through; never recorded here
 # off: inbound requests of web frameworks (ASGI, WSGI) are not hooked (servers/)
 ENV_SERVERS = "REWIND_SERVERS"
+ENV_GRPC = "REWIND_GRPC"  # off: gRPC channels are neither recorded nor answered (rpc/)
 # What a parent (``rewind record``, ``rewind replay``) sets for its child, never set by hand:
 # not in README's configuration table.
 INTERNAL = frozenset({ENV_RECORD, ENV_RECORD_REPORT, ENV_RECORD_NAME, ENV_REPLAY_SOURCE})
@@ -106,6 +107,11 @@ def framework_tools_enabled() -> bool:
 def servers_enabled() -> bool:
     """Whether web frameworks' requests are hooked (``REWIND_SERVERS``, on unless turned off)."""
     return not is_off(os.environ.get(ENV_SERVERS))
+
+
+def grpc_enabled() -> bool:
+    """Whether gRPC channels are hooked (``REWIND_GRPC``, on unless turned off)."""
+    return not is_off(os.environ.get(ENV_GRPC))
 
 
 def process_root_enabled() -> bool:

@@ -8,8 +8,8 @@ from typing import Any
 from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.step_kinds import http_status, step_label
 
-# By default the steps a run replays: model, tool, HTTP and database calls (Event.kind).
-OUTLINE_KINDS = ("llm", "tool", "http", "db")
+# By default the steps a run replays: model, tool, HTTP, database and gRPC calls (Event.kind).
+OUTLINE_KINDS = ("llm", "tool", "http", "db", "rpc")
 ALL_KINDS = (*OUTLINE_KINDS, "agent", "workflow", "request", "context", "error", "span")
 
 

@@ -35,6 +35,8 @@ def interaction_from_span(span: Mapping[str, Any]) -> Interaction:
     if attrs.get(A.KIND) == A.KIND_DB:
         return _db_interaction(span)
     events = _json_field(attrs, A.RESPONSE_EVENTS, span_id)
+    if attrs.get(A.KIND) == A.KIND_RPC:
+        return _rpc_interaction(span, events)
     return Interaction(
         step=int(attrs[A.STEP]),
         kind=attrs.get(A.KIND, A.KIND_LLM),
@@ -100,6 +102,33 @@ def _db_interaction(span: Mapping[str, Any]) -> Interaction:
     )
 
 
+def _rpc_interaction(span: Mapping[str, Any], events: Any) -> Interaction:
+    """A gRPC call: its full method as the method, the messages as bodies (base64; a server
+    stream's as events), the status code as the status, a failed status as the error."""
+    attrs: Mapping[str, str] = span["SpanAttributes"]
+    span_id = span["SpanId"]
+    service, method = attrs.get(A.RPC_SERVICE, ""), attrs.get(A.RPC_METHOD, "")
+    return Interaction(
+        step=int(attrs[A.STEP]),
+        kind=A.KIND_RPC,
+        span_id=span_id,
+        name=span["SpanName"],
+        match_key=attrs.get(A.MATCH_KEY, ""),
+        method=f"/{service}/{method}",
+        url=attrs[A.REQUEST_URL],
+        request_headers=_json_field(attrs, A.REQUEST_HEADERS, span_id) or {},
+        request_body=attrs.get(A.REQUEST_BODY, ""),
+        request_body_encoding=attrs.get(A.REQUEST_BODY_ENCODING),
+        status=int(attrs.get(A.RPC_GRPC_STATUS_CODE) or 0),
+        response_headers=_json_field(attrs, A.RESPONSE_HEADERS, span_id) or {},
+        response_body=attrs.get(A.RESPONSE_BODY),
+        response_body_encoding=attrs.get(A.RESPONSE_BODY_ENCODING),
+        response_events=[(int(o), str(e)) for o, e in events] if events is not None else None,
+        tool_error=attrs.get(A.RPC_ERROR),
+        message_type=attrs.get(A.RPC_REQUEST_TYPE, ""),
+    )
+
+
 def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
     """An interaction rebuilt from another instrumentation's content; the reading of that
     content is loaded for such spans only (a recording of Rewind's own needs none of it)."""
@@ -157,6 +186,13 @@ def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
             why = attrs.get(A.CAPTURE_ERROR)
             return f"database result was not recorded ({why})" if why else \
                 "database result was not recorded"
+        return None
+    if attrs.get(A.KIND) == A.KIND_RPC:
+        if A.RPC_GRPC_STATUS_CODE not in attrs:
+            return "the gRPC call ended with no status"
+        if A.RPC_ERROR not in attrs and A.RESPONSE_BODY not in attrs \
+                and A.RESPONSE_EVENTS not in attrs:
+            return "response messages were not recorded"
         return None
     if A.RESPONSE_STATUS not in attrs:
         return "the call never got a response (transport error)"

@@ -196,12 +196,12 @@ def shadows_of(spans: Sequence[Span]) -> dict[str, str]:
 
 def shown_kind(span: Mapping[str, Any], counted_as: str) -> str:
     """What a step is, as people read it: ``counted_as`` for model, tool and agent steps,
-    else ``http`` or ``db`` (a call the run made), ``request`` (a service's inbound request
+    else ``http``, ``db`` or ``rpc`` (a call the run made), ``request`` (a service's inbound request
     or job), ``error`` (a span that failed) or ``span``."""
     if counted_as != "span":
         return counted_as
     attrs = span.get("SpanAttributes") or {}
-    if attrs.get(A.KIND) in (A.KIND_HTTP, A.KIND_DB):
+    if attrs.get(A.KIND) in (A.KIND_HTTP, A.KIND_DB, A.KIND_RPC):
         return str(attrs[A.KIND])
     if attrs.get(A.INBOUND_KIND):
         return "request"

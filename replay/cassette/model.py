@@ -48,8 +48,10 @@ class Interaction(RecordedBodies):
     semantic: dict[str, Any] | None = None
     synthetic: dict[str, Any] | None = None
     provider: str = ""
-    # Tool and database calls: the recorded error, as JSON {"type", "message"}.
+    # Tool and database calls: the recorded error, as JSON {"type", "message"} (gRPC calls:
+    # {"code", "details"}).
     tool_error: str | None = None
+    message_type: str = ""  # gRPC calls: the request message's protobuf name ('': unknown)
     # When the call was in flight, in ns from the run's start (both 0: unknown), and the
     # interaction it was made inside ("": none), so that calls in flight together are answered
     # in the order they completed (``waits_for``).
@@ -79,6 +81,10 @@ class Interaction(RecordedBodies):
             return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}
         if self.kind == A.KIND_DB:
             return canonical.parse_body(self.request_body)
+        if self.kind == A.KIND_RPC:  # decoded here: where the program's message types are known
+            from rewind.exporter.rpc.protobuf_form import rpc_form
+
+            return rpc_form(self.method, self.request_bytes(), self.message_type)
         if self.kind == A.KIND_HTTP:
             return canonical.canonical_http(self.method, self.url, self.request_headers,
                                             self.request_bytes())

@@ -131,7 +131,7 @@ def _status(event: Event) -> Text:
     return Text(shown, style="green" if event.ok and (code or 0) < 400 else "red")
 
 
-def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool", "http", "db"),
+def timeline_table(run: Timeline, kinds: tuple[str, ...] = ("llm", "tool", "http", "db", "rpc"),
                    title: str | None = None, width: int | None = None) -> Table:
     """``width``: the terminal's; below :data:`ROOMY` columns the name and model wrap within
     a bound, so that the preview keeps a readable width."""

@@ -127,12 +127,13 @@ class Matcher:
                 if found is not None:
                     return found
             # An HTTP call is compared with the next recorded HTTP call, a database call with
-            # the next database call; the rest with the next LLM or tool step.
-            apart = asked.kind in (A.KIND_HTTP, A.KIND_DB)
+            # the next database call, a gRPC call with the next one; the rest with the next
+            # LLM or tool step.
+            apart = asked.kind in (A.KIND_HTTP, A.KIND_DB, A.KIND_RPC)
             expected = self._next_expected((asked.kind,) if apart else (A.KIND_LLM, A.KIND_TOOL))
             if expected is None:
-                what = {A.KIND_HTTP: "HTTP calls", A.KIND_DB: "database calls"}.get(
-                    asked.kind, "interactions")
+                what = {A.KIND_HTTP: "HTTP calls", A.KIND_DB: "database calls",
+                        A.KIND_RPC: "gRPC calls"}.get(asked.kind, "interactions")
                 return Divergence(
                     step,
                     f"the recording has no more {what} (it holds {self.total} interactions); "
@@ -176,7 +177,11 @@ class Matcher:
                         diff_fields(candidate.semantic, semantic), self.tolerance):
                     return self._take_tolerated(candidate)
                 continue
-            if "db" in request or candidate.kind == A.KIND_DB:
+            if "rpc" in request or candidate.kind == A.KIND_RPC:
+                if candidate.kind != A.KIND_RPC or \
+                        self._form(candidate).get("method") != request.get("method"):
+                    continue
+            elif "db" in request or candidate.kind == A.KIND_DB:
                 if candidate.kind != A.KIND_DB or candidate.url.split(":", 1)[0] != \
                         request.get("db"):
                     continue

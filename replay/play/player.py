@@ -19,6 +19,7 @@ from typing import Any
 
 from rewind.exporter import frameworks, tools, transport
 from rewind.exporter.databases import db_calls as databases
+from rewind.exporter.rpc import rpc_calls
 from rewind.exporter.transport import Flavor
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock, guard
@@ -39,6 +40,7 @@ from rewind.replay.play.replay_settings import (
     STRICT,
     ReplaySettings,
 )
+from rewind.replay.play.rpc.rpc_answers import RpcResponder
 from rewind.replay.play.session import (
     Answer,
     Decision,
@@ -147,6 +149,11 @@ def database_responder(session: ReplaySession, announce: bool = True) -> DbRespo
     return DbResponder(session, lambda decision: _checked(session, decision, announce))
 
 
+def rpc_responder(session: ReplaySession, announce: bool = True) -> RpcResponder:
+    """Answers gRPC calls from ``session``'s recording (strict divergences raised)."""
+    return RpcResponder(session, lambda decision: _checked(session, decision, announce))
+
+
 def guard_of(session: ReplaySession, announce: bool = True) -> guard.Guard:
     """The socket guard of a replay by ``session``: a refused connection is its divergence."""
     return guard.Guard(session, lambda found: _checked(session, session._diverged(found),
@@ -155,17 +162,19 @@ def guard_of(session: ReplaySession, announce: bool = True) -> guard.Guard:
 
 def plug(stack: ExitStack, http: transport.Responder | None,
          tool: tools.ToolResponder | None, preparer: transport.Preparer | None = None,
-         database: databases.DbResponder | None = None) -> None:
+         database: databases.DbResponder | None = None,
+         rpc: rpc_calls.RpcResponder | None = None) -> None:
     """The one way replay (the player and fork alike) fills the exporter's slots: transport
     responder, ``@tool`` responder (which the framework tools hooked by ``frameworks`` share),
-    the database responder and, for a fork, the transport's preparer. Each setter returns what
-    its slot held; closing ``stack`` puts exactly that back, so an outer replay or a recording
-    carries on."""
+    the database and gRPC responders and, for a fork, the transport's preparer. Each setter
+    returns what its slot held; closing ``stack`` puts exactly that back, so an outer replay or
+    a recording carries on."""
     if tool is not None:
         frameworks.install()
     stack.callback(transport.set_responder, transport.set_responder(http))
     stack.callback(tools.set_responder, tools.set_responder(tool))
     stack.callback(databases.set_responder, databases.set_responder(database))
+    stack.callback(rpc_calls.set_responder, rpc_calls.set_responder(rpc))
     if preparer is not None:
         stack.callback(transport.set_preparer, transport.set_preparer(preparer))
 
@@ -190,7 +199,8 @@ class Replaying:
                 stack.callback(clock.stop)
             plug(stack, TransportResponder(self.session, self.announce),
                  ToolResponder(self.session, self.announce),
-                 database=database_responder(self.session, self.announce))
+                 database=database_responder(self.session, self.announce),
+                 rpc=rpc_responder(self.session, self.announce))
             self._stack = stack.pop_all()
         return self.session
 

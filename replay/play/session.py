@@ -338,6 +338,24 @@ class ReplaySession:
             return self._went_live()
         return self._matched(Asked(form, A.KIND_DB, key))
 
+    def decide_rpc(self, method: str, target: str, form: dict[str, Any], key: str) -> Decision:
+        """The recorded outcome of a gRPC call, or a divergence naming the method: one the
+        recording does not hold is never sent in a strict replay (lenient, or a host allowed
+        live: it goes out)."""
+        if self.live:
+            return self._went_live()
+        found = self.matcher.match(Asked(form, A.KIND_RPC, key))
+        if isinstance(found, Interaction):
+            return Replayed(found)
+        from rewind.exporter.rpc.rpc_calls import split_target
+
+        host = split_target(target)[0].lower()
+        if host and host_matches(host, self.allow_live):
+            return self._went_live()
+        return self._diverged(dataclasses.replace(
+            found, reason=f"gRPC call {method} to {target or 'its channel'} is not in the "
+                          f"recording ({found.reason}); a strict replay never sends it"))
+
     # -- timing -----------------------------------------------------------------------------
     def _ordering(self) -> _Order:
         """Worked out at the first answer, once."""

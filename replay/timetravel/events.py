@@ -61,6 +61,11 @@ class Event:
 
     @property
     def status(self) -> str:
+        if self.interaction is not None and self.interaction.kind == A.KIND_RPC \
+                and self.interaction.status:  # a gRPC call that ended with another status
+            from rewind.exporter.rpc import status_name
+
+            return f"grpc {status_name(self.interaction.status)}"
         if not self.ok:
             return "error"
         if self.interaction is not None and self.interaction.status >= 400:

@@ -1,11 +1,14 @@
 """What the run page shows for each kind of step that is not a model call: an HTTP call (method,
-URL, status, headers and bodies, a stream event by event), a service's inbound request, an
-agent's input and output, a failed span's exception and where it was raised. Pure: an
-:class:`Event` in, JSON-ready dicts out; ``rewind inspect`` names steps with :func:`step_label`.
+URL, status, headers and bodies, a stream event by event), a gRPC call drawn the same way, a
+service's inbound request, an agent's input and output, a failed span's exception and where it
+was raised. Pure: an :class:`Event` in, JSON-ready dicts out; ``rewind inspect`` names steps
+with :func:`step_label`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -72,6 +75,32 @@ def http_view(event: Event, content: bool) -> dict[str, Any] | None:
     return view
 
 
+def rpc_view(event: Event, content: bool) -> dict[str, Any] | None:
+    """A gRPC call in the shape of an HTTP exchange (the page draws both alike): the method's
+    URL, the status by name, the messages read as fields (``protobuf_form``)."""
+    from rewind.exporter.rpc import status_name
+    from rewind.exporter.rpc.protobuf_form import message_form
+
+    i = event.interaction
+    if i is None:
+        return None
+    view: dict[str, Any] = {"method": "gRPC", "url": i.url, "status": status_name(i.status),
+                            "streamed": i.streamed, "recorded": True}
+    if content:
+        view.update({
+            "request_headers": _headers(i.request_headers),
+            "response_headers": _headers(i.response_headers),
+            "request": pretty(json.dumps(message_form(i.request_bytes(), i.message_type))),
+            "response": "" if i.streamed or i.response_body is None else pretty(json.dumps(
+                message_form(i.response_bytes()))),
+            "events": [{"offset_ms": offset, "data": pretty(json.dumps(
+                message_form(base64.b64decode(data))))} for offset, data in
+                i.response_events or []],
+            "synthetic": False,
+        })
+    return view
+
+
 def exception_view(event: Event) -> dict[str, str] | None:
     """The exception a span recorded (its type, message and stack), else its status message."""
     names = event.span.get("EventNames") or []
@@ -109,6 +138,8 @@ def kind_detail(event: Event, content: bool) -> dict[str, Any]:
                               "exception": exception}
     if event.kind in ("http", "span", "error"):
         detail["http"] = http_view(event, content)
+    if event.kind == "rpc":
+        detail["http"] = rpc_view(event, content)
     if event.kind == "request":
         detail["request"] = inbound_view(inbound_of([event.span]), content)
     if event.kind in ("agent", "workflow") and content:

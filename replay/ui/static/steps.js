@@ -5,7 +5,7 @@
 "use strict";
 (function (R) {
   var el = R.el;
-  var KINDS = {llm: "LLM call", tool: "Tool call", http: "HTTP call", db: "Database call", agent: "Agent",
+  var KINDS = {llm: "LLM call", tool: "Tool call", http: "HTTP call", db: "Database call", rpc: "gRPC call", agent: "Agent",
     request: "Request served", error: "Error", context: "Another span of a model call", span: "Span"};
 
   function part(p) {

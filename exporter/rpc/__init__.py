@@ -1,0 +1,47 @@
+"""gRPC calls as steps of a run: grpcio clients (sync and ``grpc.aio``), recorded and replayed
+like HTTP and database calls (:mod:`.rpc_calls`).
+
+gRPC's C core opens its sockets itself, out of reach of the HTTP hooks and the replay's socket
+guard, so the seam is the channel: when grpc is imported (never imported here for nothing),
+the functions that make channels are wrapped so that each channel carries one interceptor per
+call shape (grpcio's own interceptor API), innermost, after the application's. Why not a patch
+of the channel classes: the interceptor API is the one grpcio keeps stable, and it sees each
+call as the application made it. ``REWIND_GRPC=off`` leaves grpc alone.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from ..imports import when_imported
+from ..process_settings import grpc_enabled
+
+_installed = {"on": False}
+# Status codes by number (grpc.StatusCode's order): what a reader shows needs no grpc.
+STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+                "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+
+
+def status_name(code: int) -> str:
+    """``5`` -> ``NOT_FOUND``."""
+    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else str(code)
+
+
+def _patch(grpc: ModuleType) -> None:
+    from . import grpc_aio_hook, grpc_hook
+
+    grpc_hook.patch(grpc)
+    grpc_aio_hook.patch(grpc)
+
+
+def install() -> bool:
+    """Hook grpc's channels, now or when it is imported (once per process); False when turned
+    off."""
+    if not grpc_enabled():
+        return False
+    if not _installed["on"]:
+        _installed["on"] = True
+        when_imported("grpc", _patch)
+    return True

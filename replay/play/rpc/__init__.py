@@ -1,0 +1,1 @@
+"""gRPC calls answered from the recording (the exporter's ``rpc`` hooks' slot)."""
