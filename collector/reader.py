@@ -20,10 +20,12 @@ from rewind.exporter import attributes as A
 from . import genai_events
 from .filters import TraceFilters
 from .llm_steps import SPAN_CALL_ROW, calls_counted
+from .migrations.m011_span_marks import made_from_run
 from .schema import (
     IS_LLM_CALL,
     LOGS,
     MADE_FROM_RUN,
+    SINGLE_NODE,
     TRACE_LIST,
     TRACES,
     span_attribute,
@@ -88,6 +90,7 @@ class TraceRow(StoreRow):
     inbound: str = ""  # "request" or "job" when the trace is a unit of work of a service
     route: str = ""  # a request's method and route (or path); a job's function
     status: str = ""  # a request's HTTP status; a job's outcome ("ok" or its exception type)
+    matching: int = 0  # traces the filters match on all pages, when counted (filters.count)
 
 SPAN_SELECT = f"""
 SELECT
@@ -110,6 +113,11 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
         return "1"
     params.update(tenant_key=A.TENANT, tenant=tenant)
     return "ResourceAttributes[{tenant_key:String}] = {tenant:String}"
+
+
+def holds_traces(store: Store) -> bool:
+    """Whether ``store`` has Rewind's span table (something was ever recorded there)."""
+    return store.command(f"EXISTS TABLE {TRACES}") in (1, "1")
 
 
 def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
@@ -189,13 +197,19 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
 
     Read from ``rewind_traces`` (see ``migrations``): the newest traces are picked from its
     narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
-    sort key). A model or text filter looks into the spans: :func:`_searched`."""
+    sort key). A model or text filter looks into the spans: :func:`_searched`. Every filter
+    applies before ``offset`` and ``limit``; runs made from a run are left out by their marks
+    (migration 11) with ``originals``."""
     filters = filters or TraceFilters()
     if filters.model or filters.text or filters.route:
         return [TraceRow.from_columns(row)
                 for row in _with_inbound(store, _searched(store, filters, tenant))]
-    params: dict[str, Any] = {"limit": int(filters.limit)}
+    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
     where = _trace_list_filters(tenant, filters.service, params)
+    picked = where
+    if filters.originals:
+        after = "Timestamp >= {since:DateTime64(9)}" if filters.since else "1"
+        picked += f" AND TraceId NOT IN ({made_from_run(SINGLE_NODE, after)})"
     having = ["1"]
     if filters.errors:
         having.append("sum(Errors) > 0")
@@ -215,21 +229,33 @@ FROM (
            sum(Errors) AS Errors
     FROM {TRACE_LIST}
     WHERE {where} AND TraceId IN (
-        SELECT TraceId FROM {TRACE_LIST} WHERE {where}
+        SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
         GROUP BY TraceId HAVING {' AND '.join(having)}
-        ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}})
+        ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}})
     GROUP BY TraceId)
 ORDER BY Start DESC, TraceId
 """,
         params,
     )
+    if filters.count:
+        matching = params["offset"] + len(rows)
+        if len(rows) >= filters.limit or (not rows and params["offset"]):
+            matching = store.query(f"""
+SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
+    GROUP BY TraceId HAVING {' AND '.join(having)})""", params)[0]["n"]
+        rows = [{**row, "Matching": matching} for row in rows]
     return [TraceRow.from_columns(row) for row in _with_inbound(store, _with_lineage(store, rows))]
+
+
+def _offset(filters: TraceFilters) -> int:
+    """Where the page starts, within what a query's UInt32 holds."""
+    return min(max(0, int(filters.offset)), 2**32 - 1)
 
 
 def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[dict[str, Any]]:
     """The listing filtered by a model or by text said anywhere in a run: spans grouped by
     trace, their attribute maps read."""
-    params: dict[str, Any] = {"limit": int(filters.limit)}
+    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
     where = ["TraceId != ''", tenant_condition(tenant, params)]
     if filters.since:
         where.append("Timestamp >= {since:DateTime64(9)}")
@@ -243,6 +269,8 @@ def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[d
         params["until"] = filters.until
     if filters.errors:
         having.append("Errors > 0")
+    if filters.originals:
+        having.append(f"countIf({MADE_FROM_RUN}) = 0")
     if filters.model:
         having.append(f"countIf({_MODELS[0]} = {{model:String}} "
                       f"OR {_MODELS[1]} = {{model:String}}) > 0")
@@ -270,13 +298,14 @@ SELECT
     countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
     anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource,
     anyIf({_FORK}, {_FORK} != '') AS ForkSource,
-    anyIf({_FORK_STEP}, {_FORK_STEP} != '') AS ForkStep
+    anyIf({_FORK_STEP}, {_FORK_STEP} != '') AS ForkStep{
+        ", count() OVER () AS Matching" if filters.count else ""}
 FROM {TRACES}
 WHERE {' AND '.join(where)}
 GROUP BY TraceId
 {'HAVING ' + ' AND '.join(having) if having else ''}
-ORDER BY Start DESC
-LIMIT {{limit:UInt32}}
+ORDER BY Start DESC, TraceId
+LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
 """, params)
 
 

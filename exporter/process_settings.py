@@ -99,6 +99,17 @@ def is_off(value: str | None) -> bool:
     return (value or "").strip().lower() in ("0", "off", "false", "no")
 
 
+# Where this process's own telemetry goes: the OTLP endpoints and the worker, never recorded.
+_TELEMETRY_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                        ENV_WORKER_URL)
+
+
+def telemetry_endpoints() -> tuple[str, ...]:
+    """The values of the variables naming where telemetry goes ('' for those unset)."""
+    return tuple(os.environ.get(name, "") for name in _TELEMETRY_VARIABLES)
+
+
 def framework_tools_enabled() -> bool:
     """Whether framework tools are hooked (``REWIND_FRAMEWORK_TOOLS``, on unless turned off)."""
     return not is_off(os.environ.get(ENV_FRAMEWORK_TOOLS))

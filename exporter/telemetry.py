@@ -9,16 +9,12 @@ hosts the exporter and the CLI are configured to send to.
 
 from __future__ import annotations
 
-import os
 import sys
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from .process_settings import ENV_WORKER_URL
+from .process_settings import telemetry_endpoints
 
-_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                       "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-                       ENV_WORKER_URL)
 _DEFAULT_OTLP = {("localhost", 4317), ("localhost", 4318), ("127.0.0.1", 4317),
                  ("127.0.0.1", 4318)}
 
@@ -46,5 +42,5 @@ def is_telemetry(host: str, port: int | None) -> bool:
     """A request to an OTLP endpoint or to the worker, or sent while exporting."""
     if suppressed():
         return True
-    targets = _configured(tuple(os.environ.get(v, "") for v in _ENDPOINT_VARIABLES))
+    targets = _configured(telemetry_endpoints())
     return (host, port) in targets or (host, None) in targets

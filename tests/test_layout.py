@@ -46,8 +46,8 @@ MAX_MODULES_PER_PACKAGE = 12
 # (views, migrations and their bookkeeping, the one-call rule the views and reads share).
 READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py",
                 "collector/reader_suites.py"}
-SCHEMA_SIDE = ("collector/schema.py", "collector/migrations.py", "collector/migrations/",
-               "collector/migrate.py", "collector/llm_steps.py")
+SCHEMA_SIDE = ("collector/schema.py", "collector/migrations/", "collector/migrate.py",
+               "collector/llm_steps.py")
 
 ERROR_ROOT = "RewindError"
 # Exception classes of ours outside the RewindError tree, each with its reason.
@@ -228,16 +228,46 @@ def _is_variable(node: ast.AST) -> bool:
     return name.startswith("ENV_")
 
 
+def _names_a_variable(node: ast.AST, carriers: set[str]) -> bool:
+    """``node`` holds a ``REWIND_*`` string, an ``ENV_*`` constant, or a name that does."""
+    return any((isinstance(n, ast.Constant) and isinstance(n.value, str)
+                and _VARIABLE.search(n.value)) or _is_variable(n)
+               or (isinstance(n, ast.Name) and n.id in carriers) for n in ast.walk(node))
+
+
+def _carriers(tree: ast.AST) -> set[str]:
+    """Names bound to something naming a variable (``X = (ENV_A, ...)``), and loop names
+    running over one (``for v in X``), so that a read through them is seen too."""
+    carriers: set[str] = set()
+    for _ in range(3):  # names bound to names bound to a variable
+        for node in ast.walk(tree):
+            targets: list[ast.AST] = []
+            if isinstance(node, ast.Assign) and _names_a_variable(node.value, carriers):
+                targets = node.targets
+            elif isinstance(node, (ast.For, ast.comprehension)) and _names_a_variable(
+                    node.iter, carriers):
+                targets = [node.target]
+            carriers |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return carriers
+
+
 def _settings_findings(path: Path, where: Path) -> list[str]:
-    """A ``REWIND_*`` name in a string, or an ``ENV_*`` constant looked up in a mapping or
-    ``os.getenv``, in a module that is not a settings module."""
+    """A ``REWIND_*`` name in a string, or an ``ENV_*`` constant (or a name carrying one: a
+    tuple of them, a loop over it) looked up in a mapping or ``os.getenv``, in a module that
+    is not a settings module."""
     rel = str(where.relative_to(ROOT))
     if rel in SETTINGS:
         return []
     tree = ast.parse(path.read_text("utf-8"), str(path))
     docstrings = _docstrings(tree)
+    carriers = _carriers(tree)
     found = []
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in carriers
+                and getattr(node.func, "attr", getattr(node.func, "id", None)) in _READS):
+            found.append(f"{rel}:{node.lineno} reads {node.args[0].id}")
+            continue
         if (isinstance(node, ast.Constant) and isinstance(node.value, str)
                 and id(node) not in docstrings and (named := _VARIABLE.search(node.value))):
             found.append(f"{rel}:{node.lineno} names {named.group()}")
@@ -269,10 +299,28 @@ def test_the_settings_check_sees_names_and_reads(tmp_path):
         '    c = env[settings.ENV_INDEXED]\n'
         '    return f"--x ({x}, REWIND_IN_HELP)"\n')
     found = _settings_findings(probe, ROOT / "replay" / "play" / "probe.py")
+    assert found[:1] == ["replay/play/probe.py:5 names REWIND_LITERAL"]
     assert found == ["replay/play/probe.py:5 names REWIND_LITERAL",
                      "replay/play/probe.py:6 reads ENV_CONSTANT",
                      "replay/play/probe.py:7 reads settings.ENV_INDEXED",
                      "replay/play/probe.py:8 names REWIND_IN_HELP"]
+
+
+def test_the_settings_check_sees_a_read_through_a_loop_variable(tmp_path):
+    """The checker itself: a variable read through a tuple of settings constants and a loop
+    over it (as telemetry endpoints once were) is found; OTEL variables read so are not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'import os\n'
+        'from .process_settings import ENV_WORKER_URL\n'
+        'WATCHED = ("OTEL_EXPORTER_OTLP_ENDPOINT", ENV_WORKER_URL)\n'
+        'OTEL = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME")\n'
+        'def f():\n'
+        '    a = [os.environ.get(v, "") for v in WATCHED]\n'
+        '    b = [os.environ.get(w, "") for w in OTEL]\n'
+        '    return a, b\n')
+    found = _settings_findings(probe, ROOT / "exporter" / "probe.py")
+    assert found == ["exporter/probe.py:6 reads v"]
 
 
 def test_each_variable_is_declared_in_one_settings_module():
@@ -317,7 +365,7 @@ def _query_lines(path: Path) -> list[int]:
     """Lines of strings and f-strings (docstrings aside) holding a ``SELECT ... FROM``."""
     import re
 
-    query = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b")
+    query = re.compile(r"\bSELECT\b[\s\S]*\bFROM\b|\bEXISTS\s+TABLE\b")
     tree = ast.parse(path.read_text("utf-8"), str(path))
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from rewind.exporter.errors import InvalidValue, RewindError
-from rewind.exporter.process_settings import ENV_WORKER_URL
 from rewind.replay.play import bootstrap, sealed
 from rewind.replay.play.replay_settings import installers as installers_in
 
@@ -136,8 +135,8 @@ def start(command: Sequence[str], settings: Settings,
     env = environment(settings, installers)
     try:
         if sealing is not None and sealing.sealed:
-            child = sealed.popen(command, env, stdout,
-                                 sealed.endpoints(env, ENV_WORKER_URL))
+            child = sealed.popen(command, env, stdout, sealed.endpoints(env),
+                                 sealing.serves)
         else:
             child = subprocess.Popen(list(command), env=env, stdout=stdout)
     except FileNotFoundError:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import ENV_REPLAY_SOURCE, host_globs
+from rewind.exporter.process_settings import ENV_REPLAY_SOURCE, ENV_WORKER_URL, host_globs
 
 ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"
@@ -31,13 +31,17 @@ ENV_CLOCK = "REWIND_REPLAY_CLOCK"  # the child's wall clock: a Clock value
 ENV_GRACE = "REWIND_REPLAY_GRACE"  # seconds a diverged program may take to end by itself
 ENV_INSTALLERS = "REWIND_INSTALLERS"  # what the child's sitecustomize runs (``bootstrap``)
 ENV_FORK = "REWIND_FORK"  # a forked child: the file holding its checkpoint (``resume.py``)
+# The proxy a command's calls go through (``rewind record --proxy``, a replay through it): a
+# sealed replay carries it out of the namespace; ``--upstream`` endpoints are under it.
+ENV_PROXY_URL = "REWIND_PROXY_URL"
 INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
 # A service replayed from several traces, each inbound request answered from its own: the
 # cassette file then holds a list of cassettes.
 SCOPED_INSTALLER = "rewind.replay.play.services.scoped:install_from_env"
 # Set by the parent for its child, never by hand (``REWIND_DEBUG`` is also ``rewind --debug``).
 INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE, ENV_ALLOW_LIVE,
-                      ENV_IGNORE, ENV_CLOCK, ENV_GRACE, ENV_INSTALLERS, ENV_FORK})
+                      ENV_IGNORE, ENV_CLOCK, ENV_GRACE, ENV_INSTALLERS, ENV_FORK,
+                      ENV_PROXY_URL})
 
 
 class _Choice(str, enum.Enum):
@@ -135,3 +139,9 @@ def installers(environ: Mapping[str, str] | None = None) -> str:
 def fork_spec() -> str | None:
     """The forked child's checkpoint file (``REWIND_FORK``), None outside a fork."""
     return os.environ.get(ENV_FORK) or None
+
+
+def handed_in(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The URLs a replayed child of environment ``env`` is handed, besides its telemetry: the
+    worker and the proxy answering its calls (a sealed replay carries only these out)."""
+    return tuple(url for url in (env.get(ENV_WORKER_URL), env.get(ENV_PROXY_URL)) if url)

@@ -384,9 +384,10 @@ def _existing(store: Store) -> Store:
     embedded store recorded by an older version gets the newer migrations first (its reads
     use their tables); a server's are applied by its operator (``rewind migrate``)."""
     from rewind.collector.migrate import migrate
+    from rewind.collector.reader import holds_traces
     from rewind.collector.schema import TRACES
 
-    if store.command(f"EXISTS TABLE {TRACES}") in (1, "1"):
+    if holds_traces(store):
         if store.embedded:
             migrate(store)
         return store

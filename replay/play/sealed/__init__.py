@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from rewind.replay.play.replay_settings import handed_in
 from rewind.replay.play.sealed import kernel
 from rewind.replay.play.sealed.relay import Inbound, Relay
 
@@ -66,9 +67,10 @@ def _loopback_port(value: str, default_port: int) -> int | None:
     return port if (parts.hostname or "").lower() in _LOOPBACK_NAMES else None
 
 
-def endpoints(env: Mapping[str, str], worker_var: str) -> dict[int, tuple[str, int]]:
+def endpoints(env: Mapping[str, str]) -> dict[int, tuple[str, int]]:
     """The loopback endpoints a replayed run may reach (port inside -> address outside): the
-    OTLP endpoints its variables name (or the defaults) and the worker ``worker_var`` names."""
+    OTLP endpoints its variables name (or the defaults), and what it is handed in
+    (:func:`~rewind.replay.play.replay_settings.handed_in`: the worker, the proxy)."""
     found: dict[int, tuple[str, int]] = {}
     named = [env[v] for v in _ENDPOINT_VARS if env.get(v)]
     if not named:
@@ -76,8 +78,9 @@ def endpoints(env: Mapping[str, str], worker_var: str) -> dict[int, tuple[str, i
     for value in named:
         if (port := _loopback_port(value, 4317)) is not None:
             found[port] = ("127.0.0.1", port)
-    if (worker := env.get(worker_var)) and (port := _loopback_port(worker, 80)) is not None:
-        found[port] = ("127.0.0.1", port)
+    for url in handed_in(env):
+        if (port := _loopback_port(url, 80)) is not None:
+            found[port] = ("127.0.0.1", port)
     return found
 
 

@@ -40,8 +40,8 @@ class Relay:
         self._lock = threading.Lock()
         self._closed = False
         for listener in listeners:
-            threading.Thread(target=self._accept, args=(listener,), daemon=True,
-                             name="rewind-seal-relay").start()
+            threading.Thread(target=self._accept, args=(listener, listener.getsockname()[1]),
+                             daemon=True, name="rewind-seal-relay").start()
 
     def _keep(self, *socks: socket.socket) -> None:
         with self._lock:
@@ -59,8 +59,7 @@ class Relay:
                     self._pumps.append(pump)
             pump.start()
 
-    def _accept(self, listener: socket.socket) -> None:
-        port = listener.getsockname()[1]
+    def _accept(self, listener: socket.socket, port: int) -> None:
         target = self._targets.get(port)
         while not self._closed:
             try:
