@@ -7,11 +7,22 @@ JS_DEPS := tests/js/node_modules/.installed
 
 .PHONY: serve test lint bench clean
 
-$(STAMP): pyproject.toml
+# `make serve` installs what serving needs (the server extra); `make test` everything the tests
+# drive (the dev extra: SDKs, frameworks, the browser driver), which serving needs too.
+SERVE_STAMP := $(VENV)/.installed-serve
+define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[$(1)]"
+endef
+
+$(SERVE_STAMP): pyproject.toml
+	$(call install,server)
+	touch $(SERVE_STAMP)
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+	touch $(STAMP) $(SERVE_STAMP)
 
 # JavaScript agents the tests record with other teams' instrumentations (skipped without npm).
 $(JS_DEPS): tests/js/package.json
@@ -20,7 +31,7 @@ $(JS_DEPS): tests/js/package.json
 		touch $(JS_DEPS) || echo "npm install failed: the JavaScript instrumentation tests are skipped"; \
 	else echo "npm not found: the JavaScript instrumentation tests are skipped"; fi
 
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	$(BIN)/rewind serve
 
 lint: $(STAMP)
