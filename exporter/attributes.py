@@ -98,6 +98,9 @@ PROCESS_COMMAND_ARGS = "process.command_args"
 # Resource attribute: the HMAC that ``rewind record`` puts beside the argv it saves, with a key
 # kept on the recording machine; only a command it signs there replays without being asked for.
 COMMAND_SIGNATURE = "rewind.command.signature"
+# Resource attribute of spans recorded by the proxy (``rewind proxy``, ``rewind record --proxy``):
+# JSON {endpoint prefix: upstream base URL}; a replay of the run goes through the proxy too.
+PROXY_UPSTREAMS = "rewind.proxy.upstreams"
 # Never exported: what the export thread still has to derive ("request,response").
 ENRICH = "rewind.enrich"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -52,10 +54,12 @@ def _exporter_names() -> list[str]:
 
 
 def build_provider(service_name: str | None = None, endpoint: str | None = None,
-                   span_exporter: SpanExporter | None = None) -> TracerProvider:
+                   span_exporter: SpanExporter | None = None,
+                   attributes: Mapping[str, Any] | None = None) -> TracerProvider:
     """A provider exporting through the bounded queue: to ``span_exporter`` when given,
-    else as ``OTEL_TRACES_EXPORTER`` says."""
-    resource = Resource.create({"service.name": service_name} if service_name else {})
+    else as ``OTEL_TRACES_EXPORTER`` says; ``attributes`` join its resource's."""
+    named = {"service.name": service_name} if service_name else {}
+    resource = Resource.create({**(attributes or {}), **named})
     provider = TracerProvider(resource=resource)
     for name in ["given"] if span_exporter is not None else _exporter_names():
         if name in ("otlp", "given"):

@@ -233,7 +233,8 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     started_ns = min((n for n in map(_start_ns, spans) if n > 0), default=0)
     _timed(interactions, spans, started_ns)
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
-                    inbound=inbound_of(spans), **recorded_command(spans))
+                    inbound=inbound_of(spans), **recorded_command(spans),
+                    proxy_upstreams=proxy_upstreams(spans))
 
 
 def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -244,6 +245,20 @@ def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         if words := command_args(resource):
             return {"command": words,
                     "command_signature": str(resource.get(A.COMMAND_SIGNATURE) or "")}
+    return {}
+
+
+def proxy_upstreams(spans: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Where each endpoint of the proxy that recorded the run led (``rewind.proxy.upstreams``
+    of a resource), or {} when no proxy recorded it."""
+    for span in spans:
+        raw = (span.get("ResourceAttributes") or {}).get(A.PROXY_UPSTREAMS)
+        try:
+            found = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return {str(k): str(v) for k, v in found.items() if isinstance(v, str)}
     return {}
 
 

@@ -172,6 +172,9 @@ class Cassette:
     # The signature saved beside it (rewind.command.signature): only a command this machine
     # signed runs unasked (sources/commands.py); '': none.
     command_signature: str = ""
+    # Recorded through the proxy (rewind.proxy.upstreams): endpoint prefix -> upstream base
+    # URL; a replay goes through the proxy too. {}: recorded in process.
+    proxy_upstreams: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +205,8 @@ class Cassette:
                        inbound=Inbound.from_dict(data["inbound"]) if data.get("inbound")
                        else None,
                        command=[str(word) for word in data.get("command") or []],
-                       command_signature=str(data.get("command_signature") or ""))
+                       command_signature=str(data.get("command_signature") or ""),
+                       proxy_upstreams={str(k): str(v) for k, v in
+                                        (data.get("proxy_upstreams") or {}).items()})
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error

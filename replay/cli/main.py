@@ -40,6 +40,7 @@ from rewind.replay.cli.options import (
     seal_option,
     timeout_option,
 )
+from rewind.replay.cli.proxy.listen import proxy_option
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import ENV_DEBUG
 from rewind.replay.sources.locate import open_source, resolve_trace_id
@@ -56,7 +57,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "export": "rewind.replay.cli.share:export_trace",
         "import": "rewind.replay.cli.share:import_trace",
         "replay-request": "rewind.replay.cli.requests:replay_request",
-        "suite": "rewind.replay.cli.suites:suite"}
+        "suite": "rewind.replay.cli.suites:suite",
+        "proxy": "rewind.replay.cli.proxy.listen:proxy"}
 
 
 class LazyGroup(Group):
@@ -162,6 +164,7 @@ mode the first departing request and all after it go live."""
               "making every recorded call passes (else it fails, exit 3).")
 @run_recorded_option
 @seal_option
+@proxy_option
 @api_option
 @clickhouse_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -169,9 +172,10 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
            until: str | None, strict: bool, speed: float | None, debug: bool,
            allow_live: tuple[str, ...], ignore: tuple[str, ...], timeout: float,
            clock_mode: str, allow_unused: bool, run_recorded: bool, no_seal: bool,
-           api: str | None, clickhouse: str | None, command: tuple[str, ...]) -> None:
+           proxy: bool, api: str | None, clickhouse: str | None,
+           command: tuple[str, ...]) -> None:
+    from rewind.replay.play.proxy.proxy_runs import run_command
     from rewind.replay.play.replay_settings import LENIENT, STRICT
-    from rewind.replay.play.runner import run_command
 
     enable_debug(debug)
     if (not trace_ids and not since) == (cassette_file is None):
@@ -217,7 +221,8 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
     outcome = attempt(lambda: run_command(cassette, list(command), mode=mode, speed=speed,
                                           debug=debug, allow_live=allow_live, ignore=ignore,
                                           clock_mode=clock_mode, timeout=timeout,
-                                          allow_unused=allow_unused, seal=not no_seal))
+                                          allow_unused=allow_unused, seal=not no_seal,
+                                          proxy=proxy))
     if not outcome.installed:
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")
@@ -267,9 +272,10 @@ NO_LLM_CALLS = (
 @click.option("--capture", type=click.Choice(["full", "content", "metadata"]), default=None,
               help=f"What to capture. Default: {ENV_CAPTURE} as the recorded process reads "
               "it (an unreadable value means metadata), else full.")
+@proxy_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, clickhouse: str | None, name: str | None, capture: str | None,
-           command: tuple[str, ...]) -> None:
+           proxy: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
 
     \b
@@ -283,13 +289,12 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
     each @job call, is a trace of its own.
     """
     from rewind.collector.store import redact_url
+    from rewind.replay.play.proxy.proxy_runs import run_recorded, run_recorded_here
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,
         collector_reachable,
         endpoint_for,
         endpoint_named,
-        run_recorded,
-        run_recorded_here,
     )
 
     attempt(lambda: launch.check_command(command))
@@ -299,14 +304,15 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
         note(f"rewind: nothing answers at {target}; recording through a collector started "
              "here for the run")
         outcome, stored = attempt(lambda: run_recorded_here(list(command), clickhouse, name,
-                                                            capture))
+                                                            capture, proxy))
         note(f"rewind: stored in {redact_url(stored)}")
     else:
         if not reachable:
             warn(f"nothing answers at {target}; start `rewind serve` or spans will be dropped")
         # Nothing to wait for at exit when nothing listens: the exporter gives up after 1 s.
         quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
-        outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick))
+        outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick,
+                                               proxy=proxy))
     if not outcome.installed:
         warn(f"recording was not installed in the command ({launch.why_not_installed(command)})")
     totals = outcome.export_totals()

@@ -1,0 +1,1 @@
+"""``rewind proxy`` and the ``--proxy`` flag of record and replay."""

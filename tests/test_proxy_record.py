@@ -1,0 +1,219 @@
+"""Any language records: a shell script calling the model with ``curl`` (streamed and not) and a
+Node agent with the real ``openai`` npm package and a tool call, neither instrumented, recorded
+by ``rewind record --proxy`` (their base URL pointed at a proxy in the CLI) into a store of
+their own: each call once with its whole exchange, no credential in any column; replayed by
+``rewind-replay --trace-id T -- CMD`` with the fake LLM gone and a listener on its port:
+identical output three times out of three, no connection, a request the recording does not
+hold a divergence (exit 3). ``X-Rewind-Trace`` and ``traceparent`` choose the trace.
+
+Needs ``curl``, ``node`` and ``tests/js/node_modules/openai`` (``npm install --prefix
+tests/js``, which ``make`` runs); without them the tests skip, except under ``CI=true``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rewind.collector.server_settings import ENV as SERVER_ENV
+from rewind.collector.store import Store
+from rewind.exporter import attributes as A
+from rewind.replay.sources.locate import StoreSource
+from rewind.replay.testing.fakellm import FakeLLMServer
+from tests.support.cli import rewind, user_env
+from tests.support.ports import free_port
+from tests.support.sink import Sink
+
+JS = Path(__file__).parent / "js"
+NODE_AGENT = JS / "proxy_agent.js"
+API_KEY = "sk-proxy-test-7f3a9c1e5b2d4f6081a3c5e7"
+CURL_SCRIPT = """#!/bin/sh
+set -e
+ask() {
+  curl -sS -N --fail-with-body "$OPENAI_BASE_URL/chat/completions" \\
+    -H "Authorization: Bearer $OPENAI_API_KEY" -H "content-type: application/json" "$@"
+  echo
+}
+ask -d '{"model": "gpt-4o", "messages": [{"role": "user", "content": "%s"}]}'
+ask -d '{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "and?"}]}'
+"""
+
+
+def _needs(*programs: str, node_package: bool = False) -> None:
+    missing = [p for p in programs if shutil.which(p) is None]
+    if node_package and not (JS / "node_modules" / "openai").is_dir():
+        missing.append("tests/js/node_modules/openai (npm install --prefix tests/js)")
+    if missing:
+        message = f"needs {', '.join(missing)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@dataclass
+class Run:
+    command: list[str]
+    trace_id: str
+    output: str
+    asked: int  # requests the fake LLM answered while it was recorded
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A store, the environment every command runs in, and the fake LLM's port (stopped once
+    the runs are recorded)."""
+    _needs("curl")
+    tmp = tmp_path_factory.mktemp("proxy")
+    script = tmp / "agent.sh"
+    script.write_text(CURL_SCRIPT % "hello there")
+    script.chmod(0o755)
+    env = user_env(tmp / "store", OPENAI_API_KEY=API_KEY)
+    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
+    env[SERVER_ENV["grpc_port"]] = str(free_port())  # no `rewind serve`: a collector per run
+    with FakeLLMServer() as llm:
+        env["OPENAI_BASE_URL"] = f"{llm.base_url}/v1"
+        runs = {"curl": _record(["sh", str(script)], env, llm)}
+        if shutil.which("node") and (JS / "node_modules" / "openai").is_dir():
+            runs["node"] = _record(["node", str(NODE_AGENT)], env, llm)
+        port = llm.port
+    return {"tmp": tmp, "env": env, "runs": runs, "port": port, "script": script}
+
+
+def _record(command: list[str], env: dict[str, str], llm: FakeLLMServer) -> Run:
+    before = len(llm.requests)
+    done = rewind("record", "--proxy", "--", *command, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr, done.stderr  # installed: nothing to warn about
+    [trace_id] = [line.split()[-1] for line in done.stderr.splitlines()
+                  if line.startswith("rewind: recorded trace ")]
+    return Run(command, trace_id, done.stdout, len(llm.requests) - before)
+
+
+def _spans(lab: dict, trace_id: str) -> list[dict]:
+    store = Store(f"chdb://{lab['tmp'] / 'store'}")
+    try:
+        return StoreSource(store).spans(trace_id)
+    finally:
+        store.close()
+
+
+def _calls(spans: list[dict]) -> list[dict]:
+    return sorted((s["SpanAttributes"] for s in spans
+                   if s["SpanAttributes"].get(A.KIND) == A.KIND_LLM),
+                  key=lambda attrs: int(attrs[A.STEP]))
+
+
+def _run(lab: dict, name: str) -> Run:
+    if name not in lab["runs"]:
+        _needs("node", node_package=True)
+    return lab["runs"][name]
+
+
+@pytest.mark.parametrize("name, calls", [("curl", 2), ("node", 4)])
+def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
+    run = _run(lab, name)
+    assert run.asked == calls
+    if name == "curl":
+        assert '"content":"echo: hello there"' in run.output and "data: [DONE]" in run.output
+    else:
+        assert run.output.count("final: tool said: sunny, 21C") == 2
+    shown = rewind("inspect", run.trace_id, "--json", env=lab["env"])
+    assert shown.returncode == 0, shown.stderr
+    totals = json.loads(shown.stdout)["totals"]
+    assert (totals["llm_calls"], totals["steps"]) == (calls, calls)
+    spans = _spans(lab, run.trace_id)
+    [root] = [s for s in spans if not s["ParentSpanId"]]
+    assert root["SpanName"] == f"invoke_agent {Path(run.command[0]).name}"
+    recorded = _calls(spans)
+    assert [int(c[A.STEP]) for c in recorded] == list(range(calls))
+    for attrs in recorded:
+        assert attrs[A.REQUEST_URL].startswith(lab["env"]["OPENAI_BASE_URL"])
+        assert json.loads(attrs[A.REQUEST_BODY])["model"] == "gpt-4o"
+        assert attrs[A.MATCH_KEY] and attrs[A.PROVIDER] == "openai"
+        streamed = json.loads(attrs[A.REQUEST_BODY]).get("stream", False)
+        assert (A.RESPONSE_EVENTS in attrs) == streamed and (A.RESPONSE_BODY in attrs) != streamed
+        assert json.loads(attrs[A.REQUEST_HEADERS])["content-type"] == "application/json"
+    resource = spans[0]["ResourceAttributes"]
+    assert json.loads(resource[A.PROXY_UPSTREAMS])["openai"] == lab["env"]["OPENAI_BASE_URL"]
+    assert json.loads(resource[A.PROCESS_COMMAND_ARGS]) == run.command
+
+
+def test_the_credential_is_in_no_column(lab):
+    store = Store(f"chdb://{lab['tmp'] / 'store'}")
+    try:
+        tables = [row["name"] for row in store.query(
+            "SELECT name FROM system.tables WHERE database = currentDatabase()")]
+        hits = {}
+        for table in tables:
+            for secret in (API_KEY, "Bearer"):
+                [row] = store.query(f"SELECT count() AS n FROM `{table}` "
+                                    "WHERE position(toString(tuple(*)), {s:String}) > 0",
+                                    {"s": secret})
+                if row["n"]:
+                    hits[(table, secret)] = row["n"]
+        [seen] = store.query("SELECT count() AS n FROM otel_traces "  # the check sees values
+                             "WHERE position(toString(tuple(*)), 'hello there') > 0")
+    finally:
+        store.close()
+    assert hits == {}
+    assert seen["n"] > 0
+
+
+@pytest.mark.parametrize("name", ["curl", "node"])
+def test_replays_identically_with_the_model_gone(lab, name):
+    run = _run(lab, name)
+    with Sink(lab["port"]) as sink:
+        for _ in range(3):
+            done = rewind("--trace-id", run.trace_id, "--", *run.command, env=lab["env"],
+                          program="rewind-replay")
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == run.output
+            steps = len(_calls(_spans(lab, run.trace_id)))
+            assert f"replayed {steps}/{steps} recorded steps" in done.stderr
+            assert "warning" not in done.stderr, done.stderr
+    assert sink.accepted == 0
+
+
+def test_a_request_not_recorded_is_a_divergence(lab):
+    run = _run(lab, "curl")
+    changed = lab["tmp"] / "changed.sh"
+    changed.write_text(CURL_SCRIPT % "something else")
+    with Sink(lab["port"]) as sink:
+        done = rewind("--trace-id", run.trace_id, "--", "sh", str(changed), env=lab["env"],
+                      program="rewind-replay")
+    assert done.returncode == 3, done.stderr
+    assert "first divergence at step 0" in done.stderr
+    assert "something else" in done.stderr  # the field that differs, with its value
+    assert sink.accepted == 0
+
+
+def test_headers_choose_the_trace(lab):
+    """``X-Rewind-Trace`` groups calls in a trace of their own; a ``traceparent`` joins the
+    caller's trace; other calls join the run's."""
+    caller = "4bf92f3577b34da6a3ce929d0e0e4736"
+    script = lab["tmp"] / "traces.sh"
+    script.write_text("\n".join([
+        "#!/bin/sh", "set -e",
+        'ask() { curl -sS "$OPENAI_BASE_URL/chat/completions" -H "content-type: '
+        'application/json" -d \'{"model": "m", "messages": [{"role": "user", "content": '
+        '"hi"}]}\' "$@"; echo; }',
+        "ask", 'ask -H "X-Rewind-Trace: job-7"', 'ask -H "X-Rewind-Trace: job-7"',
+        f'ask -H "traceparent: 00-{caller}-00f067aa0ba902b7-01"', ""]))
+    with FakeLLMServer() as llm:
+        env = {**lab["env"], "OPENAI_BASE_URL": f"{llm.base_url}/v1"}
+        done = rewind("record", "--proxy", "--", "sh", str(script), env=env)
+    assert done.returncode == 0, done.stderr
+    traces = [line.split()[-1] for line in done.stderr.splitlines()
+              if line.startswith("rewind: recorded trace ")]
+    assert len(traces) == 3 and caller in traces, done.stderr
+    run_trace, keyed = [t for t in traces if t != caller]
+    assert len(_calls(_spans(lab, run_trace))) == 1
+    keyed_spans = _spans(lab, keyed)
+    assert len(_calls(keyed_spans)) == 2
+    assert {s["SpanName"] for s in keyed_spans if not s["ParentSpanId"]} == {"invoke_agent job-7"}
+    [joined] = _calls(_spans(lab, caller))
+    assert int(joined[A.STEP]) == 0
