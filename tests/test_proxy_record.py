@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from rewind.collector.store import Store
 from rewind.exporter import attributes as A
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import rewind, user_env
+from tests.support.cli import BIN, rewind, user_env
 from tests.support.ports import free_port
 from tests.support.sink import Sink
 
@@ -217,3 +219,41 @@ def test_headers_choose_the_trace(lab):
     assert {s["SpanName"] for s in keyed_spans if not s["ParentSpanId"]} == {"invoke_agent job-7"}
     [joined] = _calls(_spans(lab, caller))
     assert int(joined[A.STEP]) == 0
+
+
+def test_a_standing_proxy_records_until_stopped(lab):
+    """``rewind proxy``: prints the ``export`` lines, records what is sent through it (a key's
+    calls one trace, another call its own), and stores it all when stopped."""
+    env = {**lab["env"], "REWIND_CLICKHOUSE_URL": f"chdb://{lab['tmp'] / 'standing'}"}
+    port = free_port()
+    with FakeLLMServer() as llm:
+        env["OPENAI_BASE_URL"] = f"{llm.base_url}/v1"
+        proxy = subprocess.Popen([str(BIN / "rewind"), "proxy", "--port", str(port)], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first = proxy.stdout.readline()
+            assert first == f"export OPENAI_BASE_URL=http://127.0.0.1:{port}/openai/v1\n"
+            base = first.strip().partition("=")[2]
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            for headers in (["-H", "X-Rewind-Trace: nightly"], ["-H", "X-Rewind-Trace: nightly"],
+                            []):
+                sent = subprocess.run(
+                    ["curl", "-sS", "--fail", f"{base}/chat/completions", "-H",
+                     "content-type: application/json", "-d", body, *headers],
+                    capture_output=True, text=True, timeout=60)
+                assert sent.returncode == 0 and "echo: hi" in sent.stdout, sent.stderr
+            asked = len(llm.requests)
+        finally:
+            proxy.send_signal(signal.SIGINT)
+            _, errors = proxy.communicate(timeout=60)
+    assert proxy.returncode == 0, errors
+    assert asked == 3
+    traces = [line.split()[-1] for line in errors.splitlines()
+              if line.startswith("rewind: recorded trace ")]
+    assert len(traces) == 2, errors
+    store = Store(env["REWIND_CLICKHOUSE_URL"])
+    try:
+        counted = sorted(len(_calls(StoreSource(store).spans(t))) for t in traces)
+    finally:
+        store.close()
+    assert counted == [1, 2]
