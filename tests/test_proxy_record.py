@@ -33,6 +33,7 @@ from tests.support.sink import Sink
 JS = Path(__file__).parent / "js"
 NODE_AGENT = JS / "proxy_agent.js"
 API_KEY = "sk-proxy-test-7f3a9c1e5b2d4f6081a3c5e7"
+ANTHROPIC_KEY = "sk-ant-proxy-test-2b4d6f8a0c1e3a5c7e9b"
 CURL_SCRIPT = """#!/bin/sh
 set -e
 ask() {
@@ -42,6 +43,9 @@ ask() {
 }
 ask -d '{"model": "gpt-4o", "messages": [{"role": "user", "content": "%s"}]}'
 ask -d '{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "and?"}]}'
+curl -sS --fail-with-body "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY" \
+  -H "anthropic-version: 2023-06-01" -H "content-type: application/json" \
+  -d '{"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user", "content": "hey"}]}'
 """
 
 
@@ -73,11 +77,12 @@ def lab(tmp_path_factory):
     script = tmp / "agent.sh"
     script.write_text(CURL_SCRIPT % "hello there")
     script.chmod(0o755)
-    env = user_env(tmp / "store", OPENAI_API_KEY=API_KEY)
+    env = user_env(tmp / "store", OPENAI_API_KEY=API_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
     env[SERVER_ENV["grpc_port"]] = str(free_port())  # no `rewind serve`: a collector per run
     with FakeLLMServer() as llm:
         env["OPENAI_BASE_URL"] = f"{llm.base_url}/v1"
+        env["ANTHROPIC_BASE_URL"] = llm.base_url
         runs = {"curl": _record(["sh", str(script)], env, llm)}
         if shutil.which("node") and (JS / "node_modules" / "openai").is_dir():
             runs["node"] = _record(["node", str(NODE_AGENT)], env, llm)
@@ -115,12 +120,13 @@ def _run(lab: dict, name: str) -> Run:
     return lab["runs"][name]
 
 
-@pytest.mark.parametrize("name, calls", [("curl", 2), ("node", 4)])
+@pytest.mark.parametrize("name, calls", [("curl", 3), ("node", 4)])
 def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
     run = _run(lab, name)
     assert run.asked == calls
     if name == "curl":
         assert '"content":"echo: hello there"' in run.output and "data: [DONE]" in run.output
+        assert '"text":"echo: hey"' in run.output  # Anthropic's endpoint
     else:
         assert run.output.count("final: tool said: sunny, 21C") == 2
     shown = rewind("inspect", run.trace_id, "--json", env=lab["env"])
@@ -133,14 +139,19 @@ def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
     recorded = _calls(spans)
     assert [int(c[A.STEP]) for c in recorded] == list(range(calls))
     for attrs in recorded:
-        assert attrs[A.REQUEST_URL].startswith(lab["env"]["OPENAI_BASE_URL"])
-        assert json.loads(attrs[A.REQUEST_BODY])["model"] == "gpt-4o"
-        assert attrs[A.MATCH_KEY] and attrs[A.PROVIDER] == "openai"
+        anthropic = attrs[A.PROVIDER] == "anthropic"
+        assert attrs[A.REQUEST_URL] == (f"{lab['env']['ANTHROPIC_BASE_URL']}/v1/messages"
+                                        if anthropic else
+                                        f"{lab['env']['OPENAI_BASE_URL']}/chat/completions")
+        assert json.loads(attrs[A.REQUEST_BODY])["model"] in ("gpt-4o", "claude-x")
+        assert attrs[A.MATCH_KEY] and (anthropic or attrs[A.PROVIDER] == "openai")
         streamed = json.loads(attrs[A.REQUEST_BODY]).get("stream", False)
         assert (A.RESPONSE_EVENTS in attrs) == streamed and (A.RESPONSE_BODY in attrs) != streamed
         assert json.loads(attrs[A.REQUEST_HEADERS])["content-type"] == "application/json"
     resource = spans[0]["ResourceAttributes"]
-    assert json.loads(resource[A.PROXY_UPSTREAMS])["openai"] == lab["env"]["OPENAI_BASE_URL"]
+    upstreams = json.loads(resource[A.PROXY_UPSTREAMS])
+    assert upstreams["openai"] == lab["env"]["OPENAI_BASE_URL"]
+    assert upstreams["anthropic"] == lab["env"]["ANTHROPIC_BASE_URL"]
     assert json.loads(resource[A.PROCESS_COMMAND_ARGS]) == run.command
 
 
@@ -151,7 +162,7 @@ def test_the_credential_is_in_no_column(lab):
             "SELECT name FROM system.tables WHERE database = currentDatabase()")]
         hits = {}
         for table in tables:
-            for secret in (API_KEY, "Bearer"):
+            for secret in (API_KEY, ANTHROPIC_KEY, "Bearer"):
                 [row] = store.query(f"SELECT count() AS n FROM `{table}` "
                                     "WHERE position(toString(tuple(*)), {s:String}) > 0",
                                     {"s": secret})
