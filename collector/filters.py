@@ -74,6 +74,10 @@ class TraceFilters:
     limit: int = 50
     # A request's route as listed ("POST /ask") or alone ("/ask"); a job's function.
     route: str | None = None
+    offset: int = 0  # matching traces skipped, newest first: where a later page starts
+    # Only runs not made from another: no replay (a suite's among them) and no fork.
+    originals: bool = False
+    count: bool = False  # each row also says how many traces match in all (TraceRow.matching)
 
 
 @dataclass(frozen=True)
@@ -108,11 +112,12 @@ def query_name(item: Any) -> str:
 
 
 def to_query(filters: TraceFilters | UsageFilters | RunFilters) -> dict[str, str]:
-    """The query parameters of ``filters``; unset ones (None, no, empty) are left out."""
+    """The query parameters of ``filters``; unset ones (None, no, empty, a zero offset) are
+    left out, so a saved query names only what it filters on."""
     params: dict[str, str] = {}
     for item in fields(filters):
         value = getattr(filters, item.name)
-        if value is None or value is False or value == ():
+        if value is None or value is False or value == () or value == 0:
             continue
         if isinstance(value, datetime):
             params[query_name(item)] = value.isoformat()

@@ -109,9 +109,14 @@ def test_the_reading_tools_say_what_the_cli_says(desk, tmp_path):
         return {name: data_of(await client.call_tool(name, args)) for name, args in calls}
 
     got = desk.mcp(read, "--export-dir", str(tmp_path))
-    assert got["get_run"]["events"] == inspected["events"]
-    assert got["get_run"]["totals"] == inspected["totals"]
-    assert [r["TraceId"] for r in got["list_runs"]["runs"]] == [r["trace_id"] for r in listed]
+    outline = got["get_run"]
+    rows = [dict(zip(outline["columns"], row, strict=True)) for row in outline["steps"]]
+    assert [(r["step"], r["kind"]) for r in rows] == \
+        [(e["step"], e["kind"]) for e in inspected["events"]]
+    assert all(r["status"].startswith(e["status"]) for r, e in zip(rows, inspected["events"],
+                                                                    strict=True))
+    assert outline["totals"] == inspected["totals"]
+    assert [r["trace_id"] for r in got["list_runs"]["runs"]] == [r["trace_id"] for r in listed]
     step = json.loads(got["get_step"]["content"]["text"])
     assert step["input_messages"][-1]["parts"][0]["content"] == "summarise that"
     assert json.loads(step["request"]["body"])["stream"] is True
@@ -149,8 +154,8 @@ def test_a_replay_through_mcp_reports_as_the_cli_and_makes_the_same_run(desk):
     for run in (cli_run, mcp_run):
         served.wait_for_spans(run, 3)
     outlines = [data_of(desk.call("get_run", trace_id=run)) for run in (cli_run, mcp_run)]
-    assert [e["preview"] for e in outlines[0]["events"]] == \
-        [e["preview"] for e in outlines[1]["events"]]
+    assert [row[-1] for row in outlines[0]["steps"]] == \
+        [row[-1] for row in outlines[1]["steps"]]
     assert outlines[0]["lineage"] == outlines[1]["lineage"] == {
         "kind": "replay", "source_trace_id": trace, "step": None, "edits": None}
 
@@ -240,7 +245,7 @@ def test_without_a_worker_it_reads_the_store_itself(desk):
         return listed, outline
 
     listed, outline = session(partial(over_stdio, env), read)
-    assert recording.trace_id in {r["TraceId"] for r in listed["runs"]}
+    assert recording.trace_id in {r["trace_id"] for r in listed["runs"]}
     assert outline["totals"]["llm_calls"] == 2
 
 

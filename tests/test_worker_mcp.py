@@ -105,7 +105,7 @@ def test_tenant_a_gets_nothing_of_tenant_b_from_any_tool(world):
         for secret in (*B_MARKERS, *world.b_runs):
             assert secret not in text, (name, secret)
     runs = data_of(listed[0][1])["runs"]
-    assert {r["TraceId"] for r in runs} == {*world.a_runs, world.big}
+    assert {r["trace_id"] for r in runs} == {*world.a_runs, world.big}
     assert data_of(listed[2][1])["matching_runs"] == 2
 
 
@@ -114,7 +114,7 @@ def test_an_operator_token_sees_every_tenant_and_no_token_gets_401(world):
         return data_of(await client.call_tool("list_runs", {"limit": 50}))["runs"]
 
     runs = session(partial(over_http, world.url, "tok-op"), listed)
-    assert {r["TraceId"] for r in runs} == {*world.a_runs, *world.b_runs, world.big}
+    assert {r["trace_id"] for r in runs} == {*world.a_runs, *world.b_runs, world.big}
     refused = httpx.post(f"{world.url}/mcp", json={"jsonrpc": "2.0", "id": 1,
                                                    "method": "tools/list"})
     assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
@@ -137,7 +137,7 @@ def test_a_5_mb_step_comes_a_page_at_a_time(world):
     assert len(content) == pages[0]["content"]["total_chars"] > BIG
     said = json.loads(content)["input_messages"][0]["parts"][0]["content"]
     assert said == "start " + "x" * BIG + " end"
-    assert len(outline["events"][0]["preview"]) <= 80  # the outline only previews it
+    assert len(outline["steps"][0][-1]) <= 80  # the outline only previews it
     assert len(json.dumps(outline)) < 5_000
 
 

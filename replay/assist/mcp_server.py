@@ -9,8 +9,10 @@ write a file (``export_run``: only a new one, under the folder it was given). Ea
 what it does in MCP annotations: the reads are read-only, the two that run a command
 destructive and open-world.
 
-A tool fails as a tool error whose text says what to do (our errors carry the fix); anything
-else is reported by the SDK as a failed call, never a stopped server.
+A tool fails as a tool error whose text says what to do (our errors carry the fix; a bad
+argument names it and what it accepts, ``arguments.py``); anything else is reported by the SDK
+as a failed call, never a stopped server. Answers are compact JSON text: an assistant pays for
+every character.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import Field
 from rewind.exporter.errors import RewindError
 from rewind.replay.assist import contrast, reads
 from rewind.replay.assist.allowed import Allowance, ExportFolder
+from rewind.replay.assist.arguments import RewindServer
 from rewind.replay.assist.long_runs import ForkAsk, ReplayAsk, fork, in_thread, replay
 from rewind.replay.assist.paging import MAX_PAGE_CHARS, PAGE_CHARS, dumps
 from rewind.replay.assist.prompts import DEBUG_INCIDENT, INSTRUCTIONS
@@ -64,9 +67,10 @@ Timeout = Annotated[float, Field(gt=0, le=3600, description="Seconds before the 
                                                              "stopped")]
 
 
-def guarded(fn: Callable[..., Any],
-            kind: type[ToolError | ResourceError] = ToolError) -> Callable[..., Any]:
-    """Our errors become tool (or resource) errors with the fix in words."""
+def guarded(fn: Callable[..., Any], kind: type[ToolError | ResourceError] = ToolError,
+            answer: Callable[[Any], Any] = lambda value: value) -> Callable[..., Any]:
+    """Our errors become tool (or resource) errors with the fix in words; ``answer`` is what
+    the result is given as."""
 
     def failed(error: RewindError) -> Exception:
         where = f" (argument {error.field})" if error.field else ""
@@ -77,7 +81,7 @@ def guarded(fn: Callable[..., Any],
         @functools.wraps(fn)
         async def run_async(*args: Any, **kwargs: Any) -> Any:
             try:
-                return await fn(*args, **kwargs)
+                return answer(await fn(*args, **kwargs))
             except RewindError as error:
                 raise failed(error) from error
         return run_async
@@ -85,7 +89,7 @@ def guarded(fn: Callable[..., Any],
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return answer(fn(*args, **kwargs))
         except RewindError as error:
             raise failed(error) from error
     return run
@@ -95,11 +99,12 @@ def build_server(source_for: SourceFor, local: bool, allowance: Allowance | None
                  export: ExportFolder | None = None) -> MCPServer:
     """The tools over ``source_for``; with ``local``, also those that run the commands
     ``allowance`` lets run and write new files under ``export``."""
-    server = MCPServer("rewind", instructions=INSTRUCTIONS, log_level="WARNING")
+    server = RewindServer("rewind", instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(annotations: ToolAnnotations = READ) -> Callable[[Callable[..., Any]], Any]:
         def register(fn: Callable[..., Any]) -> Any:
-            server.add_tool(guarded(fn), annotations=annotations, structured_output=False)
+            server.add_tool(guarded(fn, answer=dumps), annotations=annotations,
+                            structured_output=False)
             return fn
         return register
 
@@ -117,12 +122,18 @@ def build_server(source_for: SourceFor, local: bool, allowance: Allowance | None
                   status: Annotated[str | None, Field(description=(
                       "Requests: only this HTTP status (e.g. '500'); jobs: 'ok' or the "
                       "exception type"))] = None,
+                  include_replays: Annotated[bool, Field(description=(
+                      "Also runs Rewind made from other runs: replays (suite runs among "
+                      "them) and forks"))] = False,
                   limit: Annotated[int, Field(ge=1, le=reads.MAX_LISTED)] = 20,
                   offset: Offset = 0) -> dict[str, Any]:
         """List recorded runs (traces), newest first: id, service, start, duration, spans,
-        LLM calls, errors, what it was made from (ReplaySource/ForkSource), and for a
-        service's requests the route and status. Start here to find the incident's trace id."""
-        query = reads.RunQuery(service, errors, model, text, since, until, route, status)
+        LLM calls, errors, and for a service's requests the route and status. Replays and
+        forks are left out unless include_replays. `total` counts every matching run; when
+        `next_offset` is not null, call again with offset=next_offset for more. Start here
+        to find the incident's trace id."""
+        query = reads.RunQuery(service, errors, model, text, since, until, route, status,
+                               include_replays)
         return reads.list_runs(source_for(ctx), query, limit, offset)
 
     @tool()
@@ -133,9 +144,10 @@ def build_server(source_for: SourceFor, local: bool, allowance: Allowance | None
                 limit: Annotated[int, Field(ge=1, le=reads.MAX_OUTLINE)] = 100,
                 offset: Offset = 0) -> dict[str, Any]:
         """Outline of one run: totals (calls, tokens, cost, duration, errors), lineage (the
-        run it was replayed or forked from), and its steps in order with type, model,
-        tokens, latency, cost, status and a short preview. Read a step in full with
-        get_step."""
+        run it was replayed or forked from), and its steps in order, one row each under
+        `columns`: step, kind, name, status, milliseconds, [input, output] tokens and cost
+        (model calls), and a short preview (a failed step: its error). Read a step in full
+        with get_step."""
         return reads.get_run(source_for(ctx), trace_id, all_events, limit, offset)
 
     @tool()
@@ -150,9 +162,10 @@ def build_server(source_for: SourceFor, local: bool, allowance: Allowance | None
                      "page"))] = 0,
                  max_chars: Annotated[int, Field(ge=1, le=MAX_PAGE_CHARS)] = PAGE_CHARS,
                  ) -> dict[str, Any]:
-        """Everything the model saw and answered at one step (a tool step: its call and
-        result), as JSON text in content.text, one page at a time: when content.next_offset
-        is not null, call again with offset=next_offset for the rest."""
+        """One step: its header (kind, name, status; model, tokens and cost for a model
+        call; the error when it failed), then everything the model saw and answered there (a
+        tool step: its call and result) as JSON text in content.text, one page at a time:
+        when content.next_offset is not null, call again with offset=next_offset."""
         return reads.get_step(source_for(ctx), trace_id, step, raw, offset, max_chars)
 
     @tool()

@@ -17,8 +17,9 @@ PREVIEW_CHARS = 200
 
 
 def dumps(value: Any) -> str:
-    """JSON as the worker writes it (datetimes and bytes as text)."""
-    return json.dumps(value, default=json_default, ensure_ascii=False)
+    """JSON as the worker writes it (datetimes and bytes as text), without the spaces after
+    separators: an assistant reads every character."""
+    return json.dumps(value, default=json_default, ensure_ascii=False, separators=(",", ":"))
 
 
 def text_page(text: str, offset: int, max_chars: int) -> dict[str, Any]:

@@ -12,7 +12,8 @@ DEBUG_INCIDENT = """Debug this incident with Rewind: {symptom}
 Trace id: {trace_id}. How the agent runs: {command}.
 
 1. Find the run: if the trace id is not known, call list_runs (errors=true, a time range,
-   service, or route/status for a request) or search_runs with words from the symptom.
+   service, or route/status for a request; total says how many match, follow next_offset
+   for more) or search_runs with words from the symptom.
 2. Read it: get_run for the outline, then get_step on the steps whose status or preview
    looks wrong (follow content.next_offset for long ones).
 3. Reproduce it: replay_run with the trace id and the command; a divergence means the code

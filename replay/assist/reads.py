@@ -4,13 +4,21 @@ plain data; the reading itself is the reader's, the timeline's and the archive's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from rewind.collector.filters import TraceFilters, UsageFilters, parse_when
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.replay.assist.allowed import ExportFolder
-from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline, step_document
+from rewind.replay.assist.outline import (
+    ALL_KINDS,
+    COLUMNS,
+    OUTLINE_KINDS,
+    plain_text,
+    step_content,
+    step_header,
+    step_line,
+)
 from rewind.replay.assist.paging import PAGE_CHARS, clip, dumps, list_page, text_page
 from rewind.replay.sources import archive
 from rewind.replay.sources.commands import shown
@@ -28,7 +36,8 @@ SNIPPET = 80
 @dataclass(frozen=True)
 class RunQuery:
     """What ``list_runs`` and ``search_runs`` filter on (``TraceFilters``, plus a request's
-    route and status, matched on the listed rows)."""
+    route and status, matched on the listed rows); runs made from a run (replays, a suite's
+    among them, and forks) only with ``include_replays``."""
 
     service: str | None = None
     errors: bool = False
@@ -38,11 +47,19 @@ class RunQuery:
     until: str | None = None
     route: str | None = None
     status: str | None = None
+    include_replays: bool = False
 
-    def filters(self, limit: int) -> TraceFilters:
+    def filters(self, limit: int, offset: int = 0, count: bool = False) -> TraceFilters:
         return TraceFilters(service=self.service, errors=self.errors, model=self.model,
                             text=self.text, since=parse_when(self.since, flag="since"),
-                            until=parse_when(self.until, flag="until"), limit=limit)
+                            until=parse_when(self.until, flag="until"), limit=limit,
+                            offset=offset, originals=not self.include_replays, count=count)
+
+    @property
+    def narrowed(self) -> bool:
+        """Filters matched on listed rows: those are read up to ``MAX_SCANNED``, then
+        filtered and paged here."""
+        return bool(self.route or self.status)
 
     def keeps(self, row: Any) -> bool:
         return ((not self.route or self.route.lower() in row.route.lower())
@@ -67,49 +84,70 @@ def load_run(source: TraceSource, ref: str, argument: str = "trace_id") -> Timel
 
 
 def list_runs(source: TraceSource, query: RunQuery, limit: int, offset: int) -> dict[str, Any]:
-    wanted = offset + min(max(1, limit), MAX_LISTED)
-    narrowed = bool(query.route or query.status)
-    rows = source.list_traces(query.filters(MAX_SCANNED if narrowed else wanted))
-    kept = [row.to_dict() for row in rows if query.keeps(row)]
-    page = list_page(kept, offset, limit, MAX_LISTED)
-    return {"runs": page.pop("items"), **page}
+    """One page of the matching runs, newest first: every filter applies before the page is
+    cut, ``total`` counts them all and ``next_offset`` is where the next page starts."""
+    size = min(max(1, limit), MAX_LISTED)
+    if query.narrowed:
+        kept = [run_entry(r) for r in source.list_traces(query.filters(MAX_SCANNED))
+                if query.keeps(r)]
+        page = list_page(kept, offset, size, MAX_LISTED)
+        return {"runs": page.pop("items"), **page}
+    if offset < 0:
+        raise InvalidValue(f"offset must be 0 or more, got {offset}", field="offset")
+    rows = source.list_traces(query.filters(size, offset, count=True))
+    total = rows[0].matching if rows and rows[0].matching else offset + len(rows)
+    end = offset + len(rows)
+    return {"runs": [run_entry(r) for r in rows], "offset": offset, "total": total,
+            "next_offset": end if end < total else None}
+
+
+def run_entry(row: Any) -> dict[str, Any]:
+    """A listed run in snake_case, lineage and request fields only when it has them."""
+    entry = {k: v for k, v in asdict(row).items() if k != "matching"}
+    entry["duration_ms"] = round(entry.pop("duration_ns") / 1e6, 3)
+    return {k: v for k, v in entry.items() if v != "" or k in ("root_span", "service")}
 
 
 def get_run(source: TraceSource, trace_id: str, all_events: bool, limit: int,
             offset: int) -> dict[str, Any]:
-    """The outline, one page of steps, and the command the run was recorded with as the CLI
-    shows it (quoted, escapes visible; None when not saved)."""
+    """Totals, lineage, the command the run was recorded with as the CLI shows it (quoted,
+    escapes visible; None when not saved) and one page of its steps, a row each under
+    ``columns``."""
     run = load_run(source, trace_id)
-    found = outline(run, ALL_KINDS if all_events else OUTLINE_KINDS)
-    page = list_page(found.pop("events"), offset, limit, MAX_OUTLINE)
+    kinds = ALL_KINDS if all_events else OUTLINE_KINDS
+    rows = [step_line(run, e) for e in run.events if e.kind in kinds]
+    page = list_page(rows, offset, limit, MAX_OUTLINE)
     words = run.cassette.command
-    return {**found, "recorded_command": shown(words) if words else None,
-            "events": page.pop("items"), **page}
+    return {"trace_id": run.trace_id, "totals": run.totals(), "lineage": run.lineage,
+            "skipped": [s.__dict__ for s in run.cassette.skipped],
+            "recorded_command": shown(words) if words else None, "columns": list(COLUMNS),
+            "steps": page.pop("items"), **page}
 
 
 def get_step(source: TraceSource, trace_id: str, step: int, raw: bool, offset: int,
              max_chars: int) -> dict[str, Any]:
-    """The step's summary, and its whole content (messages; with ``raw`` the wire exchange)
-    as JSON text, one page at a time."""
+    """The step's header, and its content (messages; with ``raw`` the wire exchange) as JSON
+    text, one page at a time: the header is not repeated in it."""
     run = load_run(source, trace_id)
-    document = step_document(run, step, raw)
-    summary = {k: v for k, v in document.items()
-               if k not in ("input_messages", "output_messages", "request", "response")}
-    return {**summary, "content": text_page(dumps(document), offset, max_chars or PAGE_CHARS)}
+    event = run.step(step)
+    return {**step_header(run, event),
+            "content": text_page(dumps(step_content(event, raw)), offset,
+                                 max_chars or PAGE_CHARS)}
 
 
 def search_runs(source: TraceSource, text: str, query: RunQuery, limit: int) -> dict[str, Any]:
     """Runs saying ``text`` anywhere, newest first, each with the steps that say it and a
-    snippet around the first place."""
+    plain-text snippet around the first place (roles and words, not JSON)."""
     if not text.strip():
         raise InvalidValue("text must not be empty: give the words to look for", field="text")
     found = []
-    rows = source.list_traces(RunQuery(**{**query.__dict__, "text": text}).filters(MAX_SCANNED))
+    rows = source.list_traces(RunQuery(**{**query.__dict__, "text": text,
+                                          "include_replays": True}).filters(MAX_SCANNED))
     for row in [r for r in rows if query.keeps(r)][:min(max(1, limit), MAX_SEARCHED)]:
         run = load_run(source, row.trace_id)
         steps = []
         for event in run.steps:
-            said = dumps([event.input_messages(), event.output_messages()])
+            said = plain_text([*event.input_messages(), *event.output_messages()])
             at = said.lower().find(text.lower())
             if at >= 0 and event.step is not None:
                 steps.append({"step": event.step, "type": event.type, "snippet": clip(
