@@ -144,10 +144,14 @@ async def _pages(client: Any, **args: Any) -> list[dict[str, Any]]:
     return pages
 
 
-@pytest.mark.parametrize("through", [_http, _stdio], ids=["worker", "stdio-api"])
-def test_failing_runs_page_by_page_with_the_true_total_and_no_replay(store, through):
+@pytest.mark.parametrize(("through", "narrowed"), [
+    (_http, {}), (_stdio, {}), (_http, {"model": "gpt-4o"})],
+    ids=["worker", "stdio-api", "worker-by-model"])
+def test_failing_runs_page_by_page_with_the_true_total_and_no_replay(store, through, narrowed):
+    """A model filter reads the spans themselves: paged and counted the same."""
+
     async def walk(client):
-        return await _pages(client, errors=True, limit=5)
+        return await _pages(client, errors=True, limit=5, **narrowed)
 
     pages = through(store, walk)
     assert [(p["total"], p["offset"], p["next_offset"]) for p in pages] == [
