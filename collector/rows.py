@@ -21,6 +21,7 @@ from rewind.exporter.masking import masked_url_attributes
 from .openinference import read_openinference
 from .pending_content import derive_pending
 from .traceloop import read_traceloop
+from .vercel_ai import read_vercel_ai
 
 SPAN_KINDS = {
     Span.SPAN_KIND_UNSPECIFIED: "SPAN_KIND_UNSPECIFIED",
@@ -105,7 +106,8 @@ def span_rows(
             for span in scope_spans.spans:
                 start, end = span.start_time_unix_nano, span.end_time_unix_nano
                 name = span.name
-                attributes = read_traceloop(read_openinference(attribute_map(span.attributes)))
+                attributes = read_vercel_ai(read_traceloop(read_openinference(
+                    attribute_map(span.attributes))))
                 if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
                     name, attributes = derive_pending(name, attributes)
                 if masked := masked_url_attributes(attributes):  # whoever's span it is

@@ -222,6 +222,26 @@ OI_SESSION_ID = "session.id"
 TL_SPAN_KIND = "traceloop.span.kind"
 TL_ENTITY_NAME = "traceloop.entity.name"
 TL_WORKFLOW_NAME = "traceloop.workflow.name"
+# The Vercel AI SDK's telemetry (``ai`` npm package, experimental_telemetry), read at intake:
+# ``ai.generateText.doGenerate`` / ``ai.streamText.doStream`` are one call each (inside an
+# ``ai.generateText`` / ``ai.streamText`` span for the whole tool loop), ``ai.toolCall`` a tool.
+AI_OPERATION_ID = "ai.operationId"
+AI_MODEL_ID = "ai.model.id"
+AI_MODEL_PROVIDER = "ai.model.provider"  # "openai.chat", "openai.responses", "anthropic.messages"
+AI_PROMPT_MESSAGES = "ai.prompt.messages"  # JSON: the SDK's own prompt (parts: text, tool-call)
+AI_PROMPT_TOOLS = "ai.prompt.tools"  # JSON list of JSON strings {type, name, inputSchema}
+AI_RESPONSE_TEXT = "ai.response.text"
+AI_RESPONSE_TOOL_CALLS = "ai.response.toolCalls"  # JSON [{toolCallId, toolName, input}]
+AI_RESPONSE_FINISH_REASON = "ai.response.finishReason"  # "stop", "tool-calls", ...
+AI_RESPONSE_MODEL = "ai.response.model"
+AI_USAGE_INPUT_TOKENS = ("ai.usage.inputTokens", "ai.usage.promptTokens")  # now, before v5
+AI_USAGE_OUTPUT_TOKENS = ("ai.usage.outputTokens", "ai.usage.completionTokens")
+AI_USAGE_CACHED_INPUT_TOKENS = "ai.usage.cachedInputTokens"
+AI_USAGE_REASONING_TOKENS = "ai.usage.reasoningTokens"
+AI_TOOL_CALL_NAME = "ai.toolCall.name"
+AI_TOOL_CALL_ID = "ai.toolCall.id"
+AI_TOOL_CALL_ARGS = ("ai.toolCall.args", "ai.toolCall.input")
+AI_TOOL_CALL_RESULT = ("ai.toolCall.result", "ai.toolCall.output")
 OPERATION_INVOKE_AGENT = "invoke_agent"
 # A coordinated run of several agents (GenAI conventions: INTERNAL, named by gen_ai.agent.name;
 # gen_ai.workflow.name before the conventions merged it into the agent span).
