@@ -69,6 +69,8 @@ def _call(attrs: dict[str, str]) -> dict[str, Any]:
         A.OPERATION: endpoint.operation if endpoint is not None else "chat",
         A.PROVIDER: vendor.lower(), A.REQUEST_MODEL: model,
         A.RESPONSE_MODEL: attrs.get(A.AI_RESPONSE_MODEL)}
+    if vendor == "openai" and api == "responses":  # the shape a rebuilt answer is sent in
+        derived[A.OPENAI_API_TYPE] = "responses"
     request: dict[str, Any] = {}
     messages = _json(attrs.get(A.AI_PROMPT_MESSAGES))
     if isinstance(messages, list):
