@@ -240,11 +240,15 @@ def _finish(root: Span, provider: Any, after: Callable[[Span], None] | None,
 
 def _report(root: Span, seen: TraceIds) -> None:
     """One JSON line for ``rewind record``: the trace ids and export figures of this process."""
+    from opentelemetry.sdk.resources import SERVICE_NAME
+
     from .otel_pipeline import export_stats
     from .recording import counts
+    from .servers.capture import requests_recorded
 
     root_id = format(root.get_span_context().trace_id, "032x")
     exported = getattr(root, "end_time", None) is not None  # see _finish
+    resource = getattr(root, "resource", None)
     line = {
         "pid": os.getpid(),
         "root_trace_id": root_id if exported else None,
@@ -252,6 +256,9 @@ def _report(root: Span, seen: TraceIds) -> None:
         "spans": seen.spans,
         "export": export_stats(),
         "calls": dict(counts),
+        # a service's requests are summed up in one line, listed by its service name
+        "requests": requests_recorded(),
+        "service": resource.attributes.get(SERVICE_NAME) if resource is not None else None,
     }
     path = RecordSettings.from_env().report_path
     if path:

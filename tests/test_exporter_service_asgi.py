@@ -231,7 +231,9 @@ def test_rewind_record_gives_one_trace_per_request_and_survives_sigterm(recorded
     code, output = recorded["recorded_stop"]
     assert code != 0, output  # the service died of the signal
     assert [a.status_code for a in recorded["recorded_answers"]] == [200, 200]
-    printed = re.findall(r"recorded trace ([0-9a-f]{32})", output)
+    [summary] = [line for line in output.splitlines() if "requests recorded as" in line]
+    assert "2 requests recorded as 2 traces" in summary, output
+    printed = re.findall(r"[0-9a-f]{32}", summary)
     stored = services.stored_traces(recorded["served"], "asgi-recorded", 2)
     assert sorted(printed) == sorted(stored) and len(stored) == 2, output
     by_path = requests_by_path(stored)

@@ -133,7 +133,7 @@ def recorded(tmp_path_factory):
                  "app:app", "--port", str(port), "--log-level", "warning"], tmp, env, port)
             answers = services.send_all(service.url, REQUESTS)
             _, output = service.terminate()  # as a pod stops: SIGTERM
-        assert output.count("recorded trace") == len(REQUESTS), output
+        assert f"{len(REQUESTS)} requests recorded as {len(REQUESTS)} traces" in output, output
         traces = services.stored_traces(served, SERVICE, len(REQUESTS))
         foreign = served.wait_for_spans(_send_foreign_span(served), 1)
     finally:

@@ -3,10 +3,11 @@
 :func:`install` (called by ``instrument()``, hence by ``opentelemetry-instrument`` and
 ``rewind record``) hooks the entry point of each web framework when the framework is imported,
 never importing one itself: ``Starlette.__call__``, ``FastAPI.__call__``, ``Flask.__call__``
-and Django's WSGI and ASGI handlers. The entry is the outermost call a framework makes: its own
-OpenTelemetry instrumentation (which FastAPI's and Flask's install inside it, and FastAPI's
-native telemetry) then puts its server span inside the request's trace, one trace per request
-(``propagation.py``). The route template is taken
+and Django's WSGI and ASGI handlers, and OpenTelemetry's ASGI and WSGI middlewares (which a
+team may wrap around the app by hand, outside the framework). The entry is the outermost call:
+a framework's own OpenTelemetry instrumentation (which FastAPI's and Flask's install inside it,
+and FastAPI's native telemetry) then puts its server span inside the request's trace, one trace
+per request (``propagation.py``). The route template is taken
 where each framework resolves it. ``REWIND_SERVERS=off`` leaves them alone.
 """
 
@@ -104,6 +105,17 @@ def _django_asgi(module: ModuleType) -> None:
     _patch(module.ASGIHandler, asgi.wrap)
 
 
+def _otel_asgi(module: ModuleType) -> None:
+    """OpenTelemetry's ASGI middleware, wrapped around an app by hand: the outermost entry
+    then, so the request's trace starts there and the middleware's span is in it (else it
+    would start under the process root, every request's in one trace)."""
+    _patch(module.OpenTelemetryMiddleware, asgi.wrap)
+
+
+def _otel_wsgi(module: ModuleType) -> None:
+    _patch(module.OpenTelemetryMiddleware, wsgi.wrap)
+
+
 def _django_base(module: ModuleType) -> None:
     _after(module.BaseHandler, "get_response", _django_route)
     _after(module.BaseHandler, "get_response_async", _django_route)
@@ -112,7 +124,9 @@ def _django_base(module: ModuleType) -> None:
 HOOKS = {"starlette.applications": _starlette, "fastapi.applications": _fastapi,
          "flask.app": _flask,
          "django.core.handlers.wsgi": _django_wsgi, "django.core.handlers.asgi": _django_asgi,
-         "django.core.handlers.base": _django_base}
+         "django.core.handlers.base": _django_base,
+         "opentelemetry.instrumentation.asgi": _otel_asgi,
+         "opentelemetry.instrumentation.wsgi": _otel_wsgi}
 
 
 def install() -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -55,12 +56,29 @@ def unrecorded(app: Any) -> Any:
     return app
 
 
+_recorded = [0]  # requests this process recorded, each its own trace
+_counting = threading.Lock()
+
+
+def _count_request() -> None:
+    with _counting:
+        _recorded[0] += 1
+
+
+def requests_recorded() -> int:
+    """How many requests this process recorded (``rewind record`` sums them up)."""
+    return _recorded[0]
+
+
 def recorder(app: Any) -> Any:
     """The recorder ``instrument()`` installed, when ``app``'s requests are to be recorded
     (None: they pass through)."""
     from ..transport import hooks
 
-    return None if getattr(app, _UNRECORDED, False) else hooks.recorder
+    inner = getattr(app, "app", None)  # a middleware around the app
+    if getattr(app, _UNRECORDED, False) or getattr(inner, _UNRECORDED, False):
+        return None
+    return hooks.recorder
 
 
 def _caller_links(headers: Iterable[tuple[str, str]]) -> list[Link]:
@@ -126,6 +144,7 @@ class InboundExchange:
         if app:
             attrs[A.INBOUND_APP] = app
         attrs.update(recorder.extra)
+        _count_request()
         self.unit = units.start(self.method, A.INBOUND_KIND_REQUEST, SpanKind.SERVER,
                                 self.settings.allowed(attrs), _caller_links(headers),
                                 recorder.tracer)

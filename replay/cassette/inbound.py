@@ -16,6 +16,8 @@ from urllib.parse import parse_qsl
 
 from rewind.exporter import attributes as A
 
+EVENT_STREAM = "text/event-stream"
+
 
 class RecordedBodies:
     """The recorded bodies as the bytes that crossed the wire, for whatever holds them in these
@@ -77,8 +79,10 @@ class Inbound(RecordedBodies):
         return request_form(self.method, self.path, self.query, self.request_bytes())
 
     def response_form(self) -> dict[str, Any]:
-        """What the service answered: status and body (JSON when it parses)."""
-        return response_form(self.status, self.response_bytes())
+        """What the service answered: status and body (JSON when it parses), or a stream's
+        events, one by one."""
+        return response_form(self.status, self.response_bytes(),
+                             EVENT_STREAM if self.response_events is not None else "")
 
     def outcome_form(self) -> dict[str, Any]:
         """What a job ended with: its return value, or its exception's type and message."""
@@ -129,8 +133,36 @@ def request_form(method: str, path: str, query: str, body: bytes) -> dict[str, A
             "body": _body(body)}
 
 
-def response_form(status: int, body: bytes) -> dict[str, Any]:
+def response_form(status: int, body: bytes, content_type: str = "") -> dict[str, Any]:
+    """Status and body; a stream (``text/event-stream``) as its list of events, so that the
+    first event that differs is named by its index and shown whole, not lost in a long body."""
+    if content_type.split(";")[0].strip().lower() == EVENT_STREAM:
+        return {"status": status, "events": sse_events(body)}
     return {"status": status, "body": _body(body)}
+
+
+def sse_events(raw: bytes) -> list[dict[str, Any]]:
+    """Server-sent events as ``{"event", "data", "id"}`` (the fields each has; ``data``'s lines
+    joined, JSON when it parses); comments and the retry field left out."""
+    text = raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    events = []
+    for block in text.split("\n\n"):
+        fields: dict[str, Any] = {}
+        data: list[str] = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name in ("event", "id"):
+                fields[name] = value
+        if data:
+            fields["data"] = _loads("\n".join(data))
+        if fields:
+            events.append(fields)
+    return events
 
 
 def _json_attr(attrs: Mapping[str, str], name: str) -> Any:

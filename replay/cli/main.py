@@ -323,8 +323,8 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
              f"{', '.join(outcome.trace_ids)} did not reach {outcome.endpoint} (start `rewind "
              "serve`, or give the collector with --endpoint)")
         sys.exit(outcome.exit_code)
-    for trace_id in outcome.trace_ids:
-        note(f"rewind: recorded trace {trace_id}")
+    for line in outcome.recorded_lines():
+        note(line)
     if outcome.installed and not outcome.calls().get("llm"):
         warn(NO_LLM_CALLS.format(http=outcome.calls().get("http", 0)))
     if outcome.readable is False:

@@ -4,7 +4,8 @@ and whether the service still answers the same."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -21,6 +22,8 @@ from rewind.replay.cli.options import (
     sourced,
 )
 
+T = TypeVar("T")
+
 HELP = """Send the request recorded in trace ID to the service again, with every outbound call
 of that request answered from the recording, and compare the answer with the recorded one.
 
@@ -32,9 +35,10 @@ of that request answered from the recording, and compare the answer with the rec
 --app imports the ASGI or WSGI app and sends the request to it in this process; --url starts
 COMMAND under replay, waits until URL answers, sends the request there and stops COMMAND;
 --call calls a job's function with its recorded arguments. Exit 0: same answer; 3: a call
-diverged from the recording; 4: the calls matched but the answer differs (status or body,
-field by field, volatile values such as ids and timestamps aside). ID may be a unique prefix
-or a .rw file.
+diverged from the recording, or the app made fewer calls than recorded; 4: every recorded
+call was made and matched but the answer differs (status or body, a stream event by event,
+field by field, volatile values such as ids and timestamps aside); 1: the app's own exception
+at its import or start-up. ID may be a unique prefix or a .rw file.
 """
 
 
@@ -96,10 +100,11 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
         outcome = attempt(lambda: replay_over_http(cassette, url, list(command), **settings,
                                                    seal=not no_seal))
     elif app_spec is not None:
-        app = attempt(lambda: requests.load_target(app_spec))
-        outcome = attempt(lambda: requests.replay_request(cassette, app, **settings))
+        app = attempt(lambda: _as_the_apps(lambda: requests.load_target(app_spec)))
+        outcome = attempt(lambda: _as_the_apps(
+            lambda: requests.replay_request(cassette, app, **settings)))
     else:
-        function = attempt(lambda: requests.load_target(str(call_spec)))
+        function = attempt(lambda: _as_the_apps(lambda: requests.load_target(str(call_spec))))
         outcome = attempt(lambda: requests.replay_job(cassette, function, **settings))
     if as_json:
         print_json(outcome.to_dict())
@@ -107,6 +112,31 @@ def replay_request(trace: str, app_spec: str | None, url: str | None, call_spec:
         _show(outcome)
     sys.stdout.flush()
     sys.exit(outcome.exit_code)
+
+
+def _as_the_apps(work: Callable[[], T]) -> T:
+    """``work()``; when the app's own code fails in it (its import, its start-up), the app's
+    traceback is printed as Python prints it, from the app's first frame, before our error
+    line (exit 1): the app's failure, not ours."""
+    from rewind.replay.play.services.recorded_request import AppFailed
+
+    try:
+        return work()
+    except AppFailed as failed:
+        import traceback
+
+        error = failed.error
+        tb = error.__traceback__
+        while tb is not None and _ours(str(tb.tb_frame.f_globals.get("__name__", ""))):
+            tb = tb.tb_next
+        traceback.print_exception(type(error), error, tb or error.__traceback__,
+                                  file=sys.stderr)
+        raise
+
+
+def _ours(module: str) -> bool:
+    """A frame of Rewind's or of the import machinery, above the app's own."""
+    return module.startswith(("rewind.", "importlib"))
 
 
 def _show(outcome: Any) -> None:
@@ -167,6 +197,9 @@ def replay_service(cassettes: list[Any], command: tuple[str, ...], **options: An
                        f"{report.divergence.reason}"
         if not report.requests and not report.replayed:
             summary += "; its request never came"
+        came = outcome.served.get(report.trace_id, 0)
+        if came > 1:
+            summary += f"; its request came {came} times, each answered from its trace"
         note(summary)
     for refused in outcome.outside:
         note(f"rewind: refused {refused}")

@@ -77,6 +77,24 @@ class RecordOutcome:
     def export_totals(self) -> dict[str, int]:
         return self._summed("export")
 
+    def recorded_lines(self, shown: int = 3) -> list[str]:
+        """What ``rewind record`` prints of the traces: one line per trace of a script; a
+        service's requests (each its own trace) summed up in one line, a few ids and the
+        command that lists them all, however many requests it served."""
+        requests = sum(int(p.get("requests") or 0) for p in self.processes)
+        if not requests:
+            return [f"rewind: recorded trace {t}" for t in self.trace_ids]
+        roots = [str(p["root_trace_id"]) for p in self.processes if p.get("root_trace_id")]
+        units = [t for t in self.trace_ids if t not in roots]
+        services = sorted({str(p["service"]) for p in self.processes if p.get("service")})
+        ids = ", ".join(units[:shown]) + (", …" if len(units) > shown else "")
+        listed = (f"; list them: rewind traces --service {services[0]}" if len(services) == 1
+                  else "; list them: rewind traces")
+        plural = "s" if requests != 1 else ""
+        summary = (f"rewind: {requests} request{plural} recorded as {len(units)} "
+                   f"trace{'s' if len(units) != 1 else ''} ({ids}){listed}")
+        return [*(f"rewind: recorded trace {t}" for t in roots), summary]
+
 
 def run_name(command: list[str]) -> str:
     """What the run is called: the script or module a Python command runs, else the program."""

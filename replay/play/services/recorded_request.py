@@ -42,10 +42,41 @@ class TargetError(RewindError, ValueError):
     """A ``module:attr`` that cannot be imported or named, or a trace that is no request."""
 
 
+class AppFailed(RewindError):
+    """The app's own exception where the app's code ran before any request (its import, its
+    start-up): the app's failure, shown with the app's traceback and exit 1, never as a bug of
+    ours. A variable of its production environment it reads and cannot find names itself."""
+
+    exit_code = 1
+
+    def __init__(self, error: BaseException, where: str) -> None:
+        missing = missing_variable(error)
+        super().__init__(
+            f"the app raised {type(error).__name__}: {error} {where}",
+            hint=f"the app needs {missing} in its environment: set it as in production; every "
+                 "call is answered from the recording, so its value is never used to connect"
+            if missing else "the app's traceback is above")
+        self.error = error
+
+
+def missing_variable(error: BaseException) -> str | None:
+    """The variable name when ``error`` is ``os.environ[NAME]`` finding nothing."""
+    if not isinstance(error, KeyError) or not error.args or not isinstance(error.args[0], str):
+        return None
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame if tb is not None else None
+    if frame is None or frame.f_globals.get("__name__") != "os":
+        return None
+    return error.args[0] if error.args[0] not in os.environ else None
+
+
 @dataclass
 class RequestOutcome:
     """What a replayed request or job did: the replay's report, the recorded answer, today's
-    (None when the replay stopped at a divergence) and the fields that differ."""
+    (None when the replay stopped at a divergence) and the fields that differ. ``hint``: what
+    to change when the request did not reach the recorded route (``--url``'s)."""
 
     report: ReplayReport
     kind: str
@@ -53,14 +84,31 @@ class RequestOutcome:
     expected: dict[str, Any]
     actual: dict[str, Any] | None
     diffs: list[FieldDiff] = field(default_factory=list)
+    hint: str = ""
 
     @property
     def diverged(self) -> bool:
         return self.report.divergence is not None and self.report.mode == STRICT
 
     @property
+    def ended_early(self) -> bool:
+        """Strict, no divergence, and recorded calls never made: the answer, whatever it is,
+        is not the end of the recorded run (as ``rewind replay`` counts an early end)."""
+        report = self.report
+        return (report.mode == STRICT and report.divergence is None and self.actual is not None
+                and report.replayed < report.recorded)
+
+    @property
+    def missed_route(self) -> bool:
+        """No call made and a status the recorded request never got: the request did not
+        reach the route that was recorded (a wrong base URL, a route renamed)."""
+        return (self.ended_early and self.report.requests == 0 and self.actual is not None
+                and "status" in self.expected
+                and self.actual.get("status") != self.expected.get("status"))
+
+    @property
     def exit_code(self) -> int:
-        if self.diverged:
+        if self.diverged or self.ended_early:
             return DIVERGED_EXIT
         return ANSWER_DIFFERS_EXIT if self.diffs else SAME_EXIT
 
@@ -84,6 +132,15 @@ class RequestOutcome:
     def headline(self) -> str:
         if self.diverged:
             return f"{self.target}: a call diverged from the recording"
+        if self.missed_route:
+            status = (self.actual or {}).get("status")
+            line = (f"{self.target}: the request did not reach the recorded route (answered "
+                    f"{status}, recorded {self.expected.get('status')}, no recorded call made)")
+            return line + (f": {self.hint}" if self.hint else "")
+        if self.ended_early:
+            missing = self.report.recorded - self.report.replayed
+            return (f"{self.target}: the run ended without making {missing} of the recorded "
+                    "calls: its answer is not the recorded run's end")
         if self.diffs:
             return f"{self.target}: the calls matched, the answer differs in {len(self.diffs)} " \
                    "field(s)"
@@ -92,6 +149,7 @@ class RequestOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {"trace_id": self.report.trace_id, "kind": self.kind, "target": self.target,
                 "exit_code": self.exit_code, "same": self.same,
+                "ended_early": self.ended_early, "missed_route": self.missed_route,
                 "expected": self.expected, "actual": self.actual,
                 "diffs": [{"path": d.path, "expected": d.expected, "actual": d.actual}
                           for d in self.diffs],
@@ -109,7 +167,12 @@ def load_target(spec: str) -> Any:
     try:
         found: Any = importlib.import_module(module_name)
     except ImportError as error:
+        named = error.name or ""
+        if not named or not (module_name == named or module_name.startswith(named + ".")):
+            raise AppFailed(error, f"while {module_name} was imported") from error
         raise TargetError(f"cannot import {module_name}: {error}") from error
+    except Exception as error:  # the app's own code failed as it was imported
+        raise AppFailed(error, f"while {module_name} was imported") from error
     for part in attr.split("."):
         try:
             found = getattr(found, part)
@@ -166,6 +229,13 @@ async def _lifespan(app: Any) -> Callable[[], Any] | None:
     await into.put({"type": "lifespan.startup"})
     waiter = asyncio.ensure_future(out.get())
     await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if waiter.done() and waiter.result().get("type") == "lifespan.startup.failed":
+        await asyncio.wait({task}, timeout=10)  # the app raises what failed once it said so
+        error = task.exception() if task.done() and not task.cancelled() else None
+        if isinstance(error, player.ReplayDivergence):
+            raise error
+        raise AppFailed(error or RuntimeError(str(waiter.result().get("message") or "")),
+                        "at start-up (its lifespan)")
     if not waiter.done() or waiter.result().get("type") != "lifespan.startup.complete":
         waiter.cancel()
         if task.done() and not task.cancelled() and task.exception() is not None:
@@ -184,6 +254,13 @@ def send(app: Any, method: str, path: str, query: str, headers: dict[str, str],
          body: bytes) -> tuple[int, bytes]:
     """One request to an ASGI or WSGI app in this process: (status, body). An exception the
     app lets out is a 500, as a server answers it; a replay divergence goes through."""
+    status, _, answer = exchange(app, method, path, query, headers, body)
+    return status, answer
+
+
+def exchange(app: Any, method: str, path: str, query: str, headers: dict[str, str],
+             body: bytes) -> tuple[int, str, bytes]:
+    """:func:`send`, with the answer's content type (a stream is compared event by event)."""
     import httpx
 
     url = path + (f"?{query}" if query else "")
@@ -191,15 +268,17 @@ def send(app: Any, method: str, path: str, query: str, headers: dict[str, str],
         transport = httpx.WSGITransport(app=app, raise_app_exceptions=False)
         with httpx.Client(transport=transport, base_url=BASE_URL) as client:
             response = client.request(method, url, headers=headers, content=body)
-            return response.status_code, response.content
+            return (response.status_code, response.headers.get("content-type", ""),
+                    response.content)
 
-    async def go() -> tuple[int, bytes]:
+    async def go() -> tuple[int, str, bytes]:
         shutdown = await _lifespan(app)
         try:
             transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
             async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
                 response = await client.request(method, url, headers=headers, content=body)
-                return response.status_code, await response.aread()
+                return (response.status_code, response.headers.get("content-type", ""),
+                        await response.aread())
         finally:
             if shutdown is not None:
                 await shutdown()
@@ -217,9 +296,10 @@ def replay_request(cassette: Cassette, app: Any, mode: str = STRICT,
     actual: dict[str, Any] | None = None
     with replaying(session, clock_mode):
         try:
-            status, body = send(app, inbound.method, inbound.path, inbound.query,
-                                request_headers(inbound), inbound.request_bytes())
-            actual = response_form(status, body)
+            status, content_type, body = exchange(
+                app, inbound.method, inbound.path, inbound.query, request_headers(inbound),
+                inbound.request_bytes())
+            actual = response_form(status, body, content_type)
         except player.ReplayDivergence:
             actual = None
     return outcome_of(session, inbound, inbound.response_form(), actual, ignore)

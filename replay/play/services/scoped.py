@@ -55,30 +55,51 @@ def serving() -> bool:
 class SessionRouter:
     """The sessions of the traces given, and which inbound request claimed which."""
 
-    def __init__(self, sessions: list[ReplaySession], report_path: str | None = None) -> None:
+    def __init__(self, sessions: list[ReplaySession], report_path: str | None = None,
+                 **options: Any) -> None:
         self.sessions = sorted(sessions, key=lambda s: s.cassette.started_ns)
         self.report_path = report_path
+        self.options = options  # the sessions' (mode, speed, allow_live, ignore): for repeats
         self.unrecorded = 0  # inbound requests that were no recorded one
         self.outside: list[str] = []  # outbound calls refused outside any recorded request
+        self.repeats: dict[int, list[ReplaySession]] = {}  # a request served again, per session
         self._claimed: set[int] = set()
         self._lock = threading.Lock()
 
     def claim(self, method: str, path: str, query: str, body: bytes,
               content_type: str = "") -> ReplaySession | None:
         """The session of the recorded request this one is; its credentials masked first, as
-        the recording masked them (``exporter/masking.py``), so a live token still matches."""
+        the recording masked them (``exporter/masking.py``), so a live token still matches.
+        Identical recorded requests are claimed in recorded order; once each is claimed, the
+        same request again (a client's retry, a second try by hand) is served again from the
+        first one's trace with a session of its own: its calls answered from the start."""
         form = request_form(method, path, clean_query(query),
                             masked_body(body, content_type)[0])
         with self._lock:
+            again = None
             for session in self.sessions:
                 inbound = session.cassette.inbound
-                if id(session) in self._claimed or inbound is None or inbound.is_job:
+                if inbound is None or inbound.is_job or not same_request(
+                        inbound, form, session.matcher.tolerance):
                     continue
-                if same_request(inbound, form, session.matcher.tolerance):
+                if id(session) not in self._claimed:
                     self._claimed.add(id(session))
                     return session
+                again = again or session
+            if again is not None:
+                repeat = ReplaySession(again.cassette, **self.options)
+                self.repeats.setdefault(id(again), []).append(repeat)
+                return repeat
             self.unrecorded += 1
         return None
+
+    def _report(self, session: ReplaySession) -> dict[str, Any]:
+        """A trace's report: its first serving's, or the first repeat that diverged."""
+        report = session.report()
+        repeats = self.repeats.get(id(session), [])
+        if report.divergence is None:
+            report = next((r for r in (s.report() for s in repeats) if r.divergence), report)
+        return report.to_dict()
 
     def enter(self, method: str, path: str, query: str, body: bytes,
               content_type: str = "") -> Token:
@@ -102,8 +123,10 @@ class SessionRouter:
         return Divergence(step, f"{what} was called {where}; a strict replay never sends it")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reports": [s.report().to_dict() for s in self.sessions],
-                "unrecorded": self.unrecorded, "outside": list(self.outside)}
+        return {"reports": [self._report(s) for s in self.sessions],
+                "unrecorded": self.unrecorded, "outside": list(self.outside),
+                "served": {s.cassette.trace_id: 1 + len(self.repeats.get(id(s), []))
+                           for s in self.sessions if id(s) in self._claimed}}
 
     def write_report(self) -> None:
         if self.report_path:
@@ -230,7 +253,8 @@ def install(cassettes: list[Cassette], report_path: str | None = None,
     the earliest recorded request."""
     from rewind.replay.play.services import seams
 
-    router = SessionRouter([ReplaySession(c, **options) for c in cassettes], report_path)
+    router = SessionRouter([ReplaySession(c, **options) for c in cassettes], report_path,
+                           **options)
     started = min((c.started_ns for c in cassettes if c.started_ns), default=0)
     clock.start(clock_mode, started)
     mode = options.get("mode", STRICT)

@@ -54,17 +54,20 @@ class ServiceOutcome:
     unrecorded: int = 0  # inbound requests that were no recorded one (health checks ...)
     outside: list[str] = field(default_factory=list)  # calls refused outside a recorded request
     installed: bool = True
+    served: dict[str, int] = field(default_factory=dict)  # trace id -> times its request came
 
 
-def _read(report_path: Path, cassettes: Sequence[Cassette], mode: str
-          ) -> tuple[list[ReplayReport], int, list[str], bool]:
+def _read(report_path: Path, cassettes: Sequence[Cassette], mode: str) -> ServiceOutcome:
+    """What the child reported (its exit code left to the caller)."""
     try:
         data = json.loads(report_path.read_text("utf-8"))
     except (FileNotFoundError, ValueError):
-        return [ReplayReport(c.trace_id, mode, len(c.interactions)) for c in cassettes], 0, [], \
-            False
-    return ([ReplayReport.from_dict(r) for r in data.get("reports") or []],
-            int(data.get("unrecorded") or 0), [str(x) for x in data.get("outside") or []], True)
+        return ServiceOutcome(0, [ReplayReport(c.trace_id, mode, len(c.interactions))
+                                  for c in cassettes], installed=False)
+    return ServiceOutcome(0, [ReplayReport.from_dict(r) for r in data.get("reports") or []],
+                          int(data.get("unrecorded") or 0),
+                          [str(x) for x in data.get("outside") or []], True,
+                          {str(k): int(v) for k, v in (data.get("served") or {}).items()})
 
 
 @contextmanager
@@ -98,32 +101,34 @@ def run_service(cassettes: Sequence[Cassette], command: list[str], mode: str = S
     sealing = sealed.choose(seal, going_live(mode, allow_live), serves=True)
     with _prepared(cassettes, mode, speed, debug, allow_live, ignore, clock_mode) as (env, path):
         exit_code = launch.run(command, env, [SCOPED_INSTALLER], sealing=sealing)
-        reports, unrecorded, outside, installed = _read(path, cassettes, mode)
-    for report in reports:
+        outcome = _read(path, cassettes, mode)
+    for report in outcome.reports:
         report.isolation = sealing.describe()
     diverged = mode == STRICT and (
-        bool(outside) or any(r.divergence is not None for r in reports))
-    return ServiceOutcome(DIVERGED_EXIT if diverged else exit_code, reports, unrecorded,
-                          outside, installed)
+        bool(outcome.outside) or any(r.divergence is not None for r in outcome.reports))
+    outcome.exit_code = DIVERGED_EXIT if diverged else exit_code
+    return outcome
 
 
 def _send(url: str, method: str, headers: dict[str, str], body: bytes,
-          timeout: float = 120) -> tuple[int, bytes]:
+          timeout: float = 120) -> tuple[int, str, bytes]:
+    """(status, content type, body)."""
     request = urllib.request.Request(url, body or None, headers=headers, method=method)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read()
+            return response.status, response.headers.get("content-type", ""), response.read()
     except urllib.error.HTTPError as error:
-        return error.code, error.read()
+        return error.code, error.headers.get("content-type", ""), error.read()
 
 
 def wait_until_answering(url: str, child: Any, timeout: float = READY_TIMEOUT) -> None:
     """Returns once anything answers HTTP at ``url`` (any status)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if child.poll() is not None:
+        if child.poll() is not None:  # the app's own failure: its output says why
             raise ServiceError(f"the command ended (exit code {child.returncode}) before "
-                               f"{url} answered")
+                               f"{url} answered", hint="its output above says why",
+                               exit_code=child.returncode or 1)
         try:
             _send(url, "GET", {}, b"", timeout=2)
             return
@@ -150,14 +155,16 @@ def replay_over_http(cassette: Cassette, url: str, command: list[str],
                 wait_until_answering(url, child, ready_timeout)
                 target = url.rstrip("/") + inbound.path + (f"?{inbound.query}"
                                                            if inbound.query else "")
-                status, body = _send(target, inbound.method, request_headers(inbound),
-                                     inbound.request_bytes())
+                status, content_type, body = _send(target, inbound.method,
+                                                   request_headers(inbound),
+                                                   inbound.request_bytes())
         finally:
             launch.stop(child)
-        reports, _, outside, installed = _read(path, [cassette], mode)
+        served = _read(path, [cassette], mode)
+    reports, outside = served.reports, served.outside
     for report in reports:
         report.isolation = sealing.describe()
-    if not installed:
+    if not served.installed:
         raise ServiceError(f"the replay was not installed in {command[0]} "
                            f"({launch.why_not_installed(command)})")
     report = reports[0]
@@ -171,6 +178,17 @@ def replay_over_http(cassette: Cassette, url: str, command: list[str],
     session = ReplaySession(cassette, mode=mode, ignore=ignore)
     outcome = outcome_of(session, inbound, inbound.response_form(),
                          None if report.divergence is not None and mode == STRICT
-                         else response_form(status, body), ignore)
+                         else response_form(status, body, content_type), ignore)
     outcome.report = report
+    if outcome.missed_route:
+        outcome.hint = base_url_hint(url, inbound.path)
     return outcome
+
+
+def base_url_hint(url: str, path: str) -> str:
+    """--url is where the server is; the recorded path is added to it."""
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    given = f", not {url}" if parts.path.strip("/") else ""
+    return f"--url must be the server's base URL, {base}{given}; the recorded path {path} " \
+           "is added to it"
