@@ -11,11 +11,18 @@ which ``make test`` runs when npm is there)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from tests.support.cli import rewind
-from tests.support.js_agents import JS, inspected_totals, need_packages, node, recorded_run
+from tests.support.js_agents import (
+    JS,
+    inspected_totals,
+    need_packages,
+    node,
+    recorded_run,
+)
 
 AGENT = JS / "openinference_agent.js"
 SERVICE = "openinference-js"
@@ -54,3 +61,30 @@ def test_replays_three_times_identically_over_http(run):
         assert done.stdout == output
     status = served.get(f"/v1/replay/sessions/{listed['TraceId']}").json()
     assert status["replayed"] == CALLS and status["divergence"] is None
+
+
+def test_replays_offline_as_a_child_of_rewind_replay_sealed(run):
+    """``rewind-replay --trace-id T --proxy -- node agent.js``: the agent's SDK reads the
+    replay endpoint from ``OPENAI_BASE_URL``, every call is answered from the recording inside
+    the sealed namespace, and nothing reaches the model's old address (a listener stands on
+    it); its own spans still reach the collector."""
+    from tests.support.sink import Sink
+
+    dead = int(run.env["LLM_URL"].rsplit(":", 1)[1].split("/")[0])
+    env = {k: v for k, v in run.env.items() if k != "LLM_URL"}
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = env["OTLP_TRACES_URL"]  # carried out when sealed
+    env["OTEL_SERVICE_NAME"] = "replayed-sealed"
+    with Sink(dead) as sink:
+        for _ in range(3):
+            done = rewind("replay", "--trace-id", run.listed["TraceId"], "--proxy", "--",
+                          "node", str(AGENT), env=env)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout == run.output
+            assert ", sealed)" in done.stderr, done.stderr
+        assert sink.accepted == 0
+    deadline, counts = time.monotonic() + 30, []
+    while counts != [CALLS] * 3 and time.monotonic() < deadline:  # their spans reach the store
+        time.sleep(0.2)
+        listed = run.served.get("/v1/traces?service=replayed-sealed&include_replays=true").json()
+        counts = sorted(t["LlmCalls"] for t in listed["traces"])
+    assert counts == [CALLS] * 3

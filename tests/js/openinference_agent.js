@@ -18,7 +18,10 @@ new OpenAIInstrumentation().manuallyInstrument(OpenAI);
 
 const { converse } = require("./weather_turns");
 
-const client = new OpenAI({ baseURL: process.env.LLM_URL + "/v1", apiKey: "sk-x", maxRetries: 0 });
+// LLM_URL when the test names the model's server; else the SDK's own OPENAI_BASE_URL (which
+// `rewind-replay --proxy` sets to its replay endpoint).
+const baseURL = process.env.LLM_URL ? process.env.LLM_URL + "/v1" : undefined;
+const client = new OpenAI({ baseURL, apiKey: "sk-x", maxRetries: 0 });
 
 async function main() {
   await trace.getTracer("agent").startActiveSpan("run", async (run) => {  // one trace

@@ -51,12 +51,11 @@ def listed_trace(served: Served, service: str, spans: int, timeout: float = 30) 
     """The service's one trace as the runs list shows it, once ``spans`` of its spans are in."""
     deadline = time.monotonic() + timeout
     while True:
-        traces = served.get(f"/v1/traces?service={service}").json()["traces"]
+        traces = served.get(f"/v1/traces?service={service}&include_replays=true").json()["traces"]
         if (traces and traces[0]["Spans"] >= spans) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    [listed] = traces
-    return listed
+    return traces[0]
 
 
 @dataclass
