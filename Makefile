@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 JS_DEPS := tests/js/node_modules/.installed
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test check lint bench clean
 
 # `make serve` installs what serving needs (the server extra); `make test` everything the tests
 # drive (the dev extra: SDKs, frameworks, the browser driver), which serving needs too.
@@ -39,6 +39,11 @@ lint: $(STAMP)
 
 test: lint $(JS_DEPS)
 	$(BIN)/python -m pytest
+
+# The one-minute loop: lint, then the tests that start no process or server and open no store,
+# browser, database or agent framework (tests/support/weights.py weighs each module).
+check: lint
+	$(BIN)/python -m pytest -m unit -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

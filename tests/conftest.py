@@ -7,6 +7,7 @@ import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,12 +20,38 @@ from tests.support.ambient import NO_AMBIENT  # noqa: E402
 
 os.environ.update(NO_AMBIENT)
 
-from rewind import exporter  # noqa: E402  (after the rewrite hook, like every support import)
-from rewind.collector.migrate import migrate  # noqa: E402
-from rewind.collector.store import Store  # noqa: E402
-from rewind.replay.testing.fakellm import FakeLLMServer  # noqa: E402
-from tests.support.harness import ParcelRecording, record_parcel  # noqa: E402
-from tests.support.wiretap import Spans, WireTap  # noqa: E402
+from tests.support.weights import WEIGHTS, weight_of  # noqa: E402
+
+if TYPE_CHECKING:
+    from rewind.replay.testing.fakellm import FakeLLMServer
+    from tests.support.harness import ParcelRecording
+    from tests.support.wiretap import Spans, WireTap
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for weight in WEIGHTS:
+        config.addinivalue_line("markers", f"{weight}: {weight_doc(weight)}")
+
+
+def weight_doc(weight: str) -> str:
+    return {"unit": "needs no process, store, browser, database or framework (make check)",
+            "frameworks": "imports an agent framework", "store": "opens the embedded store",
+            "process": "starts a process or server", "browser": "drives chromium",
+            "databases": "starts PostgreSQL or Redis"}[weight]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m unit`` (``make check``): heavier modules are not even imported, so collecting
+    takes no time for the SDKs and frameworks they bring."""
+    if (config.getoption("markexpr", "") == "unit" and collection_path.suffix == ".py"
+            and collection_path.name.startswith("test_")):
+        return weight_of(collection_path) != "unit" or None
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(weight_of(Path(item.path)))
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +65,9 @@ def _async_clients_finalised_outside_a_loop(request) -> None:
 @pytest.fixture
 def store(tmp_path):
     """A fresh embedded store (the real ClickHouse engine through chDB), migrated."""
+    from rewind.collector.migrate import migrate
+    from rewind.collector.store import Store
+
     opened = Store(f"chdb://{tmp_path / 'store'}")
     migrate(opened)
     yield opened
@@ -49,12 +79,16 @@ def store(tmp_path):
 
 @pytest.fixture(scope="module")
 def fake_llm() -> Iterator[FakeLLMServer]:
+    from rewind.replay.testing.fakellm import FakeLLMServer
+
     with FakeLLMServer() as server:
         yield server
 
 
 @pytest.fixture
 def tap(fake_llm: FakeLLMServer) -> Iterator[WireTap]:
+    from tests.support.wiretap import WireTap
+
     relay = WireTap((fake_llm.host, fake_llm.port or 0))
     yield relay
     relay.close()
@@ -62,6 +96,9 @@ def tap(fake_llm: FakeLLMServer) -> Iterator[WireTap]:
 
 @pytest.fixture
 def spans() -> Iterator[Spans]:
+    from rewind import exporter
+    from tests.support.wiretap import Spans
+
     recorded = Spans()
     exporter.instrument(tracer_provider=recorded.provider)
     yield recorded
@@ -73,6 +110,8 @@ def spans() -> Iterator[Spans]:
 
 @pytest.fixture(scope="session")
 def parcel_recording(tmp_path_factory) -> Iterator[ParcelRecording]:
+    from tests.support.harness import record_parcel
+
     rec = record_parcel(tmp_path_factory.mktemp("parcel"))
     yield rec
     rec.served.stop()

@@ -12,6 +12,8 @@ the three settings modules of :data:`SETTINGS`: everything else imports their co
 asks them for typed values.
 """
 
+# weight: unit
+
 from __future__ import annotations
 
 import ast
