@@ -33,6 +33,9 @@ ORDER BY Name""", params)
     return {str(r["Name"]): str(r["Definition"]) for r in rows}
 
 
+REMOVED = "removed"  # a result row's status when its suite was removed: no result since
+
+
 @dataclass(frozen=True)
 class LastResult:
     """What a run of a suite did the last time the suite ran."""
@@ -48,7 +51,8 @@ class LastResult:
 
 
 def last_results(store: Store, suite: str, tenant: str = "") -> dict[str, LastResult]:
-    """Trace id -> the last result of that run of ``suite``."""
+    """Trace id -> the last result of that run of ``suite``; none for a run whose last row is
+    the mark ``Catalog.remove`` leaves (a suite removed and added again starts afresh)."""
     rows = store.query(f"""
 SELECT TraceId, argMax(Status, RanAt) AS Status, argMax(Passed, RanAt) AS Passed,
        argMax(Cause, RanAt) AS Cause, argMax(Message, RanAt) AS Message,
@@ -56,7 +60,8 @@ SELECT TraceId, argMax(Status, RanAt) AS Status, argMax(Passed, RanAt) AS Passed
        argMax(Replayed, RanAt) AS Replayed
 FROM {SUITE_RESULTS}
 WHERE Tenant = {{tenant:String}} AND Suite = {{suite:String}}
-GROUP BY TraceId""", {"tenant": tenant, "suite": suite})
+GROUP BY TraceId
+HAVING Status != {{removed:String}}""", {"tenant": tenant, "suite": suite, "removed": REMOVED})
     return {str(r["TraceId"]): LastResult(str(r["TraceId"]), str(r["Status"]),
                                           bool(r["Passed"]), str(r["Cause"]),
                                           str(r["Message"]), str(r["Scores"]), r["LastRan"],

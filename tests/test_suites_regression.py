@@ -232,7 +232,7 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
     results = {r["trace_id"]: r for r in json.loads(done.stdout)["results"]}
     failed = {t for t, r in results.items() if not r["passed"]}
     travel = {t for t, what in recorded.agent_of.items() if what.startswith("travel|")}
-    assert failed == travel
+    assert failed == travel, [results[t]["message"] for t in failed - travel]
     for trace_id in travel:
         result = results[trace_id]
         assert result["status"] == "diverged" and result["step"] == 0
@@ -244,14 +244,17 @@ def test_a_changed_system_prompt_fails_that_agents_runs_with_the_cause(recorded,
     last = {m["trace_id"]: m["last"] for m in shown["members"]}
     assert {t for t, r in last.items() if not r["passed"]} == travel
     assert {last[t]["cause"] for t in travel} == {"system_changed"}
-    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    cases = {c.get("name").rsplit(" (", 1)[-1].rstrip(")"): c
+             for c in ET.parse(junit).getroot().iter("testcase")}
     assert len(cases) == TOTAL
     for trace_id, case in cases.items():
         failure = case.find("failure")
         assert (failure is not None) == (trace_id in travel)
-        if failure is not None:
-            assert "replay diverged at step 0" in failure.get("message")
-            assert "system prompt" in failure.text and "Be brief" in failure.text
+        if failure is not None:  # named by what the run was asked; the cause is the message
+            question = recorded.agent_of[trace_id].split("|")[1]
+            assert case.get("name") == f"{question} ({trace_id})"
+            assert failure.get("message").startswith("system prompt changed")
+            assert "replay diverged at step 0" in failure.text and "Be brief" in failure.text
     # The suite's page in the web UI: each run with its last result and cause.
     store = Store(f"chdb://{recorded.store_dir}")
     try:
@@ -392,19 +395,21 @@ def test_the_suite_page_in_a_browser_shows_the_last_results(recorded):
             row.locator(f'a[href^="/traces/{trace_id}"]').click()
             page.wait_for_url(re.compile(f"/traces/{trace_id}"))
             # Each run's diff: its recording against its replay. A run that passed replayed
-            # every step the same; a strict replay stopped at the changed prompt's call.
+            # every step the same; a strict replay stopped at the changed prompt's call (shown
+            # changed: what it asked there), the steps after it never made.
             page.goto(f"{url}/suites/incidents")
             same = next(t for t, what in recorded.agent_of.items() if what.startswith("weather|"))
             # the service's request, replayed in the suite's own process (--app), too
-            for trace_id, status in ((same, "same"), (sorted(travel)[0], "removed"),
-                                     (recorded.request_trace, "same")):
+            for trace_id, status in ((same, {"same"}),
+                                     (sorted(travel)[0], {"changed", "removed"}),
+                                     (recorded.request_trace, {"same"})):
                 page.locator(f'tr.suite-run[data-trace="{trace_id}"]').locator(
                     "a", has_text="diff").click()
                 page.wait_for_url(re.compile(f"/diff/{trace_id}/[0-9a-f]{{32}}$"))
                 page.wait_for_selector("#pairs")
                 statuses = {c.split("status-")[1] for c in page.locator(".pair").evaluate_all(
                     "ps => ps.map(p => p.className)")}
-                assert statuses == {status}, (trace_id, statuses)
+                assert statuses == status, (trace_id, statuses)
                 page.go_back()
                 page.wait_for_selector("tr.suite-run")
     finally:

@@ -18,6 +18,8 @@ from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
 from rewind.replay.cassette.inbound import inbound_of
 from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped
 
+NO_RESPONSE = "the call never got a response (transport error)"
+
 
 def _json_field(attrs: Mapping[str, str], name: str, span_id: str) -> Any:
     try:
@@ -195,7 +197,7 @@ def _why_not_replayable(attrs: Mapping[str, str]) -> str | None:
             return "response messages were not recorded"
         return None
     if A.RESPONSE_STATUS not in attrs:
-        return "the call never got a response (transport error)"
+        return NO_RESPONSE
     if A.RESPONSE_BODY not in attrs and A.RESPONSE_EVENTS not in attrs:
         return "response body was not recorded"
     return None
@@ -212,6 +214,7 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     shadows = shadows_of(spans)
     interactions: list[Interaction] = []
     skipped: list[Skipped] = []
+    unanswered: list[Interaction] = []  # asked, never answered: shown by diff, not replayed
     foreign: list[Mapping[str, Any]] = []
     for span in spans:
         if span["SpanId"] in shadows:
@@ -222,6 +225,8 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
                 interactions.append(interaction_from_span(span))
             else:
                 skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
+                if reason == NO_RESPONSE and A.STEP in span["SpanAttributes"]:
+                    unanswered.append(interaction_from_span(span))
         elif is_llm_span(span):
             foreign.append(span)
     next_step = max((i.step for i in interactions), default=-1) + 1
@@ -234,7 +239,7 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     _timed(interactions, spans, started_ns)
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
                     inbound=inbound_of(spans), **recorded_command(spans),
-                    proxy_upstreams=proxy_upstreams(spans))
+                    proxy_upstreams=proxy_upstreams(spans), unanswered=unanswered)
 
 
 def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -175,6 +175,10 @@ class Cassette:
     # Recorded through the proxy (rewind.proxy.upstreams): endpoint prefix -> upstream base
     # URL; a replay goes through the proxy too. {}: recorded in process.
     proxy_upstreams: dict[str, str] = field(default_factory=dict)
+    # Calls that never got an answer (a replay that stopped at a divergence, a transport
+    # error), with the request as made: never replayed; diff and bisect show where a run
+    # stopped and what it asked there (``timetravel.diff.steps_of``).
+    unanswered: list[Interaction] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,17 +191,7 @@ class Cassette:
                 f"cassette version {version!r} is not supported (expected {CASSETTE_VERSION})"
             )
         try:
-            interactions = [
-                Interaction(
-                    **{
-                        **item,
-                        "response_events": [tuple(e) for e in item["response_events"]]
-                        if item.get("response_events") is not None
-                        else None,
-                    }
-                )
-                for item in data["interactions"]
-            ]
+            interactions = [_interaction(item) for item in data["interactions"]]
             skipped = [Skipped(**item) for item in data.get("skipped", [])]
             return cls(str(data["trace_id"]), interactions, skipped,
                        shadows=dict(data.get("shadows") or {}),
@@ -207,6 +201,12 @@ class Cassette:
                        command=[str(word) for word in data.get("command") or []],
                        command_signature=str(data.get("command_signature") or ""),
                        proxy_upstreams={str(k): str(v) for k, v in
-                                        (data.get("proxy_upstreams") or {}).items()})
+                                        (data.get("proxy_upstreams") or {}).items()},
+                       unanswered=[_interaction(i) for i in data.get("unanswered") or []])
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error
+
+
+def _interaction(item: Mapping[str, Any]) -> Interaction:
+    return Interaction(**{**item, "response_events": [tuple(e) for e in item["response_events"]]
+                          if item.get("response_events") is not None else None})

@@ -24,6 +24,11 @@ from rewind.replay.cli.options import (
 )
 
 
+def _count(number: int, word: str) -> str:
+    """``1 run``, ``2 runs``: a count with its noun."""
+    return f"{number} {word}{'' if number == 1 else 's'}"
+
+
 def _source(api: str | None, clickhouse: str | None) -> Any:
     """Where the suites are kept: the store given (``--clickhouse``), else the worker that
     holds the store (its API: ``/v1/suites``), else the store itself."""
@@ -97,14 +102,14 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
         filters = attempt(lambda: TraceFilters(
             service=service, route=route, errors=errors, model=model, text=text,
             since=parse_when(since, flag="--since"), until=parse_when(until, flag="--until")))
-        found = found.with_query(filters, sample)
+        found = found.with_query(filters, sample, since=since, until=until)
     if evals:
         from dataclasses import replace
 
         found = replace(found, evaluators=tuple(dict.fromkeys(
             [*found.evaluators, *(attempt(lambda e=e: given_evaluator(e)) for e in evals)])))
     attempt(lambda: catalog.save(found))
-    note(f"suite {name}: {len(found.runs)} runs by id"
+    note(f"suite {name}: {_count(len(found.runs), 'run')} by id"
          + (f", and a query ({_query_text(found)})" if found.query else ""))
 
 
@@ -129,7 +134,7 @@ def remove(name: str, trace_ids: tuple[str, ...], api: str | None,
     kept = found.without_runs([r.trace_id for r in found.runs
                                if any(r.trace_id.startswith(t) for t in trace_ids)])
     attempt(lambda: catalog.save(kept))
-    note(f"suite {name}: {len(found.runs) - len(kept.runs)} runs removed, "
+    note(f"suite {name}: {_count(len(found.runs) - len(kept.runs), 'run')} removed, "
          f"{len(kept.runs)} left")
 
 
@@ -143,7 +148,7 @@ def list_suites(as_json: bool, api: str | None, clickhouse: str | None) -> None:
         print_json([s.to_dict() for s in suites.values()])
         return
     for name, found in suites.items():
-        click.echo(f"{name}\t{len(found.runs)} runs" + (f"\tquery {_query_text(found)}"
+        click.echo(f"{name}\t{_count(len(found.runs), 'run')}" + (f"\tquery {_query_text(found)}"
                                                         if found.query else ""))
 
 
@@ -172,8 +177,8 @@ def show(name: str, as_json: bool, api: str | None, clickhouse: str | None) -> N
             f"{'pass' if result.passed else 'FAIL'} {result.status}" + \
             (f" ({result.cause})" if result.cause else "")
         click.echo(f"{run.trace_id}\t{was}\t{shown(run.command)}".rstrip())
-    note(f"suite {name}: {len(runs)} runs" + (f"; evaluators: {', '.join(found.evaluators)}"
-                                              if found.evaluators else ""))
+    evaluated = f"; evaluators: {', '.join(found.evaluators)}" if found.evaluators else ""
+    note(f"suite {name}: {_count(len(runs), 'run')}{evaluated}")
 
 
 def _last(result: Any) -> dict[str, Any] | None:
@@ -196,7 +201,7 @@ def export(name: str, output: str, api: str | None, clickhouse: str | None) -> N
     source = _source(api, clickhouse)
     found = attempt(lambda: _catalog(source).get(name))
     written = attempt(lambda: export_folder(found, source, output))
-    note(f"wrote suite {name} to {output} ({len(written.runs)} runs)")
+    note(f"wrote suite {name} to {output} ({_count(len(written.runs), 'run')})")
 
 
 RUN_HELP = """Replay every run of suite NAME (or an exported folder DIR) against today's code,
@@ -314,7 +319,7 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     if as_json:
         print_json({"suite": found.name, "runs": len(results), "passed": passed,
                     "results": [r.to_dict() for r in results]})
-    note(f"suite {found.name}: {passed}/{len(results)} runs passed")
+    note(f"suite {found.name}: {passed}/{len(results)} runs passed")  # of N runs, any N
     sys.stdout.flush()
     sys.exit(0 if passed == len(results) else 1)
 
@@ -342,11 +347,17 @@ def _progress(total: int) -> Any:
     def show(result: Any) -> None:
         done[0] += 1
         mark = {True: "[green]pass[/]", False: "[red]FAIL[/]"}[result.passed]
-        first = result.message.splitlines()[0] if result.message else ""
-        console.print(f"[{done[0]}/{total}] {mark} {result.trace_id} {result.status}: "
-                      f"{escape(first)}", highlight=False, soft_wrap=True)
-        if not result.passed:
-            for line in result.message.splitlines()[1:]:
-                console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
+        lines = result.message.splitlines()
+        named = f"{result.label} ({result.trace_id})" if result.label else result.trace_id
+        console.print(f"[{done[0]}/{total}] {mark} {escape(named)} {result.status}: "
+                      f"{escape(lines[0] if lines else '')}", highlight=False, soft_wrap=True)
+        if result.passed:
+            return
+        # a strict divergence's fields were printed by the replay itself as it stopped: its
+        # cause is added here, each line once
+        said = [line for line in lines[1:] if line.startswith("cause: ")] \
+            if result.status == "diverged" and result.step is not None else lines[1:]
+        for line in said:
+            console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
 
     return show

@@ -86,9 +86,16 @@ class Catalog:
         return reader_suites.last_results(self.store, name, self.tenant)
 
     def remove(self, name: str) -> None:
+        """The suite gone, and its results with it: each run's last result is marked removed,
+        so a suite of that name added again starts with none."""
         self._definition(name)  # unchecked: a definition refused to run can still go
         self.store.insert(SUITES, [[self.tenant, name, "{}", 1]],
                           ["Tenant", "Name", "Definition", "Removed"])
+        ran = self.last_results(name)
+        if ran:
+            self.store.insert(SUITE_RESULTS, [[self.tenant, name, t, reader_suites.REMOVED]
+                                              for t in ran],
+                              ["Tenant", "Suite", "TraceId", "Status"])
 
 
 def export_folder(suite: Suite, source: Any, directory: str | Path) -> Suite:

@@ -1,5 +1,8 @@
 """Judging a run that went live (``suite run --live-from-divergence``): evaluators named by a
-short spec, each giving a score from 0 to 1 with a label and why.
+short spec, each giving a score from 0 to 1 with a label and why. The final answer is defined
+once (``final_answer``: a request's response, else the run's last model answer), the same way
+for the recording and for today's run (read from its own trace), never what a script printed;
+the budgets compare the replayed run's own trace, live calls included, with the recording.
 
     exact            the final answer is the recorded one (volatile values aside)
     exact:TEXT       ... is TEXT
@@ -7,10 +10,10 @@ short spec, each giving a score from 0 to 1 with a label and why.
     regex:PATTERN    ... matches PATTERN (re.search)
     schema:JSON      ... is JSON valid against the schema (inline, or @FILE)
     tool:NAME        the run called tool NAME;  no-tool:NAME  it did not
-    calls:RATIO      it made at most RATIO times the recorded run's model and tool calls
-    latency:RATIO    it took at most RATIO times the recorded run's duration
+    calls:RATIO      it made at most RATIO times the recorded run's calls (model, tool ...)
+    latency:RATIO    it took at most RATIO times the recorded run's duration (last call's end)
     cost:RATIO       it cost at most RATIO times the recorded run (tokens at the built-in
-                     prices, as ``rewind inspect`` counts them); unknown when it went live
+                     prices, as ``rewind inspect`` counts them)
     tokens:RATIO     it used at most RATIO times the recorded run's tokens (input + output)
     judge:CRITERION  a model the user configures scores the answer against CRITERION
 """
@@ -35,6 +38,7 @@ from rewind.replay.timetravel.diff import StepView
 KINDS = ("exact", "contains", "regex", "schema", "tool", "no-tool", "calls", "latency", "cost",
          "tokens", "judge")
 BUDGETS = ("calls", "latency", "cost", "tokens")
+ANSWERED = ("exact", "contains", "regex", "schema", "judge")  # kinds that read the final answer
 PASS, FAIL = "pass", "fail"
 _VOLATILE = Tolerance()
 
@@ -55,7 +59,7 @@ class Score:
 class Judged:
     """What the evaluators see of a run and of its recording."""
 
-    answer: str  # today's final answer (what the program printed, or the response body)
+    answer: str | None  # today's final answer (``final_answer``; None: not known)
     recorded_answer: str
     tools: list[str] = field(default_factory=list)
     calls: int = 0
@@ -68,9 +72,17 @@ class Judged:
     recorded_tokens: int | None = None
 
 
-def recorded_answer(cassette: Cassette) -> str:
-    """The recording's final answer: a request's response body, else the text of the last
-    model answer."""
+def _text(messages: Any, role: str | None = None) -> str:
+    """The text parts of the last message (of ``role``, when given) of neutral messages."""
+    picked = [m for m in messages or [] if isinstance(m, dict)
+              and (role is None or m.get("role") == role)]
+    return "".join(str(p.get("content", "")) for p in (picked[-1:] or [{}])[0].get("parts", [])
+                   if isinstance(p, dict) and p.get("type") == "text")
+
+
+def final_answer(cassette: Cassette) -> str | None:
+    """A run's final answer, one definition for the recording and for today's run: a
+    request's response body, else the text of the last model answer (None: no model call)."""
     if cassette.inbound is not None:
         return cassette.inbound.response_bytes().decode("utf-8", "replace")
     for interaction in reversed(cassette.interactions):
@@ -78,6 +90,19 @@ def recorded_answer(cassette: Cassette) -> str:
             output = StepView(interaction).answer.get("output") or []
             return "".join(str(p.get("content", "")) for m in output for p in m.get("parts", [])
                            if p.get("type") == "text")
+    return None
+
+
+def recorded_answer(cassette: Cassette) -> str:
+    """The recording's final answer ('' when it made no model call)."""
+    return final_answer(cassette) or ""
+
+
+def first_input(cassette: Cassette) -> str:
+    """What the run was first asked: the last user message of its first model call."""
+    for interaction in cassette.interactions:
+        if interaction.kind == A.KIND_LLM:
+            return " ".join(_text(StepView(interaction).request.get("messages"), "user").split())
     return ""
 
 
@@ -217,7 +242,10 @@ def _schema(arg: str) -> Any:
 def evaluate(spec: str, run: Judged, judge: JudgeModel | None = None,
              threshold: float = 0.5) -> Score:
     kind, _, arg = check(spec).partition(":")
-    answer = run.answer.strip()
+    if run.answer is None and kind in ANSWERED:
+        return _score(spec, False, "today's final answer is not known (the program recorded no "
+                                   "trace of its own and its last model answer went live)")
+    answer = (run.answer or "").strip()
     if kind == "exact":
         wanted = arg if arg else run.recorded_answer.strip()
         same = _VOLATILE.masked(answer) == _VOLATILE.masked(wanted)
@@ -242,7 +270,7 @@ def evaluate(spec: str, run: Judged, judge: JudgeModel | None = None,
         return _budget(spec, kind, float(arg), run)
     if judge is None:
         raise InvalidValue(f"{spec} needs a judge model: give --judge-model (and --judge-url)")
-    value, why = judge.score(arg, run.answer, run.recorded_answer)
+    value, why = judge.score(arg, answer, run.recorded_answer)
     return Score(spec, value, PASS if value >= threshold else FAIL, why)
 
 
@@ -256,9 +284,14 @@ def _budget(spec: str, kind: str, ratio: float, run: Judged) -> Score:
                                    " is not known (calls that went live, or a model without a"
                                    " price)")
     limit = ratio * then
-    unit = {"calls": " calls", "latency": " s", "cost": " USD", "tokens": " tokens"}[kind]
-    return _score(spec, now <= limit, f"{now:g}{unit} against {then:g} recorded (budget "
-                                      f"{limit:g}{unit})")
+
+    def unit(value: float) -> str:
+        plural = "" if value == 1 else "s"
+        return {"calls": f" call{plural}", "latency": " s", "cost": " USD",
+                "tokens": f" token{plural}"}[kind]
+
+    return _score(spec, now <= limit, f"{now:g}{unit(now)} against {then:g} recorded (budget "
+                                      f"{limit:g}{unit(limit)})")
 
 
 def _schema_score(spec: str, arg: str, answer: str) -> Score:

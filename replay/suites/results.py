@@ -31,15 +31,30 @@ def write_junit(path: str | Path, suite: str, results: Sequence[RunResult]) -> N
                           failures=str(failures), errors=str(errors),
                           time=f"{sum(r.seconds for r in results):.3f}")
     for result in results:
-        case = ET.SubElement(cases, "testcase", classname=suite, name=result.trace_id,
+        case = ET.SubElement(cases, "testcase", classname=suite, name=case_name(result),
                              time=f"{result.seconds:.3f}")
         if result.passed:
             continue
         kind = "error" if result.status == ERRORED else "failure"
-        headline = result.message.splitlines()[0] if result.message else result.status
-        failed = ET.SubElement(case, kind, message=headline, type=result.status)
+        failed = ET.SubElement(case, kind, message=failure_line(result), type=result.status)
         failed.text = result.message
     ET.ElementTree(root).write(str(path), encoding="utf-8", xml_declaration=True)
+
+
+def case_name(result: RunResult) -> str:
+    """A test case as a reader knows the run (its route, or what it was first asked), and its
+    trace to look it up by."""
+    return f"{result.label} ({result.trace_id})" if result.label else result.trace_id
+
+
+def failure_line(result: RunResult) -> str:
+    """Why the run failed, in one line: bisect's cause first when there is one."""
+    lines = result.message.splitlines()
+    cause = next((line.removeprefix("cause: ") for line in lines if line.startswith("cause: ")),
+                 "")
+    if cause:
+        return cause + (f" (step {result.step})" if result.step is not None else "")
+    return lines[0] if lines else result.status
 
 
 def store_scores(where_to: Store | str, suite: str,
@@ -63,7 +78,11 @@ def store_scores(where_to: Store | str, suite: str,
                                      random.getrandbits(64), is_remote=True,
                                      trace_flags=TraceFlags(TraceFlags.SAMPLED))
                 context = trace.set_span_in_context(NonRecordingSpan(parent))
+            # at the moment today's run made its last call, so that its span does not
+            # stretch the run's duration by the time the evaluators took
+            at = result.ended_ns or None
             with tracer.start_as_current_span(f"evaluate {suite}", context=context,
+                                              start_time=at, end_on_exit=at is None,
                                               attributes={A.SUITE_NAME: suite,
                                                           A.REPLAY_SOURCE_TRACE_ID:
                                                           result.trace_id}) as span:
@@ -72,7 +91,9 @@ def store_scores(where_to: Store | str, suite: str,
                         A.EVALUATION_NAME: score.name,
                         A.EVALUATION_SCORE_VALUE: score.value,
                         A.EVALUATION_SCORE_LABEL: score.label,
-                        A.EVALUATION_EXPLANATION: score.explanation})
+                        A.EVALUATION_EXPLANATION: score.explanation}, timestamp=at)
+                if at is not None:
+                    span.end(end_time=at)
                 where[result.trace_id] = format(span.get_span_context().trace_id, "032x")
         provider.force_flush()
     finally:

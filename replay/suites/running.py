@@ -1,8 +1,9 @@
 """Replaying every run of a suite, N at a time, and telling per run: the same, diverged (the
 step, the field, both values, bisect's cause) or errored; in live mode, judged by the
 evaluators. A script's run is a child process (``play/runner.py``, through the one launcher);
-a request or job with ``--app``/``--call`` is sent in this process, one at a time (the replay's
-hooks are process-wide), recorded here as a script records itself (``today.in_process``)."""
+a request or job with ``--app``/``--call`` is sent in this process, one at a time once the
+scripts are done (the replay's hooks are process-wide), recorded here as a script records
+itself (``today.in_process``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rewind.exporter import attributes as A
 from rewind.exporter.errors import RewindError
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.divergence import Divergence, shorten
@@ -22,7 +24,7 @@ from rewind.replay.play.recorder import run_name
 from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.runner import run_command
-from rewind.replay.sources.commands import consent
+from rewind.replay.sources.commands import RecordedCommandRefused, consent
 from rewind.replay.suites import evaluators
 from rewind.replay.suites.cause import cause_of
 from rewind.replay.suites.evaluators import Judged, Score
@@ -68,6 +70,8 @@ class RunResult:
     scores: list[Score] = field(default_factory=list)
     replayed_traces: list[str] = field(default_factory=list)
     fail_below: float = 0.5
+    label: str = ""  # what a reader knows the run by: its route, or what it was first asked
+    ended_ns: int = 0  # when today's run made its last call (its scores are put there)
 
     @property
     def passed(self) -> bool:
@@ -76,7 +80,8 @@ class RunResult:
         return self.status == SAME
 
     def to_dict(self) -> dict[str, Any]:
-        return {"trace_id": self.trace_id, "status": self.status, "passed": self.passed,
+        return {"trace_id": self.trace_id, "label": self.label, "status": self.status,
+                "passed": self.passed,
                 "message": self.message, "step": self.step, "field": self.path,
                 "recorded": self.recorded, "now": self.now, "cause": self.cause,
                 "seconds": round(self.seconds, 3), "answer": self.answer,
@@ -98,15 +103,33 @@ def _diverged(result: RunResult, cassette: Cassette, divergence: Divergence) -> 
     result.message = "\n".join(lines)
 
 
+def command_of(run: SuiteRun, cassette: Cassette, options: SuiteOptions,
+               ask: Callable[[str], bool] | None = None, suite: str = "") -> tuple[str, ...]:
+    """What replays ``run``: the engineer's command after ``--`` (it wins), else the one
+    stored with the run (``suite add --command``), else the one ``rewind record`` saved with
+    the recording; a stored or recorded one only when signed here or asked for."""
+    if options.command:
+        return options.command
+    if run.command:
+        where = f"suite {suite} (run {run.trace_id})" if suite else \
+            f"run {run.trace_id} of the suite"
+        consent(run.command, run.signature, where,
+                allowed=options.run_recorded or run.command in options.approved, ask=ask)
+        return run.command
+    if cassette.command:
+        from rewind.replay.play.launch import recorded_command
+
+        words = tuple(cassette.command)
+        return tuple(recorded_command(cassette, options.run_recorded or words in
+                                      options.approved, ask))
+    raise RewindError(f"no command replays run {run.trace_id} (none was recorded with it)",
+                      hint="give one to `rewind suite run NAME -- CMD`, or store it with the "
+                           "run: `rewind suite add NAME TRACE_ID --command \"CMD\"`")
+
+
 def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
             ) -> tuple[Any, str, list[str]]:
-    command = options.command or run.command  # the engineer's, given after --, wins
-    if not command:
-        raise RewindError(f"no command replays run {run.trace_id}", hint="give it after -- "
-                          "(or with the run: `rewind suite add ... --command CMD`)")
-    if not options.command:
-        consent(command, run.signature, f"run {run.trace_id} of the suite",
-                allowed=options.run_recorded or command in options.approved)
+    command = command_of(run, cassette, options)
     today = options.today
     report = today.report_path(run.trace_id) if today else ""
     with tempfile.TemporaryFile() as out:
@@ -142,7 +165,8 @@ def _request(run: SuiteRun, cassette: Cassette, options: SuiteOptions,
 
 
 def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResult:
-    result = RunResult(run.trace_id, ERRORED, fail_below=options.fail_below)
+    result = RunResult(run.trace_id, ERRORED, fail_below=options.fail_below,
+                       label=label(cassette))
     began = time.monotonic()
     try:
         if cassette.inbound is not None:
@@ -161,6 +185,7 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
         result.seconds = time.monotonic() - began
         return result
     result.seconds = time.monotonic() - began
+    result.ended_ns = time.time_ns()  # today's trace, when read, says when its last call ended
     report: ReplayReport = outcome.report
     result.answer = answer.strip()
     result.replayed_traces = list(dict.fromkeys([*report.trace_ids, *recorded]))
@@ -186,11 +211,49 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
     return result
 
 
+def label(cassette: Cassette) -> str:
+    """A run as a reader knows it: a request's route, a job's function, else what it was
+    first asked, else its command."""
+    inbound = cassette.inbound
+    if inbound is not None:
+        return " ".join(filter(None, (inbound.method, inbound.route or inbound.path))) or \
+            inbound.app
+    asked = evaluators.first_input(cassette) or " ".join(cassette.command)
+    return asked if len(asked) <= 60 else asked[:59] + "…"
+
+
+def _todays(cassette: Cassette, result: RunResult, report: ReplayReport,
+            options: SuiteOptions) -> tuple[str | None, Cassette | None]:
+    """Today's final answer and today's run as its own trace holds it (None: it recorded
+    none). A request's answer is its response; a script's is the last model answer of its
+    own trace, else the last one the replay served when every call was answered."""
+    today = options.today.cassette(result.replayed_traces) if options.today else None
+    if cassette.inbound is not None:
+        return result.answer, today
+    if today is not None and any(i.kind == A.KIND_LLM for i in today.interactions):
+        return evaluators.final_answer(today), today
+    if report.live == 0:
+        served = replace(cassette, interactions=cassette.interactions[:report.replayed])
+        return evaluators.final_answer(served) or "", today
+    return None, today
+
+
 def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
            options: SuiteOptions) -> None:
-    judged = Judged(result.answer, evaluators.recorded_answer(cassette), list(report.tools),
-                    report.requests, report.recorded, result.seconds,
+    answer, today = _todays(cassette, result, report, options)
+    result.answer = answer or ""
+    judged = Judged(answer, evaluators.recorded_answer(cassette), list(report.tools),
+                    report.requests, len(cassette.interactions), result.seconds,
                     evaluators.recorded_seconds(cassette))
+    if today is not None:  # the replayed run's own trace: its calls, live ones included
+        judged.calls = len(today.interactions)
+        judged.tools = list(dict.fromkeys([*judged.tools, *(
+            i.tool_name for i in today.interactions if i.kind == A.KIND_TOOL)]))
+        if any(i.end_offset_ns for i in today.interactions):
+            judged.seconds = evaluators.recorded_seconds(today)
+            if today.started_ns:
+                result.ended_ns = today.started_ns + max(i.end_offset_ns
+                                                         for i in today.interactions)
     judged.recorded_tokens, judged.recorded_cost = evaluators.recorded_usage(cassette)
     if report.live == 0:  # every call answered from the recording: today's usage is its own
         judged.tokens, judged.cost = evaluators.recorded_usage(cassette, report.replayed)
@@ -216,24 +279,37 @@ def ask_for_commands(runs: list[tuple[SuiteRun, Cassette]], options: SuiteOption
                      ask: Callable[[str], bool] | None) -> None:
     """Before anything runs: each stored command the suite would run (none when the engineer
     gave one after --) is let run (signed here, the flag, a yes to ``ask``: remembered), or
-    ``RecordedCommandRefused`` names it."""
+    ``RecordedCommandRefused`` names it (``InvalidValue`` a recorded one masked)."""
     if options.command:
         return
     for run, cassette in runs:
-        if run.command and cassette.inbound is None and run.command not in options.approved:
-            consent(run.command, run.signature, f"suite {suite} (run {run.trace_id})",
-                    allowed=options.run_recorded, ask=ask)
-            options.approved.add(run.command)
+        if cassette.inbound is not None or not (run.command or cassette.command):
+            continue  # a request or job has no command; a run with none errs when it runs
+        try:
+            options.approved.add(command_of(run, cassette, options, ask, suite))
+        except RecordedCommandRefused:
+            raise
+        except RewindError:
+            continue  # masked, or not found here: that run errs, saying so, when it runs
 
 
 def run_suite(runs: list[tuple[SuiteRun, Cassette]], options: SuiteOptions,
               progress: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-    """Every run replayed, ``options.jobs`` at a time; results in the suite's order."""
+    """Every run replayed, ``options.jobs`` at a time; results in the suite's order. Requests
+    and jobs replayed in this process go after the scripts, one at a time: their replay's
+    hooks are process-wide and would take a script's traffic through this process (the relay
+    of a sealed replay to the collector) for theirs."""
     def one(item: tuple[SuiteRun, Cassette]) -> RunResult:
         found = run_one(*item, options)
         if progress is not None:
             progress(found)
         return found
 
+    scripts = [i for i, (_, cassette) in enumerate(runs) if cassette.inbound is None]
+    results: dict[int, RunResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        return list(pool.map(one, runs))
+        results.update(zip(scripts, pool.map(one, [runs[i] for i in scripts]), strict=True))
+    for index, item in enumerate(runs):
+        if index not in results:
+            results[index] = one(item)
+    return [results[i] for i in range(len(runs))]

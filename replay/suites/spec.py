@@ -76,17 +76,28 @@ class Suite:
 
     def with_runs(self, trace_ids: list[str], command: tuple[str, ...] = (),
                   signature: str = "") -> Suite:
+        """The runs added; one already there takes ``command`` when one is given (adding a
+        run again with ``--command`` is how its command is set)."""
+        named = set(trace_ids)
+        kept = tuple(replace(r, command=command, signature=signature)
+                     if command and r.trace_id in named else r for r in self.runs)
         known = {r.trace_id for r in self.runs}
         added = tuple(SuiteRun(t, command, signature=signature)
                       for t in dict.fromkeys(trace_ids) if t not in known)
-        return replace(self, runs=self.runs + added)
+        return replace(self, runs=kept + added)
 
     def without_runs(self, trace_ids: list[str]) -> Suite:
         return replace(self, runs=tuple(r for r in self.runs if r.trace_id not in trace_ids))
 
-    def with_query(self, filters: TraceFilters, sample: int | None) -> Suite:
+    def with_query(self, filters: TraceFilters, sample: int | None, since: str | None = None,
+                   until: str | None = None) -> Suite:
+        """``since``/``until`` as the engineer wrote them: ``1h`` stays an hour before each
+        time the suite is read, not the hour before it was added."""
         query = to_query(filters)
         query.pop("limit", None)
+        for name, text in (("since", since), ("until", until)):
+            if text and name in query:
+                query[name] = text.strip()
         return replace(self, query=query, sample=sample)
 
 

@@ -23,10 +23,12 @@ from rewind.collector.server_settings import IngestOptions
 from rewind.collector.service import IngestHandle, start_ingest
 from rewind.collector.store import Store
 from rewind.exporter import attributes as A
+from rewind.exporter.errors import RewindError
 from rewind.exporter.process_settings import replaying_from
+from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
-from rewind.replay.sources.locate import SourceError
+from rewind.replay.sources.locate import SourceError, StoreSource
 
 FLUSH_TIMEOUT_S = 30.0
 WORKER_WAIT_S = 15.0  # the worker's collector writes a batch within its batch timeout
@@ -120,6 +122,27 @@ class TodaysRuns:
         unpriced = any(u.unpriced for u in found.values())
         return Usage(None if unreported else tokens,
                      None if unreported or unpriced else sum(u.cost_usd for u in found.values()))
+
+    def cassette(self, trace_ids: list[str]) -> Cassette | None:
+        """Today's run as its own trace (the first) holds it, its spans written first (the
+        worker's: asked until it has them); None when the program recorded none."""
+        if not trace_ids:
+            return None
+        if self._ingest is not None and self.store is not None:
+            self._ingest.flush(FLUSH_TIMEOUT_S)
+            source: Any = StoreSource(self.store)
+        elif self._worker is not None:
+            source = self._worker
+        else:
+            return None
+        deadline = time.monotonic() + (WORKER_WAIT_S if self._ingest is None else 0)
+        while True:
+            try:
+                return source.cassette(trace_ids[0])
+            except RewindError:
+                if time.monotonic() > deadline:
+                    return None
+            time.sleep(0.25)
 
     def _worker_usage(self, trace_ids: list[str]) -> dict[str, TraceUsage]:
         """The worker's answer once the run's own trace (the first) is in its store, or what

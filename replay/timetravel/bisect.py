@@ -39,6 +39,7 @@ from rewind.replay.timetravel.diff import (
     pair_status,
     preview,
     signature_of,
+    steps_of,
 )
 
 CAUSES = (
@@ -120,7 +121,7 @@ def bisect(good: Cassette, bad: Cassette) -> Bisection:
 
     Linear in the steps: a view is made for each pair as it is compared and dropped after, so
     the walk keeps nothing per step that the garbage collector would keep walking over."""
-    gi, bi = good.interactions, bad.interactions
+    gi, bi = steps_of(good), steps_of(bad)
     pairs = align_interactions(gi, bi)
     matched = 0
     last: deque[tuple[int, int, str]] = deque(maxlen=CONTEXT_STEPS)

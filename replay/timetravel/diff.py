@@ -236,8 +236,17 @@ def _answer_view(interaction: Interaction) -> dict[str, Any]:
     }
 
 
+def steps_of(cassette: Cassette) -> list[Interaction]:
+    """A run's steps as diff and bisect compare them: its answered calls and those it asked
+    and never got an answer to (where a strict replay stopped, today's request), in order."""
+    if not cassette.unanswered:
+        return cassette.interactions
+    return sorted([*cassette.interactions, *cassette.unanswered],
+                  key=lambda i: (i.step, i.span_id))
+
+
 def views(cassette: Cassette) -> list[StepView]:
-    return [StepView(i) for i in cassette.interactions]
+    return [StepView(i) for i in steps_of(cassette)]
 
 
 def step_view(cassette: Cassette, step: int | None) -> StepView | None:
@@ -345,7 +354,9 @@ def compare(left: StepView | None, right: StepView | None) -> StepDiff:
     if status in (SAME, REMOVED, INSERTED) or left is None or right is None:
         return StepDiff(status, left, right)
     request = diff_fields(left.canonical, right.canonical) if status == CHANGED else []
-    response = [] if left.same_answer(right) else diff_fields(left.answer, right.answer)
+    unanswered = not (left.interaction.status and right.interaction.status)  # none to compare
+    response = [] if unanswered or left.same_answer(right) else diff_fields(left.answer,
+                                                                            right.answer)
     return StepDiff(status, left, right, request, response)
 
 

@@ -1,7 +1,8 @@
-"""A suite's page: its runs (by id, and those its saved query brought in when it last ran),
-each with its last result (pass, diverged with the cause, errored, the scores), as the page's
-JSON. Recorded text stays text: the scripts put it in as text; a stored command is shown as
-every recorded command is (``commands.shown``), and said to be signed here or not."""
+"""The suites page (every suite, how its last run went) and a suite's page: its runs (by id,
+and those its saved query brought in when it last ran), each with its last result (pass,
+diverged with the cause, errored, the scores), as the pages' JSON. Recorded text stays text:
+the scripts put it in as text; a stored command is shown as every recorded command is
+(``commands.shown``), and said to be signed here or not."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def suite_view(suite: Suite, last: Mapping[str, LastResult]) -> dict[str, Any]:
     return {"name": suite.name, "query": suite.query, "sample": suite.sample,
             "evaluators": list(suite.evaluators), "runs": runs, "passed": passed,
             "ran": sum(1 for r in runs if r["last"])}
+
+
+def suites_index(suites: Mapping[str, Suite],
+                 last: Mapping[str, Mapping[str, LastResult]]) -> dict[str, Any]:
+    """Every suite of the tenant with its runs, how many passed and failed when they last ran,
+    and when that was: what the /suites page lists."""
+    listed = []
+    for name, suite in suites.items():
+        view = suite_view(suite, last.get(name, {}))
+        ran = [r["last"] for r in view["runs"] if r["last"]]
+        listed.append({"name": name, "runs": len(view["runs"]), "ran": view["ran"],
+                       "passed": view["passed"], "failed": view["ran"] - view["passed"],
+                       "last_ran": max((r["ran_at"] for r in ran), default=None),
+                       "query": suite.query, "evaluators": list(suite.evaluators)})
+    return {"suites": listed}

@@ -101,6 +101,7 @@ def ui_paths() -> dict[str, Any]:
                                                            _path_trace("right")]),
         "/bisect/{good}/{bad}": _page("first divergence", [_path_trace("good"),
                                                            _path_trace("bad")]),
+        "/suites": _page("every suite and how its last run went"),
         "/suites/{name}": _page("a suite's runs and their last results", [
             {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]),
         "/conversations/{conversation_id}": _page(

@@ -7,6 +7,7 @@ static files, and the sign-in form that puts a token in a cookie.
     GET /diff/{left}/{right}       two runs       GET /v1/ui/diff?left=&right=
     GET /bisect/{good}/{bad}       first split    GET /v1/ui/bisect?good=&bad=
     GET /conversations/{id}        the runs of one conversation, turn by turn (with the page)
+    GET /suites                    every suite and how its last run went (with the page)
     GET /suites/{name}             a suite's runs and their last results (with the page)
     GET, POST /login               the token, kept in a cookie for the pages
     POST /logout                   the cookie forgotten (the button of a signed-in page)
@@ -210,8 +211,16 @@ def page_routes() -> list[Route]:
         data = suite_view.suite_view(Suite.from_dict(json.loads(definition)), last)
         return f"Suite {name}", {"page": "suite", "ids": [name]}, data
 
+    def suites(request: Request, view: TenantView) -> Any:
+        """Every suite and how its last run went come with the page."""
+        catalog = view.suites()
+        found = catalog.names()
+        data = suite_view.suites_index(found, {n: catalog.last_results(n) for n in found})
+        return "Suites", {"page": "suites", "ids": []}, data
+
     return [
         route("/", _page(runs), errors=page_error),
+        route("/suites", _page(suites), errors=page_error),
         route("/suites/{name}", _page(suite), errors=page_error),
         route("/traces/{trace_id}", _page(trace), short_ids=True, errors=page_error),
         route("/diff/{left}/{right}", _page(diff), errors=page_error),

@@ -122,7 +122,8 @@
     });
     picked = [];
     var button = el("button", {type: "button", id: "compare", disabled: true, onclick: compare}, "Select 2 runs to diff (0 selected)");
-    R.mount(el("h1", {}, "Runs"), form, el("div", {class: "toolbar"}, button), table(data.runs),
+    R.mount(el("h1", {}, "Runs"), form, el("div", {class: "toolbar"}, button, " ",
+      R.link("/suites", "Regression suites", {id: "suites-link"})), table(data.runs),
       el("p", {class: "muted"}, collect(data.runs, "TraceId", []).length + " run(s), newest first."));
   }
 
