@@ -130,3 +130,69 @@ def test_a_sealed_service_is_reachable_from_outside_and_reaches_nothing(sink):
         assert sink.accepted == 0
     finally:
         launch.stop(child)
+
+
+named = pytest.mark.skipif(not kernel.names_refusals(), reason=(
+    "refusals outside Python are named only by a root seal with /dev/net/tun "
+    "(a user namespace cannot open it)"))
+
+C_CONNECT = textwrap.dedent("""
+    import ctypes, socket, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+    addr = struct.pack('=H', socket.AF_INET) + struct.pack('!H4s8x', 5432,
+                                                           socket.inet_aton('10.11.12.13'))
+    print('reached' if libc.connect(fd, addr, len(addr)) == 0 else
+          f'refused: {ctypes.get_errno()}')
+""")
+
+
+@named
+def test_a_connection_outside_python_is_refused_at_once_named_and_fails_the_replay(capfd):
+    if not shutil.which("curl"):
+        pytest.skip("no curl here")
+    started = time.monotonic()
+    outcome = run_command(Cassette(TRACE, []), ["curl", "-s", "-m", "5",
+                                                "http://10.11.12.13:8080/"])
+    elapsed = time.monotonic() - started
+    summary = outcome.summary(strict=True, debug=False)
+    assert outcome.exit_code == 3
+    assert elapsed < 4  # refused, not left to curl's 5 s timeout
+    assert "1 connections refused before they left (10.11.12.13:8080)" in summary
+    assert "tcp 10.11.12.13:8080 from curl (pid " in summary
+    assert "--allow-live 10.11.12.13" in summary and "--debug" not in summary
+
+
+@named
+def test_a_dns_lookup_outside_python_is_named_and_fails_the_replay():
+    started = time.monotonic()
+    outcome = run_command(Cassette(TRACE, []), ["getent", "hosts", "api.example.com"])
+    summary = outcome.summary(strict=True, debug=False)
+    assert outcome.exit_code == 3
+    assert time.monotonic() - started < 4  # the resolver is answered, not left to time out
+    assert "refused before they left (api.example.com)" in summary
+    assert "dns api.example.com from getent (pid " in summary
+
+
+@named
+def test_a_c_level_connect_from_a_replayed_python_program_is_named(capfd):
+    """The guard does not see a connect made through the C library; the seal does, and names
+    the Python process that made it."""
+    outcome = run_command(Cassette(TRACE, []), [sys.executable, "-c", C_CONNECT])
+    out = capfd.readouterr().out
+    assert "refused: 111" in out  # ECONNREFUSED at once, not unreachable
+    assert outcome.exit_code == 3
+    [attempt] = outcome.report.connections
+    assert (attempt["kind"], attempt["host"], attempt["port"]) == ("tcp", "10.11.12.13", 5432)
+    assert attempt["process"].startswith("python") and attempt["refused"]
+
+
+@named
+def test_a_run_that_reaches_nothing_outside_still_passes_sealed(sink, capfd):
+    settings = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}"}
+    script = f"exec 3<>/dev/tcp/127.0.0.1/{sink.port} && echo collector-reached"
+    outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], settings=settings)
+    assert "collector-reached" in capfd.readouterr().out
+    assert outcome.exit_code == 0
+    assert outcome.report.connections == []
+    assert outcome.summary(strict=True, debug=False).endswith("(strict, sealed), 0 live calls")

@@ -56,11 +56,16 @@ def attempts_in(report_path: str) -> list[dict[str, Any]]:
 
 
 def describe(attempt: dict[str, Any]) -> str:
-    """One attempt in a line: what, where, and the innermost frame of the program that made it."""
+    """One attempt in a line: what, where, and the innermost frame of the program that made it
+    (or, refused by the seal outside Python, the process: ``sealed.watch``)."""
     where = f"{attempt['host']}:{attempt['port']}" if attempt.get("port") is not None \
         else str(attempt["host"])
     frames = attempt.get("stack") or []
-    return f"{attempt['kind']} {where}" + (f" from {frames[-1]}" if frames else "")
+    if frames:
+        return f"{attempt['kind']} {where} from {frames[-1]}"
+    process = attempt.get("process")
+    return f"{attempt['kind']} {where}" + (f" from {process} (pid {attempt.get('pid')})"
+                                            if process else "")
 
 
 def _stack() -> list[str]:

@@ -33,7 +33,8 @@ class ReplayReport:
     def headline(self) -> str:
         line = (f"replayed {self.replayed}/{self.recorded} recorded steps of trace "
                 f"{self.trace_id} ({', '.join(filter(None, (self.mode, self.isolation)))}), ")
-        refused = [f"{c['host']}:{c['port']}" for c in self.connections if c.get("refused")]
+        refused = [f"{c['host']}:{c['port']}" if c.get("port") is not None else str(c["host"])
+                   for c in self.connections if c.get("refused")]
         if not refused:
             return line + f"{self.live} live calls"
         shown = ", ".join(dict.fromkeys(refused[:3]))

@@ -43,10 +43,12 @@ class ReplayOutcome:
         """The line the CLI prints after a replay (``traces``: with the replayed run's)."""
         report = self.report
         line = report.headline()
+        if self.sealing.sealed and not self.sealing.names:
+            line += "; refusals outside Python are not named"
         if report.divergence:
             line += (f"; first divergence at step {report.divergence.step}: "
                      f"{report.divergence.reason}")
-            if strict and not debug:
+            if strict and not debug and self.installed:  # else no process of ours saw it
                 line += " (the traceback with --debug)"
         elif self.ended_early:
             line += (f"; the run ended without making {report.recorded - report.replayed} of "
@@ -117,7 +119,8 @@ def _add_connections(report: ReplayReport, connections: list[dict]) -> None:
     refused = [c for c in connections if c.get("refused")]
     if refused and report.divergence is None and report.mode == STRICT:
         first = refused[0]
+        who = "refused by the seal" if first.get("by") == "seal" else \
+            "a child process of the program made it"
         report.divergence = Divergence(report.requests, (
-            f"{guard.describe(first)} is not in the recording (a child process of the program "
-            f"made it); a strict replay never makes it: pass --allow-live {first['host']} to "
-            "let it through"))
+            f"{guard.describe(first)} is not in the recording ({who}); a strict replay never "
+            f"makes it: pass --allow-live {first['host']} to let it through"))

@@ -1,7 +1,8 @@
 """Sealed replay: a replayed command runs in a network namespace of its own, so nothing leaves
 it, whatever language or C library opens the socket; the recorded answers are served inside
 (the in-process hooks), and the only ways out are the endpoints Rewind hands in: the collector
-the replayed run's spans go to and the worker, each carried by :mod:`.relay`.
+the replayed run's spans go to and the worker, each carried by :mod:`.relay`. As root, what
+else the command sends out is named and refused at once by :mod:`.watch`.
 
 Where the kernel gives no namespace (macOS, a container without user namespaces) the command
 runs guarded, as before: Python's sockets are checked by the replay's guard, and the outcome
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from rewind.replay.play.replay_settings import handed_in
+from rewind.replay.play.guard import attempts_file
+from rewind.replay.play.replay_settings import ReplaySettings, handed_in
 from rewind.replay.play.sealed import kernel
 from rewind.replay.play.sealed.relay import Inbound, Relay
+from rewind.replay.play.sealed.watch import Watch, loopback_nameservers
 
 # Where an OpenTelemetry exporter sends when no variable says (gRPC, and OTLP/HTTP).
 _DEFAULT_OTLP = ("127.0.0.1", 4317), ("127.0.0.1", 4318)
@@ -37,6 +40,7 @@ class Sealing:
     sealed: bool
     why: str = ""
     serves: bool = False  # a replayed service: its listening ports reachable from outside
+    names: bool = False  # sealed, its refusals outside Python named too (:mod:`.watch`)
 
     def describe(self) -> str:
         if self.sealed:
@@ -55,7 +59,7 @@ def choose(wanted: bool, goes_live: str = "", serves: bool = False) -> Sealing:
     if goes_live:
         return Sealing(False, goes_live)
     why = kernel.unavailable()
-    return Sealing(not why, why, serves)
+    return Sealing(not why, why, serves, not why and kernel.names_refusals())
 
 
 def _loopback_port(value: str, default_port: int) -> int | None:
@@ -88,24 +92,33 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
           targets: Mapping[int, tuple[str, int]], serves: bool = False) -> subprocess.Popen:
     """Start ``command`` sealed, ``targets`` carried out, and when it ``serves`` (a replayed
     service) the ports it listens on reachable from outside; the relays are closed by
-    :func:`done`."""
+    :func:`done`; what else it sends out is refused and, as root, written with the replay's
+    refused connections (:mod:`.watch`)."""
     kernel.libc()
     parent_end, child_end = socket.socketpair()
-    ports = tuple(targets)
+    ports, nameservers = tuple(targets), loopback_nameservers()
 
     def enter() -> None:
         parent_end.close()
-        kernel.enter(ports, child_end)
+        kernel.enter(ports, child_end, nameservers)
 
     try:
         child = subprocess.Popen(list(command), env=dict(env), stdout=stdout, preexec_fn=enter)
         child_end.close()
-        _, fds, _, _ = socket.recv_fds(parent_end, 16, 4 * len(ports) + 4)
+        said, fds, _, _ = socket.recv_fds(parent_end, 64, 4 * len(ports) + len(nameservers) + 4)
     finally:
         child_end.close()
         parent_end.close()
-    listeners = [socket.socket(fileno=fd) for fd in fds]
-    relays: list[Relay | Inbound] = [Relay(listeners, targets)]
+    counts, namespace = said.decode().rsplit(" ", 1)
+    listening, resolving, tun = (int(n) for n in counts.split())
+    listeners = [socket.socket(fileno=fd) for fd in fds[:listening]]
+    relays: list[Relay | Inbound | Watch] = [Relay(listeners, targets)]
+    if tun:
+        resolvers = [socket.socket(fileno=fd) for fd in fds[listening:listening + resolving]]
+        settings = ReplaySettings.from_env(env)
+        report = settings.report_path if settings else None
+        relays.append(Watch(namespace, fds[-1], resolvers,
+                            attempts_file(report) if report else None))
     if serves:
         relays.append(_inbound(child.pid))
     child.rewind_relays = relays  # type: ignore[attr-defined]

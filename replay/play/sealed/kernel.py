@@ -9,6 +9,11 @@ stands between the command and Rewind: the namespace is made, its loopback broug
 listening socket bound inside it for each endpoint Rewind hands in (the replayed run's
 collector, the worker); those sockets are passed back to the parent over a Unix socket pair
 (``SCM_RIGHTS``), where :mod:`.relay` accepts on them and carries each connection out.
+
+As root, a TUN device is made there too and the default route goes through it (:func:`_tun`),
+so every packet for another machine reaches the parent (:mod:`.watch`), which names it and
+answers at once with a refusal, instead of the kernel dropping it unseen. A user namespace
+cannot open ``/dev/net/tun``: without root what leaves outside Python is refused unnamed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,24 @@ import sys
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_SIOCADDRT, _SIOCSIFADDR, _SIOCSIFNETMASK, _IFF_RUNNING, _RTF_UP = 0x890B, 0x8916, 0x891C, 0x40, 1
+_TUNSETIFF, _IFF_TUN, _IFF_NO_PI = 0x400454CA, 0x0001, 0x1000
+TUN_NAME = b"rewind0"
+# The address the namespace's packets leave from: IANA's IPv4 dummy address (RFC 7600),
+# meant for a host with no other; no program connects to it expecting an answer.
+TUN_ADDRESS = "192.0.0.8"
+
+
+class _Route(ctypes.Structure):
+    """``struct rtentry`` (net/route.h), laid out by ctypes for this machine's C ABI."""
+
+    _fields_ = [("rt_pad1", ctypes.c_ulong), ("rt_dst", ctypes.c_char * 16),
+                ("rt_gateway", ctypes.c_char * 16), ("rt_genmask", ctypes.c_char * 16),
+                ("rt_flags", ctypes.c_ushort), ("rt_pad2", ctypes.c_short),
+                ("rt_pad3", ctypes.c_ulong), ("rt_pad4", ctypes.c_void_p),
+                ("rt_metric", ctypes.c_short), ("rt_dev", ctypes.c_char_p),
+                ("rt_mtu", ctypes.c_ulong), ("rt_window", ctypes.c_ulong),
+                ("rt_irtt", ctypes.c_ushort)]
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,11 +72,46 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
+def _up(sock: socket.socket, name: bytes) -> None:
+    request = struct.pack("16sH22x", name, 0)
+    flags = struct.unpack("16sH22x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+    fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH22x", name, flags | _IFF_UP | _IFF_RUNNING))
+
+
 def _loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
-        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+        _up(sock, b"lo")
+
+
+def _inet(address: str) -> bytes:
+    """A ``struct sockaddr_in`` for ``address``, as the ioctls take it."""
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H4s8x", 0, socket.inet_aton(address))
+
+
+def _tun() -> int | None:
+    """In the new namespace, as root: a TUN device with the default route through it; its
+    file descriptor (packets the namespace sends out are read from it), or None where the
+    kernel gives none (no ``/dev/net/tun``, not root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.ioctl(fd, _TUNSETIFF, struct.pack("16sH22x", TUN_NAME, _IFF_TUN | _IFF_NO_PI))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            fcntl.ioctl(sock, _SIOCSIFADDR, struct.pack("16s16s8x", TUN_NAME, _inet(TUN_ADDRESS)))
+            fcntl.ioctl(sock, _SIOCSIFNETMASK,
+                        struct.pack("16s16s8x", TUN_NAME, _inet("255.255.255.255")))
+            _up(sock, TUN_NAME)
+            route = _Route(rt_dst=_inet("0.0.0.0"), rt_genmask=_inet("0.0.0.0"),
+                           rt_flags=_RTF_UP, rt_dev=TUN_NAME)
+            fcntl.ioctl(sock, _SIOCADDRT, bytes(route))
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _namespace() -> None:
@@ -120,10 +178,27 @@ def _listener(family: int, host: str, port: int) -> socket.socket | None:
         return None
 
 
-def enter(ports: tuple[int, ...], channel: socket.socket) -> None:
+def _resolver(host: str) -> socket.socket | None:
+    """A UDP socket on port 53 of a loopback name server, where the watch hears the queries
+    the namespace sends to it (a loopback one is never routed through the TUN device)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.bind((host, 53))
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
+def enter(ports: tuple[int, ...], channel: socket.socket,
+          nameservers: tuple[str, ...] = ()) -> None:
     """In the child, between fork and exec: seal it, then bind each of ``ports`` on its own
     loopback (IPv4 and, where the namespace has it, IPv6) and send those listening sockets to
-    the parent through ``channel``. Raises OSError when the kernel refuses."""
+    the parent through ``channel``; as root, with them the TUN device and a socket for each
+    loopback name server in ``nameservers`` (:mod:`.watch`). The message says how many of
+    each and names the namespace: ``LISTENERS RESOLVERS TUN net:[INODE]``. Raises OSError
+    when the kernel refuses."""
     _namespace()
     found: list[socket.socket] = []
     for port in ports:
@@ -131,19 +206,25 @@ def enter(ports: tuple[int, ...], channel: socket.socket) -> None:
             sock = _listener(family, host, port)
             if sock is not None:
                 found.append(sock)
-    socket.send_fds(channel, [b"%d" % len(found)], [s.fileno() for s in found])
-    for sock in found:
+    tun = _tun()
+    resolvers = [s for s in map(_resolver, nameservers if tun is not None else ()) if s]
+    fds = [s.fileno() for s in (*found, *resolvers)] + ([] if tun is None else [tun])
+    said = b"%d %d %d " % (len(found), len(resolvers), tun is not None)
+    socket.send_fds(channel, [said + os.readlink("/proc/self/ns/net").encode()], fds)
+    for sock in (*found, *resolvers):
         sock.close()
+    if tun is not None:
+        os.close(tun)
     channel.close()
 
 
 @functools.lru_cache(maxsize=1)
-def unavailable() -> str:
-    """Why a command cannot be sealed here ('' when it can): not Linux, or the kernel refuses
-    a namespace to this user (a container without user namespaces, a hardened sysctl). Asked
-    once per process, of a forked child that tries and exits (a few milliseconds)."""
+def _probe() -> tuple[str, bool]:
+    """Why a command cannot be sealed here ('' when it can), and whether the seal names what
+    it refuses (a TUN device: root). Asked once per process, of a forked child that tries
+    and exits (a few milliseconds)."""
     if not sys.platform.startswith("linux"):
-        return f"network namespaces are Linux's ({sys.platform} has none)"
+        return f"network namespaces are Linux's ({sys.platform} has none)", False
     libc()
     read, write = os.pipe()
     pid = os.fork()
@@ -151,7 +232,7 @@ def unavailable() -> str:
         try:
             os.close(read)
             _namespace()
-            code = 0
+            code = 0 if _tun() is not None else 3
         except OSError as error:
             os.write(write, str(error).encode()[:500])
             code = 1
@@ -162,9 +243,23 @@ def unavailable() -> str:
     with os.fdopen(read, "rb") as pipe:
         said = pipe.read().decode(errors="replace")
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
-        return ""
-    return f"the kernel refused a network namespace to this user ({said or 'no reason given'})"
+    code = os.waitstatus_to_exitcode(status)
+    if code in (0, 3):
+        return "", code == 0
+    return (f"the kernel refused a network namespace to this user "
+            f"({said or 'no reason given'})"), False
+
+
+def unavailable() -> str:
+    """Why a command cannot be sealed here ('' when it can): not Linux, or the kernel refuses
+    a namespace to this user (a container without user namespaces, a hardened sysctl)."""
+    return _probe()[0]
+
+
+def names_refusals() -> bool:
+    """A sealed command's connections outside Python are named when refused (as root, where
+    the namespace gets a TUN device), not only refused."""
+    return _probe()[1]
 
 
 def is_refusal(error: BaseException) -> bool:
