@@ -128,6 +128,21 @@ def test_live_verdicts_judge_the_last_model_answer_and_the_replayed_trace(chats)
         store.close()
 
 
+def test_an_exported_folder_judges_live_runs_by_their_own_traces(chats, tmp_path):
+    folder = tmp_path / "chats"
+    assert chats.cli("suite", "export", "chats", "-o", str(folder)).returncode == 0
+    nowhere = tmp_path / "nowhere"
+    done = chats.cli("suite", "run", str(folder), "--live-from-divergence", "--json",
+                     "--eval", "exact", "--eval", "calls:1", cwd=changed_code(chats, "folder"),
+                     REWIND_CLICKHOUSE_URL=f"chdb://{nowhere}")
+    assert done.returncode == 0, done.stderr
+    for result in json.loads(done.stdout)["results"]:
+        assert result["answer"] == FINAL_ANSWER
+        assert [s["explanation"] for s in result["scores"]] == [
+            "the answer is the expected one", "4 calls against 4 recorded (budget 4 calls)"]
+    assert not nowhere.exists()
+
+
 def test_a_removed_suite_forgets_its_results_and_a_saved_window_stays_relative(chats):
     assert chats.cli("suite", "add", "again", chats.traces[0]).returncode == 0
     assert chats.cli("suite", "run", "again").returncode == 0

@@ -293,10 +293,12 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
                            seal=not no_seal)
     # a stored command runs when signed here or asked for; the one after -- always does
     attempt(lambda: ask_for_commands(items, options, found.name, terminal_question()))
-    today = attempt(lambda: _todays_runs(source)) if source is not None else None
+    # where the replayed scripts record themselves; a folder's live runs into a scratch store
+    today = attempt(lambda: _todays_runs(source, live))
     options.today = today
     # where the scores go: the store this process holds, else the worker's OTLP receiver
-    scores_to = getattr(source, "store", None) or (today.endpoint if today is not None else None)
+    scores_to = getattr(source, "store", None) or (today.endpoint if today is not None
+                                                   and source is not None else None)
     try:
         results = run_suite(items, options, _progress(len(items)))
     finally:
@@ -324,11 +326,16 @@ def run(ref: str, jobs: int, app_spec: str | None, call_spec: str | None, live: 
     sys.exit(0 if passed == len(results) else 1)
 
 
-def _todays_runs(source: Any) -> Any:
+def _todays_runs(source: Any, live: bool) -> Any:
     """Where the replayed scripts record themselves: a collector started here on the store,
-    or the OTLP receiver of the worker holding it (none when it does not answer)."""
+    or the OTLP receiver of the worker holding it (none when it does not answer); with
+    neither (a folder), a scratch store in live mode, where each run is judged by its own
+    trace, and nowhere in strict mode."""
     from rewind.replay.play.recorder import collector_reachable, endpoint_for
     from rewind.replay.suites.today import TodaysRuns
+
+    if source is None:
+        return TodaysRuns.scratch() if live else None
 
     if hasattr(source, "store"):
         return TodaysRuns(source.store)

@@ -243,7 +243,8 @@ def _judge(result: RunResult, cassette: Cassette, report: ReplayReport,
     answer, today = _todays(cassette, result, report, options)
     result.answer = answer or ""
     judged = Judged(answer, evaluators.recorded_answer(cassette), list(report.tools),
-                    report.requests, len(cassette.interactions), result.seconds,
+                    max(report.requests, report.replayed + report.live),
+                    len(cassette.interactions), result.seconds,
                     evaluators.recorded_seconds(cassette))
     if today is not None:  # the replayed run's own trace: its calls, live ones included
         judged.calls = len(today.interactions)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -54,6 +55,7 @@ class TodaysRuns:
         self._llm_calls: dict[str, int] = {}  # per trace, what its program's report said
         self._tmp = tempfile.TemporaryDirectory(prefix="rewind-suite-")
         self._ingest: IngestHandle | None = None
+        self._scratch = ""  # the temporary store's folder (``scratch``)
         self.store = store
         if store is not None:
             self._ingest = start_ingest(store, IngestOptions(
@@ -158,7 +160,23 @@ class TodaysRuns:
                 return {t: TraceUsage.from_columns(row) for t, row in answer.items()}
             time.sleep(0.25)
 
+    @classmethod
+    def scratch(cls) -> TodaysRuns:
+        """With no store and no worker (an exported folder): a store of its own in a temporary
+        folder, so that a live run's own trace is read back to judge it; gone on close."""
+        from rewind.collector.migrate import migrate
+
+        folder = tempfile.mkdtemp(prefix="rewind-suite-store-")
+        store = Store(f"chdb://{folder}")
+        migrate(store)
+        found = cls(store)
+        found._scratch = folder
+        return found
+
     def close(self) -> None:
         if self._ingest is not None:
             self._ingest.stop()
         self._tmp.cleanup()
+        if self._scratch and self.store is not None:
+            self.store.close()
+            shutil.rmtree(self._scratch, ignore_errors=True)
