@@ -54,10 +54,10 @@ class Relay:
         for source, sink in ((one, other), (other, one)):
             pump = threading.Thread(target=_pump, args=(source, sink), daemon=True,
                                     name="rewind-seal-pump")
+            pump.start()  # before it is listed: close() may join it from another thread
             if source is one:
                 with self._lock:
                     self._pumps.append(pump)
-            pump.start()
 
     def _accept(self, listener: socket.socket, port: int) -> None:
         target = self._targets.get(port)
