@@ -196,3 +196,15 @@ def test_a_run_that_reaches_nothing_outside_still_passes_sealed(sink, capfd):
     assert outcome.exit_code == 0
     assert outcome.report.connections == []
     assert outcome.summary(strict=True, debug=False).endswith("(strict, sealed), 0 live calls")
+
+
+@named
+def test_telemetry_to_a_collector_elsewhere_is_not_counted_as_the_programs():
+    """Spans sent to a collector the OTLP variable names on another host cannot leave the
+    seal, but they are the run's telemetry, not its calls: uncounted, as the guard does."""
+    settings = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://10.20.30.40:4317"}
+    script = "exec 3<>/dev/tcp/10.20.30.40/4317; exec 4<>/dev/tcp/10.20.30.41/4317; true"
+    outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], settings=settings)
+    assert [(c["host"], c["port"]) for c in outcome.report.connections] == [
+        ("10.20.30.41", 4317)]
+    assert outcome.exit_code == 3

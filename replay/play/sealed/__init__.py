@@ -88,6 +88,15 @@ def endpoints(env: Mapping[str, str]) -> dict[int, tuple[str, int]]:
     return found
 
 
+def telemetry_hosts(env: Mapping[str, str]) -> frozenset[str]:
+    """The hosts other than loopback the run's telemetry is sent to (OTLP variables, what is
+    handed in): the seal cannot carry them, and refuses them without counting them, as the
+    guard lets telemetry pass uncounted."""
+    values = [env[v] for v in _ENDPOINT_VARS if env.get(v)] + list(handed_in(env))
+    hosts = (urlsplit(v if "://" in v else f"http://{v}").hostname for v in values)
+    return frozenset(h for h in hosts if h and h.lower() not in _LOOPBACK_NAMES)
+
+
 def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None,
           targets: Mapping[int, tuple[str, int]], serves: bool = False) -> subprocess.Popen:
     """Start ``command`` sealed, ``targets`` carried out, and when it ``serves`` (a replayed
@@ -118,7 +127,7 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
         settings = ReplaySettings.from_env(env)
         report = settings.report_path if settings else None
         relays.append(Watch(namespace, fds[-1], resolvers,
-                            attempts_file(report) if report else None))
+                            attempts_file(report) if report else None, telemetry_hosts(env)))
     if serves:
         relays.append(_inbound(child.pid))
     child.rewind_relays = relays  # type: ignore[attr-defined]

@@ -96,10 +96,12 @@ def owner(namespace: str, protocol: str, local_port: int,
 class Watch:
     """Reads what the network namespace ``namespace`` (``net:[INODE]``) sends through ``tun``
     and to ``resolvers`` (sockets on its loopback name servers), refuses it and writes each
-    attempt, once, to ``attempts`` (None: refused unwritten), until :meth:`close`."""
+    attempt, once, to ``attempts`` (None: refused unwritten), until :meth:`close`; what goes
+    to the ``quiet`` hosts (the run's telemetry) is refused unwritten."""
 
     def __init__(self, namespace: str, tun: int, resolvers: list[socket.socket],
-                 attempts: str | None) -> None:
+                 attempts: str | None, quiet: frozenset[str] = frozenset()) -> None:
+        self._quiet = quiet
         self._namespace = namespace
         self._tun = tun
         self._resolvers = resolvers
@@ -112,7 +114,7 @@ class Watch:
     def _record(self, kind: str, host: str, port: int | None, found: tuple[int, str] | None,
                 ) -> None:
         pid, process = found or (None, None)
-        if (kind, host, port, pid) in self._seen:
+        if host in self._quiet or (kind, host, port, pid) in self._seen:
             return  # a resolver asks again, or for another record type
         self._seen.add((kind, host, port, pid))
         if self._attempts:
