@@ -207,8 +207,9 @@ def export(name: str, output: str, api: str | None, clickhouse: str | None) -> N
 RUN_HELP = """Replay every run of suite NAME (or an exported folder DIR) against today's code,
 N at a time, and tell per run: same, diverged (step, field, both values, the cause) or
 errored. Exit 0 only when every run passes. COMMAND, given after --, replays every run; without
-it each run's stored command does, when stored by `suite add` on this machine (another is
-shown, and runs with --run-recorded-command or a yes at a terminal).
+it each run's own command does (stored by `suite add --command`, else the one `rewind record`
+saved with the run), when signed on this machine (another is shown, and runs with
+--run-recorded-command or a yes at a terminal).
 
 \b
     rewind suite run incidents -j 4 --junit report.xml -- python agent.py
@@ -216,9 +217,10 @@ shown, and runs with --run-recorded-command or a yes at a terminal).
     rewind suite run incidents --live-from-divergence --eval contains:refund -- python agent.py
 
 With --live-from-divergence each run answers from the recording until its first divergence and
-goes live from there; its final answer (what the command printed, or the response) is judged by
-the evaluators (the suite's and --eval's); a run passes when every score is at least
---fail-below. Scores are stored as gen_ai.evaluation.result events when a store is at hand.
+goes live from there; its final answer (the response, or a script's last model answer, read
+from the replayed run's own trace) is judged by the evaluators (the suite's and --eval's); a
+run passes when every score is at least --fail-below. Scores are stored as
+gen_ai.evaluation.result events when a store is at hand.
 """
 
 
