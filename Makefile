@@ -7,9 +7,11 @@ JS_DEPS := tests/js/node_modules/.installed
 
 .PHONY: serve test check lint bench clean
 
-# `make serve` installs what serving needs (the server extra); `make test` everything the tests
-# drive (the dev extra: SDKs, frameworks, the browser driver), which serving needs too.
+# `make serve` installs what serving needs (the server extra, and mcp for the worker's /mcp);
+# `make test` everything the tests drive (the dev extra: SDKs, frameworks, the browser driver),
+# which serving needs too.
 SERVE_STAMP := $(VENV)/.installed-serve
+SERVE_EXTRAS := server,mcp
 define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -17,7 +19,7 @@ define install
 endef
 
 $(SERVE_STAMP): pyproject.toml
-	$(call install,server)
+	$(call install,$(SERVE_EXTRAS))
 	touch $(SERVE_STAMP)
 
 $(STAMP): pyproject.toml

@@ -23,10 +23,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.exporter.errors import InvalidValue
+from rewind.replay.assist import MCP_PATH, VIEW_KEY
 from rewind.replay.assist.mcp_server import build_server
 
-MCP_PATH = "/mcp"
-VIEW_KEY = "rewind.view"  # ASGI scope key: the caller's tenant view (worker/tenancy.py)
 SESSION_HEADER = b"mcp-session-id"
 MAX_SESSIONS = 10_000  # owners remembered; the oldest session past it must start again
 

@@ -2,7 +2,8 @@
 when that is known. A user's error (a :class:`~rewind.exporter.errors.RewindError`: unknown
 trace, unreachable store, bad flag or file) exits with the status it carries: 2, the README's
 code for a usage error, or as a shell would for a command that cannot be started (127 not
-found, 126 not executable). Any other exception is a bug in Rewind: one line saying so and
+found, 126 not executable), and so is a module of an extra not installed here or too old
+(the line names the extra). Any other exception is a bug in Rewind: one line saying so and
 naming the file its traceback was written to (``--debug`` prints it), exit status 70.
 Every command fails through here.
 """
@@ -14,6 +15,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -124,6 +126,28 @@ def report_bug(error: Exception) -> NoReturn:
               f"{error}; {where}", fix)
 
 
+# The extra installing each optional module (top-level name) a command imports.
+EXTRAS = {**dict.fromkeys(("mcp", "mcp_types", "pydantic"), "mcp"),
+          **dict.fromkeys(("chdb", "clickhouse_connect", "detect_secrets", "prometheus_client"),
+                          "server"),
+          **dict.fromkeys(("rich", "httpx", "zstandard", "ijson", "starlette", "uvicorn"), "agent")}
+
+
+def missing_extra(error: Exception, what: str) -> RewindError | None:
+    """An optional module missing, or too old for what Rewind imports from it (mcp before 2.3
+    has no ``mcp.server.mcpserver``): the error naming the extra; None for any other."""
+    top = (getattr(error, "name", None) or "").partition(".")[0]
+    if not isinstance(error, ImportError) or top not in EXTRAS:
+        return None
+    try:
+        version = metadata.version(top.replace("_", "-"))
+    except metadata.PackageNotFoundError:
+        version = "of unknown version"
+    why = "is not installed here" if error.name == top else f"{top} {version} is too old to have"
+    return RewindError(f"{what} needs {error.name}, which {why}",
+                       hint=f'pip install "rewind-otel[{EXTRAS[top]}]"')
+
+
 class OneLineUsage:
     """Mixed into the CLI's click classes: a usage error click finds (missing argument, bad
     value, unknown option) is an ``error:`` line like ours, naming the help to read, instead of
@@ -153,7 +177,10 @@ class OneLineUsage:
         except RewindError as error:
             exit_with(error.exit_code, str(error), fix_for(error))
         except Exception as error:
-            report_bug(error)
+            missing = missing_extra(error, f"`{prog_name or os.path.basename(sys.argv[0])}`")
+            if missing is None:
+                report_bug(error)
+            exit_with(missing.exit_code, str(missing), fix_for(missing))
         sys.exit(code if isinstance(code, int) else 0)
 
 

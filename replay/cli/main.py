@@ -7,6 +7,7 @@ rich or an HTTP library.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from importlib import import_module
@@ -24,6 +25,7 @@ from rewind.replay.cli.failure import (
     debug_option,
     enable_debug,
     fail,
+    missing_extra,
     note,
     warn,
 )
@@ -62,7 +64,8 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
 
 
 class LazyGroup(Group):
-    """A group whose commands in :data:`LAZY` are imported when asked for by name."""
+    """A group whose commands in :data:`LAZY` are imported when asked for by name; one that
+    needs an extra not installed here says which in one line, never as a bug."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *LAZY})
@@ -70,10 +73,28 @@ class LazyGroup(Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in LAZY:
             module, name = LAZY[cmd_name].split(":")
-            command = getattr(import_module(module), name)
+            try:
+                command = getattr(import_module(module), name)
+            except ImportError as error:  # listed in --help, failing with the line when run
+                missing = missing_extra(error, f"`rewind {cmd_name}`")
+                if missing is None:
+                    raise
+                command = click.Command(cmd_name, help=f"Needs {missing.hint}.", context_settings={
+                    "ignore_unknown_options": True, "allow_extra_args": True, **HELP_OPTIONS},
+                    callback=functools.partial(_raise, missing))
             _show_envvars(command)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ImportError as error:  # a module the command imports as it runs
+            raise missing_extra(error, f"`rewind {ctx.invoked_subcommand}`") or error from error
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error
 
 
 @click.group(cls=LazyGroup, context_settings=HELP_OPTIONS)

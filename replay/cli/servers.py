@@ -190,7 +190,8 @@ class LazySource:
 def mcp(api: str | None, clickhouse: str | None, allow_commands: tuple[str, ...],
         export_dir: str) -> None:
     """Serve Rewind's tools to a coding assistant over MCP (stdio): find, read, diff, bisect,
-    replay and fork recorded runs. Add it to the assistant as the command `rewind mcp`."""
+    replay and fork recorded runs. Add it to the assistant as the command `rewind mcp`.
+    Needs the mcp extra (mcp>=2.3); without it, one line says what to install."""
     from pathlib import Path
 
     from rewind.replay.assist.allowed import Allowance, ExportFolder

@@ -3,7 +3,7 @@ files, analysis, replay sessions, the pages), sharing one cassette cache, behind
 when tokens are given and, in front of every route, the one check of Host and Origin
 (``collector/request_origin.py``). How a route answers and fails, and which tenant's data it
 sees, is decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
-(``assist/streamable.py``)."""
+(``assist/streamable.py``) when the mcp extra is installed, else one line naming it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute
 
 from rewind.collector.auth import Authenticator
@@ -20,7 +21,7 @@ from rewind.collector.server_settings import allowed_hosts as configured_hosts
 from rewind.collector.server_settings import worker_live_hosts
 from rewind.collector.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
-from rewind.replay.assist.streamable import MCP_PATH, Assistant
+from rewind.replay.assist import MCP_EXTRA, MCP_PATH
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
@@ -43,7 +44,7 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         authenticator = Authenticator(tokens)
     served = ServedHosts(allowed_hosts if allowed_hosts is not None else configured_hosts())
     cassettes = CassetteCache(store)
-    assistant = Assistant()
+    assistant = _assistant()
 
     def health(request: Request) -> Any:
         # the store it serves, without credentials: a client tells whether it is the one wanted
@@ -65,7 +66,10 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         *archives.routes(),
         *analysis.routes(),
         *pages.routes(authenticator),
-        app_route(MCP_PATH, assistant.app, methods=["GET", "POST", "DELETE"]),
+        app_route(MCP_PATH, assistant.app, methods=["GET", "POST", "DELETE"]) if assistant
+        else route(MCP_PATH, lambda request, view: PlainTextResponse(
+            f"the MCP tools need the mcp extra: {MCP_EXTRA}\n", status_code=501),
+            methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(routes=routes,
                     middleware=[Middleware(RequestGuard, served=served, refuse=pages.refused),
@@ -73,8 +77,20 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
                     # a bug outside a route (the auth middleware): answered as a route's is
                     exception_handlers={Exception: lambda request, error: internal_error(error),
                                         404: pages.not_found},
-                    lifespan=lambda app: assistant.running())
+                    lifespan=(lambda app: assistant.running()) if assistant else None)
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
     app.state.token_option = token_option
     return unrecorded(app)
+
+
+def _assistant() -> Any:
+    """The /mcp server, or None when the mcp package is missing here or older than 2.3 (no
+    ``mcp.server.mcpserver``): the worker serves everything else."""
+    try:
+        from rewind.replay.assist.streamable import Assistant
+    except ImportError as error:
+        if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types", "pydantic"):
+            raise
+        return None
+    return Assistant()

@@ -6,7 +6,7 @@ from dataclasses import fields
 from typing import Any
 
 from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, query_name
-from rewind.replay.assist.streamable import MCP_PATH
+from rewind.replay.assist import MCP_PATH
 from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
 from rewind.replay.worker import analysis, traces

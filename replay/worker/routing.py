@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rewind.exporter.errors import InvalidValue, RewindError
 from rewind.exporter.redaction import RESPONSE_HEADERS_KEPT, keep_headers
-from rewind.replay.assist.streamable import VIEW_KEY
+from rewind.replay.assist import VIEW_KEY
 from rewind.replay.cassette.ids import is_trace_id, parse_trace_id
 from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.ui.assets import json_default
