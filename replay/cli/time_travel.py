@@ -219,9 +219,9 @@ def fork(trace: str, step: int, user_message: str | None, system_message: str | 
         print_json({**outcome.to_dict(), **({"answer": outcome.result} if app_spec else {})})
     elif app_spec is not None and outcome.result is not None:
         print_json(outcome.result)
-    summary = (f"rewind: forked trace {run.trace_id} at step {step} (guarded, not sealed: a "
-               f"fork goes live from its fork point): replayed {outcome.replayed}, live "
-               f"{outcome.live}, new trace {outcome.trace_id}")
+    summary = (f"rewind: forked trace {run.trace_id} at step {step}: replayed "
+               f"{outcome.replayed}, live {outcome.live}, new trace {outcome.trace_id} "
+               "(guarded, not sealed: a fork goes live from its fork point)")
     if outcome.divergence:
         summary += f"; stopped: {outcome.divergence['reason']}"
     note(summary)
