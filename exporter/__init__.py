@@ -24,12 +24,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agents import agent, workflow
-    from .instrumentor import RewindInstrumentor
-    from .jobs import job
-    from .otel_pipeline import export_stats
-    from .process_settings import CaptureMode, CaptureSettings
-    from .tools import RecordedToolError, ToolAnswer, tool
+    from rewind.exporter.core.process_settings import CaptureMode, CaptureSettings
+    from rewind.exporter.otlp.otel_pipeline import export_stats
+    from rewind.exporter.servers.jobs import job
+    from rewind.exporter.setup.instrumentor import RewindInstrumentor
+    from rewind.exporter.work.agents import agent, workflow
+    from rewind.exporter.work.tools import RecordedToolError, ToolAnswer, tool
 
 __all__ = [
     "CaptureMode",
@@ -72,11 +72,14 @@ def instrument(
     """
     import logging
 
-    from . import attributes as A
-    from . import enrichment, scope, tools, transport
-    from .otel_pipeline import ensure_provider, exports_through_us
-    from .process_settings import replay_source, settings
-    from .recording import Recorder
+    from rewind.exporter.capture import transport
+    from rewind.exporter.capture.recording import Recorder
+    from rewind.exporter.core import attributes as A
+    from rewind.exporter.core import scope
+    from rewind.exporter.core.process_settings import replay_source, settings
+    from rewind.exporter.otlp.otel_pipeline import ensure_provider, exports_through_us
+    from rewind.exporter.providers import enrichment
+    from rewind.exporter.work import tools
 
     chosen = settings(capture, redact, max_body_bytes, content_at=content_at)
     for limit in ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"):
@@ -105,7 +108,8 @@ def instrument(
     from . import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
-    from . import servers, stopping
+    from rewind.exporter import servers
+    from rewind.exporter.setup import stopping
 
     servers.install()  # each inbound request its own trace, unless REWIND_SERVERS turns it off
     stopping.install(provider)
@@ -115,7 +119,10 @@ def instrument(
 
 def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
-    from . import scope, tools, transport
+    from rewind.exporter.capture import transport
+    from rewind.exporter.core import scope
+    from rewind.exporter.work import tools
+
     from .databases import db_calls as databases
 
     transport.set_recorder(None)
@@ -128,22 +135,23 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
-    from . import transport
+    from rewind.exporter.capture import transport
 
     return transport.hooks.recorder is not None
 
 
 # Public names and the module each lives in, imported on first use: a process that only
-# replays (``rewind.exporter.transport`` and ``tools``) never loads the recording pipeline.
-# Submodules (``rewind.exporter.transport``) are attributes too, imported on first use.
+# replays (``rewind.exporter.capture.transport`` and ``tools``) never loads the recording pipeline.
+# Submodules (``rewind.exporter.capture.transport``) are attributes too, imported on first use.
 _LAZY = {
-    "CaptureMode": ".process_settings", "CaptureSettings": ".process_settings",
-    "ENV_REPLAY_SOURCE": ".process_settings", "settings": ".process_settings",
-    "RecordedToolError": ".tools", "ToolAnswer": ".tools",
-    "tool": ".tools", "RewindInstrumentor": ".instrumentor", "agent": ".agents",
-    "workflow": ".agents",
-    "job": ".jobs", "Recorder": ".recording", "ensure_provider": ".otel_pipeline",
-    "export_stats": ".otel_pipeline", "exports_through_us": ".otel_pipeline",
+    "CaptureMode": ".core.process_settings", "CaptureSettings": ".core.process_settings",
+    "ENV_REPLAY_SOURCE": ".core.process_settings", "settings": ".core.process_settings",
+    "RecordedToolError": ".work.tools", "ToolAnswer": ".work.tools",
+    "tool": ".work.tools", "RewindInstrumentor": ".setup.instrumentor", "agent": ".work.agents",
+    "workflow": ".work.agents",
+    "job": ".servers.jobs", "Recorder": ".capture.recording",
+    "ensure_provider": ".otlp.otel_pipeline",
+    "export_stats": ".otlp.otel_pipeline", "exports_through_us": ".otlp.otel_pipeline",
 }
 
 
@@ -151,7 +159,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(import_module(_LAZY[name], __name__), name)
     elif name == "A":
-        value = import_module(".attributes", __name__)
+        value = import_module(".core.attributes", __name__)
     elif not name.startswith("_"):
         try:
             value = import_module(f".{name}", __name__)

@@ -20,8 +20,8 @@ from tests.support.ambient import NO_AMBIENT  # noqa: E402
 os.environ.update(NO_AMBIENT)
 
 from rewind import exporter  # noqa: E402  (after the rewrite hook, like every support import)
-from rewind.collector.migrate import migrate  # noqa: E402
-from rewind.collector.store import Store  # noqa: E402
+from rewind.collector.store.migrate import migrate  # noqa: E402
+from rewind.collector.store.store import Store  # noqa: E402
 from rewind.replay.testing.fakellm import FakeLLMServer  # noqa: E402
 from tests.support.harness import ParcelRecording, record_parcel  # noqa: E402
 from tests.support.wiretap import Spans, WireTap  # noqa: E402

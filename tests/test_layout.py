@@ -4,7 +4,7 @@ exporter <- collector <- replay, and inside replay:
 cassette <- sources <- testing <- play <- timetravel <- suites <- ui <- assist <- worker <- cli
 (each may import those before it).
 Every import counts, lazy ones inside functions included. Every exception class of ours
-derives from ``RewindError`` (exporter/errors.py), the one thing the CLI and the worker report
+derives from ``RewindError`` (exporter/core/errors.py), the one thing the CLI and the worker report
 as the user's error.
 
 A ``REWIND_*`` environment variable is named (in any string but a docstring) and read only in
@@ -36,7 +36,7 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/ui/views.py", "replay/ui/compare.py"}
 # What an instrumented process reads; what the collector, worker and CLI read; what a
 # replayed child is handed by its parent.
-SETTINGS = {"exporter/process_settings.py", "collector/server_settings.py",
+SETTINGS = {"exporter/core/process_settings.py", "collector/store/server_settings.py",
             "replay/play/replay_settings.py"}
 _VARIABLE = re.compile(r"\bREWIND_[A-Z0-9_]+")
 _READS = {"get", "getenv", "setdefault"}  # pop removes: a write
@@ -44,10 +44,10 @@ MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 # Where a query that reads from a table may be written: the reader layer, and the schema side
 # (views, migrations and their bookkeeping, the one-call rule the views and reads share).
-READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py",
-                "collector/reader_suites.py"}
-SCHEMA_SIDE = ("collector/schema.py", "collector/migrations/", "collector/migrate.py",
-               "collector/llm_steps.py")
+READER_LAYER = {"collector/store/reader.py", "collector/store/reader_usage.py",
+                "collector/store/reader_runs.py", "collector/store/reader_suites.py"}
+SCHEMA_SIDE = ("collector/store/schema.py", "collector/store/migrations/",
+               "collector/store/migrate.py", "collector/store/llm_steps.py")
 
 ERROR_ROOT = "RewindError"
 # Exception classes of ours outside the RewindError tree, each with its reason.

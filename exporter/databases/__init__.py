@@ -14,7 +14,8 @@ def install() -> None:
     if _installed["on"]:
         return
     _installed["on"] = True
-    from ..imports import when_imported
+    from rewind.exporter.core.imports import when_imported
+
     from . import asyncpg_hook, psycopg_hook, redis_hook
 
     when_imported("psycopg", psycopg_hook.patch)

@@ -25,10 +25,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import attributes as A
-from .. import canonical, tool_errors
-from ..process_settings import ENV_MAX_BODY, CaptureSettings
-from ..tools import SpanRecording, span_recording
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import ENV_MAX_BODY, CaptureSettings
+from rewind.exporter.work import tool_errors
+from rewind.exporter.work.tools import SpanRecording, span_recording
+
 from .values import revived, tagged
 
 if TYPE_CHECKING:
@@ -137,8 +139,8 @@ def _start(call: DbCall) -> Span | None:
         return None
     from opentelemetry.trace import SpanKind
 
-    from .. import scope
-    from ..steps import start_step_span
+    from rewind.exporter.core import scope
+    from rewind.exporter.core.steps import start_step_span
 
     try:
         operation = call.operation
@@ -171,7 +173,7 @@ def _finish(span: Span | None, result: Any = None, error: BaseException | None =
         return
     from opentelemetry.trace import Status, StatusCode
 
-    from .. import scope
+    from rewind.exporter.core import scope
 
     try:
         attrs: dict[str, Any] = {A.DB_REPLAYED: True} if replayed else {}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import attributes as A
-from ..canonical import json_or_text
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
+
 from . import Attributes, Endpoint, Json
 from . import parts as P
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import attributes as A
+from rewind.exporter.core import attributes as A
+
 from . import Attributes, Endpoint, Json
 from . import parts as P
 

@@ -7,7 +7,8 @@ import base64
 import binascii
 from typing import Any
 
-from .. import attributes as A
+from rewind.exporter.core import attributes as A
+
 from . import Attributes, Endpoint, Json
 from . import parts as P
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import attributes as A
+from rewind.exporter.core import attributes as A
+
 from . import Attributes, Endpoint, Json
 from . import parts as P
 from .openai import AZURE, is_azure

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ..imports import when_imported
-from ..process_settings import grpc_enabled
+from rewind.exporter.core.imports import when_imported
+from rewind.exporter.core.process_settings import grpc_enabled
 
 _installed = {"on": False}
 # Status codes by number (grpc.StatusCode's order): what a reader shows needs no grpc.

@@ -10,7 +10,8 @@ from typing import Any, Protocol
 
 import grpc
 
-from ..errors import RewindError
+from rewind.exporter.core.errors import RewindError
+
 from . import status_name
 from .rpc_calls import RpcAnswer
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ..errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 MAX_DEPTH = 16

@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import attributes as A
-from .. import canonical
-from ..process_settings import ENV_MAX_BODY, CaptureSettings
-from ..redaction import (
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import ENV_MAX_BODY, CaptureSettings
+from rewind.exporter.core.redaction import (
     INBOUND_REQUEST_HEADERS_KEPT,
     INBOUND_RESPONSE_HEADERS_KEPT,
     REQUEST_HEADERS_KEPT,
@@ -38,7 +38,8 @@ from ..redaction import (
     keep_headers,
     secret_values,
 )
-from ..tools import SpanRecording, span_recording
+from rewind.exporter.work.tools import SpanRecording, span_recording
+
 from . import status_name
 from .protobuf_form import rpc_form
 
@@ -187,7 +188,7 @@ def active(method: str) -> bool:
     """Whether a call of ``method`` is recorded or answered here (telemetry never is)."""
     if _recording is None and hooks.responder is None:
         return False
-    from .. import telemetry
+    from rewind.exporter.core import telemetry
 
     return not method.startswith(TELEMETRY_SERVICES) and not telemetry.suppressed()
 
@@ -249,8 +250,9 @@ def start(call: RpcCall) -> Followed | None:
         return None
     from opentelemetry.trace import SpanKind
 
-    from .. import scope, tools
-    from ..steps import start_step_span
+    from rewind.exporter.core import scope
+    from rewind.exporter.core.steps import start_step_span
+    from rewind.exporter.work import tools
 
     if tools.inside_tool() and hooks.responder is None:  # part of the tool's call
         return None
@@ -292,7 +294,7 @@ def finish(followed: Followed | None, code: int | None, details: str = "",
         return
     from opentelemetry.trace import Status, StatusCode
 
-    from .. import scope
+    from rewind.exporter.core import scope
 
     try:
         span = followed.span

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rewind.collector.server_settings import Limits
-from rewind.collector.span_rules import SPAN_ID_BYTES, hex_id_error, shown, stored_span_error
-from rewind.exporter import attributes as A
+from rewind.collector.store.server_settings import Limits
+from rewind.collector.wire.span_rules import SPAN_ID_BYTES, hex_id_error, shown, stored_span_error
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette
@@ -38,7 +38,7 @@ from rewind.replay.sources.document import (
 )
 
 if TYPE_CHECKING:  # the store side and the screening load when a file is stored or exported
-    from rewind.collector.store import Store
+    from rewind.collector.store.store import Store
     from rewind.replay.sources.credentials import Finding
 
 SUFFIX = ".rw"
@@ -284,8 +284,8 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     Everything is checked before the first row is written. ``tenant`` (the importer's, from
     its token) replaces whatever tenant the file names; None keeps the file's.
     """
-    from rewind.collector import reader
-    from rewind.collector.writer import TraceWriter
+    from rewind.collector.ingest.writer import TraceWriter
+    from rewind.collector.store import reader
 
     archives = unpack_all(data)
     written = present_before = 0

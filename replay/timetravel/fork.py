@@ -26,10 +26,10 @@ from typing import Any
 
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical
-from rewind.exporter.errors import RewindError
-from rewind.exporter.json_form import jsonable
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.core.json_form import jsonable
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.timetravel.edits import Edits, UserSlot, find_user_slot, with_system
 

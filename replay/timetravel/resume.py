@@ -24,10 +24,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers, scope, tools, transport
-from rewind.exporter.autorecord import SpansOf
+from rewind.exporter import providers
+from rewind.exporter.capture import transport
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical, scope
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
+from rewind.exporter.setup.autorecord import SpansOf
+from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.synthesis import provider_of, render, shape_of
 from rewind.replay.cassette.volatile import tolerable

@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewind.collector.reader import TraceRow
-from rewind.collector.reader_runs import RunFacts, Turn
-from rewind.collector.reader_usage import TraceUsage
+from rewind.collector.store.reader import TraceRow
+from rewind.collector.store.reader_runs import RunFacts, Turn
+from rewind.collector.store.reader_usage import TraceUsage
 
 MAX_RUNS = 1000
 PREVIEW_CHARS = 160  # a preview is one line of the table; the run page has the whole text

@@ -3,7 +3,7 @@ is chosen (``scoped.py``) before the app sees it.
 
 Hooked at the frameworks, whatever server runs them (uvicorn, hypercorn, gunicorn, a test
 client): Starlette (and FastAPI) apps, Django's ASGI and WSGI handlers, Flask apps. Each is
-patched when it is imported (``exporter/imports.py``). The body is read whole first (it is
+patched when it is imported (``exporter/core/imports.py``). The body is read whole first (it is
 part of what identifies the request) and handed to the app unchanged.
 """
 
@@ -13,7 +13,7 @@ import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rewind.exporter.imports import when_imported
+from rewind.exporter.core.imports import when_imported
 from rewind.replay.play.services import scoped
 
 # (module, class, method, ASGI or WSGI) of every seam.
