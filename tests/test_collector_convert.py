@@ -14,8 +14,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rewind.collector.ingest.convert import BLOCK_SUFFIX, Converter, convert_segment, record_rows
-from rewind.collector.ingest.pipeline import request_digest
 from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.signals import request_digest
 from rewind.collector.ingest.spool import Record, Spool
 from rewind.collector.ingest.writer import StoreLink
 from rewind.collector.store.schema import TRACE_COLUMNS, TRACE_COLUMNS_TYPED, TRACES

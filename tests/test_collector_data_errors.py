@@ -15,8 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.ingest.pipeline import request_digest
 from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.signals import request_digest
 from rewind.collector.ingest.spool import Record, Spool, scan_segment
 from rewind.collector.store.schema import TRACES
 from rewind.collector.store.server_settings import BatchPolicy, IngestOptions

@@ -10,16 +10,12 @@ deduplication token, retrying while the store is away.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import queue
-import struct
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rewind.collector.ingest.ahead import ConversionsAhead
 from rewind.collector.ingest.convert import Converter
@@ -32,7 +28,6 @@ from rewind.collector.wire.metrics import Metrics
 from rewind.exporter.core.errors import RewindError
 
 log = logging.getLogger("rewind.collector.ingest.pipeline")
-_TIMES = struct.Struct("<QQ")
 
 
 class Pushback(RewindError):
@@ -51,18 +46,6 @@ class Outcome:
     rejected: int = 0
     message: str = ""
     duplicate: bool = False
-
-
-def request_digest(request: ExportTraceServiceRequest, tenant: str | None) -> bytes:
-    """Identity of a request's content: a retry of it carries the same spans."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(b"\x00" if tenant is None else b"\x01" + tenant.encode() + b"\x00")
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                h.update(span.trace_id + span.span_id
-                         + _TIMES.pack(span.start_time_unix_nano, span.end_time_unix_nano))
-    return h.digest()
 
 
 class Pipeline:

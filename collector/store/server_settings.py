@@ -17,16 +17,22 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from rewind.exporter.core.errors import RewindError
 from rewind.exporter.core.process_settings import ENV_WORKER_URL, host_globs
 
-if TYPE_CHECKING:
-    from rewind.collector.access.auth import TokenSource
-
 MIB = 1024 * 1024
+
+
+class TokenLoader(Protocol):
+    """Where the tokens come from (``collector.access.auth.TokenSource``: a file, reloaded when
+    it changes, and/or inline entries)."""
+
+    def load(self) -> dict[str, str | None]: ...
+    def changed(self) -> bool: ...
+
 
 ENV = {
     "host": "REWIND_COLLECTOR_HOST",
@@ -254,7 +260,7 @@ class IngestOptions:
     batch: BatchPolicy = field(default_factory=BatchPolicy)
     auth_tokens: dict[str, str | None] | None = None
     # Tokens read from a file (and inline entries), reloaded when the file changes.
-    auth_source: TokenSource | None = None
+    auth_source: TokenLoader | None = None
     auth_reload_s: float = 2.0
     tls: TlsFiles | None = None
     allow_insecure_bind: bool = False

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
-
-from rewind.exporter.capture.transport import Flavor, Follower
+from types import ModuleType
+from typing import Any, Protocol
 
 CLOSED_EARLY = "closed before the end of the body"
 ABANDONED = "dropped without being read to the end or closed"
 STREAM_ERROR = "the body failed mid-stream"
+
+
+class Follower(Protocol):
+    """Fed the bytes of a response body as the caller reads them (see the wrappers below)."""
+
+    def chunk(self, raw: bytes) -> None: ...
+    def finish(self, incomplete: str | None = None) -> None: ...
+    def stream_failed(self, error: BaseException) -> None: ...
 
 
 class _Following:
@@ -40,12 +47,12 @@ class _Following:
 _cache: dict[str, tuple[type, type]] = {}
 
 
-def stream_classes(flavor: Flavor) -> tuple[type, type]:
-    """(sync, async) wrapper classes for one library, built once."""
-    if flavor.name in _cache:
-        return _cache[flavor.name]
+def stream_classes(library: ModuleType) -> tuple[type, type]:
+    """(sync, async) wrapper classes for one library (httpx or httpx2), built once."""
+    if library.__name__ in _cache:
+        return _cache[library.__name__]
 
-    class RecordingStream(flavor.module.SyncByteStream):  # type: ignore[name-defined]
+    class RecordingStream(library.SyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, follower: Follower) -> None:
             self._inner = inner
             self._follower = follower
@@ -64,7 +71,7 @@ def stream_classes(flavor: Flavor) -> tuple[type, type]:
             finally:
                 self._follower.finish(CLOSED_EARLY)
 
-    class AsyncRecordingStream(flavor.module.AsyncByteStream):  # type: ignore[name-defined]
+    class AsyncRecordingStream(library.AsyncByteStream):  # type: ignore[name-defined]
         def __init__(self, inner: Any, follower: Follower) -> None:
             self._inner = inner
             self._follower = follower
@@ -83,5 +90,5 @@ def stream_classes(flavor: Flavor) -> tuple[type, type]:
             finally:
                 self._follower.finish(CLOSED_EARLY)
 
-    _cache[flavor.name] = (RecordingStream, AsyncRecordingStream)
-    return _cache[flavor.name]
+    _cache[library.__name__] = (RecordingStream, AsyncRecordingStream)
+    return _cache[library.__name__]

@@ -29,6 +29,8 @@ from types import CoroutineType, ModuleType
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from rewind.exporter.capture.streams import Follower, stream_classes
+
 log = logging.getLogger("rewind.exporter")
 
 MODULE_NAMES = ("httpx2", "httpx")
@@ -52,14 +54,6 @@ class Responder(Protocol):
 
 Observer = Callable[["Flavor", Any], "Observation | None"]
 Preparer = Callable[["Flavor", Any], None]  # may edit the request; returns nothing
-
-
-class Follower(Protocol):
-    """Fed the bytes of a response body as the caller reads them (see :mod:`.streams`)."""
-
-    def chunk(self, raw: bytes) -> None: ...
-    def finish(self, incomplete: str | None = None) -> None: ...
-    def stream_failed(self, error: BaseException) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -87,10 +81,8 @@ class Flavor:
             follower.chunk(response.content)
             follower.finish()
             return response
-        from rewind.exporter.capture.streams import stream_classes
-
-        response.stream = stream_classes(self)[1 if asynchronous else 0](response.stream,
-                                                                          follower)
+        response.stream = stream_classes(self.module)[1 if asynchronous else 0](response.stream,
+                                                                                 follower)
         return response
 
     def respond(self, status: int, headers: dict[str, str], content: Any, request: Any) -> Any:
@@ -315,28 +307,32 @@ def _patch_if_wanted(module: ModuleType) -> None:
         _patch(module)
 
 
+# The other HTTP libraries' hooks (aiohttp, requests, http.client, lm15), each an (install,
+# uninstall) pair registered by this package's ``__init__``: they import this seam, never the
+# other way round.
+_hooks: list[tuple[Callable[[], None], Callable[[], None]]] = []
+
+
+def register(install: Callable[[], None], uninstall: Callable[[], None]) -> None:
+    """Another HTTP library's hook, installed and uninstalled with httpx's."""
+    _hooks.append((install, uninstall))
+
+
 def install() -> None:
     """Patch every supported HTTP library: those already imported now, the others when they
     are imported (:mod:`.imports`), so a process never imports a library it does not use."""
-    from rewind.exporter.capture import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
     from rewind.exporter.core.imports import when_imported
 
-    aiohttp_hook.install()
-    requests_hook.install()
-    httpclient_hook.install()
-    lm15_hook.install()
+    for hook_install, _ in _hooks:
+        hook_install()
     _wanted["on"] = True
     for name in MODULE_NAMES:
         when_imported(name, _patch_if_wanted)
 
 
 def uninstall() -> None:
-    from rewind.exporter.capture import aiohttp_hook, httpclient_hook, lm15_hook, requests_hook
-
-    aiohttp_hook.uninstall()
-    requests_hook.uninstall()
-    httpclient_hook.uninstall()
-    lm15_hook.uninstall()
+    for _, hook_uninstall in _hooks:
+        hook_uninstall()
     _wanted["on"] = False
     for name, (sync_original, async_original) in list(_originals.items()):
         module = importlib.import_module(name)

@@ -92,13 +92,26 @@ class _Hooks:
 hooks = _Hooks()
 
 
+# Hooking the drivers, registered by this package's ``__init__`` (the drivers' hooks import this
+# module, never the other way round).
+_installers: list[Callable[[], None]] = []
+
+
+def register(installer: Callable[[], None]) -> None:
+    _installers.append(installer)
+
+
+def install() -> None:
+    """Hook every supported driver, now or when it is imported (once per process)."""
+    for installer in _installers:
+        installer()
+
+
 def set_responder(responder: DbResponder | None) -> DbResponder | None:
     """Put ``responder`` in the slot (None empties it) and return what was there; the drivers
     are hooked (when imported) from the first time a slot is filled."""
     previous, hooks.responder = hooks.responder, responder
     if responder is not None:
-        from . import install
-
         install()
     return previous
 
@@ -111,8 +124,6 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     global _recording
     _recording = span_recording(tracer_provider, settings)
     if _recording is not None:
-        from . import install
-
         install()
 
 

@@ -7,8 +7,8 @@ from typing import Any
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.canonical import json_or_text
 
-from . import Attributes, Endpoint, Json
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 
 _PARAMS = {
     "temperature": A.TEMPERATURE,

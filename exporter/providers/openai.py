@@ -9,8 +9,8 @@ from typing import Any
 
 from rewind.exporter.core import attributes as A
 
-from . import Attributes, Endpoint, Json
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 
 _PARAMS = {
     "temperature": A.TEMPERATURE,

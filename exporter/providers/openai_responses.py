@@ -6,8 +6,8 @@ from typing import Any
 
 from rewind.exporter.core import attributes as A
 
-from . import Attributes, Endpoint, Json
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 from .openai import AZURE, is_azure
 
 _PARAMS = {

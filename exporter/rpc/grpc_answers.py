@@ -11,8 +11,8 @@ from typing import Any, Protocol
 import grpc
 
 from rewind.exporter.core.errors import RewindError
+from rewind.exporter.rpc.protobuf_form import status_name
 
-from . import status_name
 from .rpc_calls import RpcAnswer
 
 

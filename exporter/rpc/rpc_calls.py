@@ -38,9 +38,9 @@ from rewind.exporter.core.redaction import (
     keep_headers,
     secret_values,
 )
+from rewind.exporter.rpc.protobuf_form import status_name
 from rewind.exporter.work.tools import SpanRecording, span_recording
 
-from . import status_name
 from .protobuf_form import rpc_form
 
 if TYPE_CHECKING:
@@ -163,13 +163,26 @@ hooks = _Hooks()
 _recording: SpanRecording | None = None
 
 
+# Hooking grpc's channels, registered by this package's ``__init__`` (the channels' hooks import
+# this module, never the other way round): False when turned off.
+_installers: list[Callable[[], bool]] = []
+
+
+def register(installer: Callable[[], bool]) -> None:
+    _installers.append(installer)
+
+
+def install() -> bool:
+    """Hook grpc's channels, now or when it is imported (once per process); False when turned
+    off."""
+    return all([installer() for installer in _installers])
+
+
 def set_responder(responder: RpcResponder | None) -> RpcResponder | None:
     """Put ``responder`` in the slot (None empties it) and return what was there; the channels
     are hooked (when grpc is imported) from the first time a slot is filled."""
     previous, hooks.responder = hooks.responder, responder
     if responder is not None:
-        from . import install
-
         install()
     return previous
 
@@ -179,8 +192,6 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     global _recording
     _recording = span_recording(tracer_provider, settings)
     if _recording is not None:
-        from . import install
-
         install()
 
 

@@ -119,7 +119,7 @@ def start_from_env() -> bool:
     """Instrument this process and open its root span, when ``REWIND_RECORD`` asks for it."""
     if not RecordSettings.from_env().record:
         return False
-    from rewind.exporter import instrument
+    from rewind.exporter.setup.instrumenting import instrument
 
     provider = instrument()
     seen = TraceIds()

@@ -25,9 +25,9 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ()
 
     def _instrument(self, **kwargs: Any) -> None:
-        from rewind.exporter import instrument
         from rewind.exporter.core.process_settings import process_root_enabled
         from rewind.exporter.setup.autorecord import open_process_root
+        from rewind.exporter.setup.instrumenting import instrument
 
         provider = instrument(
             service_name=kwargs.get("service_name"),
@@ -41,6 +41,6 @@ class RewindInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             open_process_root(provider)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        from rewind.exporter import uninstrument
+        from rewind.exporter.setup.instrumenting import uninstrument
 
         uninstrument()

@@ -3,7 +3,7 @@ ValueError`` takes the path it took when the run was recorded.
 
 The type is looked up among builtins and the modules the process has already imported (a
 recording never makes the process import anything); it must be an ``Exception``. The error
-raised is also a :class:`~rewind.exporter.work.tools.RecordedToolError` and carries the recorded
+raised is also a :class:`RecordedToolError` and carries the recorded
 message as its own. A type that cannot be found (or built) gives the generic error.
 """
 
@@ -12,6 +12,17 @@ from __future__ import annotations
 import builtins
 import sys
 from typing import Any
+
+from rewind.exporter.core import errors
+
+
+class RecordedToolError(errors.RewindError):
+    """Raised in place of the error a tool raised when it was recorded."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
 
 
 def described(error: BaseException, recorded: dict[str, str] | None) -> dict[str, str]:
@@ -39,8 +50,6 @@ def _init(self: Any, error_type: str, message: str) -> None:
 
 def revived(kind: str, message: str, module: str = "") -> Exception:
     """The recorded error: of its recorded type when found, else the generic one."""
-    from rewind.exporter.work.tools import RecordedToolError
-
     cls = _recorded_type(kind, module)
     if cls is not None and not issubclass(cls, RecordedToolError):
         try:

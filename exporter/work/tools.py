@@ -50,11 +50,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from rewind.exporter.core import attributes as A
-from rewind.exporter.core import canonical, errors
+from rewind.exporter.core import canonical
 from rewind.exporter.core.json_form import dumps, jsonable
 from rewind.exporter.core.process_settings import CaptureSettings
 from rewind.exporter.core.redaction import Redactor
 from rewind.exporter.providers import tool_call_ids
+from rewind.exporter.work.tool_errors import RecordedToolError as RecordedToolError  # its home
 from rewind.exporter.work.tool_errors import described, revived
 
 if TYPE_CHECKING:  # the OpenTelemetry API is loaded when a span is made: a replay makes none
@@ -73,15 +74,6 @@ class ToolAnswer:
     # Replay: given out only once ``hold.wait()`` (or ``await hold.wait_async()``) returns,
     # so that calls in flight together complete in their recorded order.
     hold: Any = None
-
-
-class RecordedToolError(errors.RewindError):
-    """Raised in place of the error a tool raised when it was recorded."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(f"{error_type}: {message}")
-        self.error_type = error_type
-        self.message = message
 
 
 ToolResponder = Callable[[str, dict[str, Any]], "ToolAnswer | None"]

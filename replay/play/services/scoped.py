@@ -101,6 +101,10 @@ class SessionRouter:
             report = next((r for r in (s.report() for s in repeats) if r.divergence), report)
         return report.to_dict()
 
+    def serving(self) -> bool:
+        """True inside a request the seam has already scoped (see :func:`serving`)."""
+        return serving()
+
     def enter(self, method: str, path: str, query: str, body: bytes,
               content_type: str = "") -> Token:
         """Scope what follows (in this context) to the session of this request, if any."""
