@@ -4,7 +4,7 @@ and returns the columns the panel shows, with rows that agree with what the agen
 
 The dataset is recorded for real: three services use the real ``openai`` and ``anthropic`` SDKs
 against fakellm with ``rewind.exporter`` instrumenting; their spans go through the OTLP encoder,
-``collector.rows.span_rows`` and ``TraceWriter`` into a migrated chDB store.
+``collector.conventions.rows.span_rows`` and ``TraceWriter`` into a migrated chDB store.
 """
 
 from __future__ import annotations

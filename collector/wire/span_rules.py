@@ -104,7 +104,7 @@ def _list_error(span: Any, names: tuple[str, ...]) -> str | None:
 
 
 def stored_span_error(span: Any, limit: int) -> str | None:
-    """The same rules for a span in the store's shape (``collector.reader``'s dicts, every
+    """The same rules for a span in the store's shape (``collector.store.reader``'s dicts, every
     column present, attribute values resolved to text), as a trace file carries it; ``limit``
     is the largest attribute value or name in bytes."""
     error = (hex_id_error(span["TraceId"], TRACE_ID_BYTES, "TraceId")

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the store side and the screening load when a file is stored
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
 
-# The span fields, as collector.reader returns them.
+# The span fields, as collector.store.reader returns them.
 SPAN_FIELDS = (
     "StartNs", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind",
     "ServiceName", "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes",
@@ -141,7 +141,7 @@ def _check_expansion(entries: Sequence[Any], blobs: Mapping[str, str]) -> None:
 def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
                   ) -> dict[str, Any]:
     """A file's span in the reader's shape, checked by the rules intake applies
-    (``collector.span_rules``); refused naming the span and the field."""
+    (``collector.wire.span_rules``); refused naming the span and the field."""
     if not isinstance(entry, dict):
         raise ArchiveError(f"span #{index} is not an object")
     span_id = entry.get("SpanId")

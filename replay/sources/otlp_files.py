@@ -99,7 +99,7 @@ def _proto_requests(data: bytes) -> list[ExportTraceServiceRequest]:
 
 
 def _check_spans(request: ExportTraceServiceRequest) -> None:
-    """Each span by the rules the receivers apply (``collector.intake.span_error``): a file
+    """Each span by the rules the receivers apply (``collector.wire.intake.span_error``): a file
     brought in is checked no more loosely than a span sent."""
     from rewind.collector.store.server_settings import Limits
     from rewind.collector.wire.intake import span_error
