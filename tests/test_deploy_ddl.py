@@ -52,7 +52,7 @@ CLUSTER_NODE = textwrap.dedent(
     """
     import json, re, sys
     import clickhouse_connect
-    from rewind.collector import ddl
+    from rewind.collector.store import ddl
 
     data, config, sql, cluster = sys.argv[1:5]
     client = clickhouse_connect.get_client(interface="chdb", path=data,

@@ -63,13 +63,13 @@ def instrument(
     enrichment.configure(chosen, recorder.redactor)
     transport.set_recorder(recorder)
     tools.configure(provider, chosen)
-    from .databases import db_calls as databases
+    from rewind.exporter.databases import db_calls as databases
 
     databases.configure(provider, chosen)  # drivers hooked when the application imports them
-    from .rpc import rpc_calls
+    from rewind.exporter.rpc import rpc_calls
 
     rpc_calls.configure(provider, chosen)  # gRPC channels hooked when grpc is imported
-    from . import frameworks  # light: no framework is imported before the application does
+    from rewind.exporter import frameworks  # light: no framework is imported before the application does
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
     from rewind.exporter import servers
@@ -87,12 +87,12 @@ def uninstrument() -> None:
     from rewind.exporter.core import scope
     from rewind.exporter.work import tools
 
-    from .databases import db_calls as databases
+    from rewind.exporter.databases import db_calls as databases
 
     transport.set_recorder(None)
     tools.configure(None)
     databases.configure(None)
-    from .rpc import rpc_calls
+    from rewind.exporter.rpc import rpc_calls
 
     rpc_calls.configure(None)
     scope.set_tracer_provider(None)
