@@ -69,7 +69,8 @@ def instrument(
     from rewind.exporter.rpc import rpc_calls
 
     rpc_calls.configure(provider, chosen)  # gRPC channels hooked when grpc is imported
-    from rewind.exporter import frameworks  # light: no framework is imported before the application does
+    # light: no framework is imported before the application does
+    from rewind.exporter import frameworks
 
     frameworks.install()  # unless REWIND_FRAMEWORK_TOOLS turns them off
     from rewind.exporter import servers
@@ -85,9 +86,8 @@ def uninstrument() -> None:
     """Stop recording; the HTTP libraries are restored when replay is not using them either."""
     from rewind.exporter.capture import transport
     from rewind.exporter.core import scope
-    from rewind.exporter.work import tools
-
     from rewind.exporter.databases import db_calls as databases
+    from rewind.exporter.work import tools
 
     transport.set_recorder(None)
     tools.configure(None)
