@@ -37,12 +37,13 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
-from rewind.collector import reader  # noqa: E402
-from rewind.collector.migrate import migrate  # noqa: E402
-from rewind.collector.schema import TRACE_COLUMNS  # noqa: E402
-from rewind.collector.store import Store  # noqa: E402
-from rewind.collector.writer import TraceWriter  # noqa: E402
-from rewind.exporter import canonical, providers  # noqa: E402
+from rewind.collector.ingest.writer import TraceWriter  # noqa: E402
+from rewind.collector.store import reader  # noqa: E402
+from rewind.collector.store.migrate import migrate  # noqa: E402
+from rewind.collector.store.schema import TRACE_COLUMNS  # noqa: E402
+from rewind.collector.store.store import Store  # noqa: E402
+from rewind.exporter import providers  # noqa: E402
+from rewind.exporter.core import canonical  # noqa: E402
 from rewind.replay.cassette.build import build_cassette  # noqa: E402
 from rewind.replay.cassette.model import Cassette  # noqa: E402
 from rewind.replay.timetravel.bisect import bisect  # noqa: E402

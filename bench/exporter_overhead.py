@@ -144,7 +144,7 @@ def main() -> int:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from rewind.exporter.otel_pipeline import build_provider, export_stats
+    from rewind.exporter.otlp.otel_pipeline import build_provider, export_stats
 
     llm, llm_url = start([sys.executable, "-m", "rewind.replay.testing.fakellm", "--port", "0"],
                          "listening on")
@@ -197,8 +197,8 @@ def intake_cost(client: Any, prompt: str) -> str:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from rewind import exporter
-    from rewind.collector.pending_content import derive_pending
-    from rewind.collector.stored_values import stored_string
+    from rewind.collector.conventions.pending_content import derive_pending
+    from rewind.collector.conventions.stored_values import stored_string
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()

@@ -51,13 +51,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from rewind.collector.convert import write_native
-from rewind.collector.migrate import migrate
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import BatchPolicy
-from rewind.collector.store import Store
-from rewind.collector.writer import StoreLink, TraceWriter
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.ingest.convert import write_native
+from rewind.collector.ingest.writer import StoreLink, TraceWriter
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import BatchPolicy
+from rewind.collector.store.store import Store
 
 _TEXT = ("the agent plans a trip books a train checks the weather summarises results for the "
          "user and calls tools when it needs fresh data about prices schedules or hotels")

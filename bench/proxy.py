@@ -19,8 +19,8 @@ import httpx
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from replay import requests, span_dicts
-from rewind.exporter.otel_pipeline import build_provider
-from rewind.exporter.process_settings import CaptureSettings
+from rewind.exporter.core.process_settings import CaptureSettings
+from rewind.exporter.otlp.otel_pipeline import build_provider
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.proxy.answering import ReplayingProxy

@@ -44,12 +44,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rewind.collector import reader
-from rewind.collector.migrate import migrate
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import TRACE_COLUMNS
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store import reader
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import TRACE_COLUMNS
+from rewind.collector.store.store import Store
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette

@@ -35,8 +35,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from replay import span_dicts
-from rewind.exporter import attributes as A
 from rewind.exporter import instrument, uninstrument
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.services.recorded_request import replay_request, send

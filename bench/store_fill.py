@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import TRACES, sql_string
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import TRACES, sql_string
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 
 ENV_DIR = "REWIND_BENCH_DIR"
 GENERATOR_VERSION = 2  # bump when the rows change: cached stores are rebuilt

@@ -49,19 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import store_fill
 
-from rewind.collector import reader
-from rewind.collector.filters import TraceFilters, UsageFilters
-from rewind.collector.llm_steps import (
-    LLM_STEPS,
-    calls_counted,
-    llm_steps_view,
-    shadowed_by,
-)
-from rewind.collector.migrations.m005_trace_list import ROOT_KEY
-from rewind.collector.reader import LLM_CALLS_IN_TRACE
-from rewind.collector.reader_usage import usage
-from rewind.collector.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
-from rewind.collector.store import Store
+from rewind.collector.store import reader
+from rewind.collector.store.filters import TraceFilters, UsageFilters
+from rewind.collector.store.llm_steps import LLM_STEPS, calls_counted, llm_steps_view, shadowed_by
+from rewind.collector.store.migrations.m005_trace_list import ROOT_KEY
+from rewind.collector.store.reader import LLM_CALLS_IN_TRACE
+from rewind.collector.store.reader_usage import usage
+from rewind.collector.store.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
+from rewind.collector.store.store import Store
 
 LIMIT = 50
 TARGET = 2.0

@@ -25,9 +25,9 @@ from pathlib import Path
 from bytecode import compile_bytecode
 
 from replay import AGENT, BIN, VCR_RUN, run
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource

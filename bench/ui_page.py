@@ -31,9 +31,9 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import sync_playwright
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 
 HERE = Path(__file__).resolve().parent
 TRACE = "5eed" * 8

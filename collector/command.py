@@ -9,10 +9,8 @@ from pathlib import Path
 
 import click
 
-from rewind.exporter.errors import RewindError
-
-from .auth import TokenSource
-from .server_settings import (
+from rewind.collector.access.auth import TokenSource
+from rewind.collector.store.server_settings import (
     ENV,
     ENV_CLICKHOUSE_URL,
     BatchPolicy,
@@ -22,7 +20,8 @@ from .server_settings import (
     TlsFiles,
     parse_size,
 )
-from .store import resolve_url
+from rewind.collector.store.store import resolve_url
+from rewind.exporter.core.errors import RewindError
 
 LIMITS, BATCH, OPTIONS = Limits(), BatchPolicy(), IngestOptions()
 
@@ -108,8 +107,8 @@ def collector(clickhouse: str | None, host: str, grpc_port: int, http_port: int,
               convert_workers: int, shutdown_timeout: float, requeue_dead: bool, migrate: bool,
               log_format: str, log_level: str) -> None:
     """OTLP/gRPC and OTLP/HTTP receivers writing into ClickHouse through a durable spool."""
-    from . import logs
-    from .service import run_collector
+    from rewind.collector.ingest.service import run_collector
+    from rewind.collector.wire import logs
 
     logs.configure(log_format, getattr(logging, log_level.upper()))
     try:

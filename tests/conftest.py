@@ -65,8 +65,8 @@ def _async_clients_finalised_outside_a_loop(request) -> None:
 @pytest.fixture
 def store(tmp_path):
     """A fresh embedded store (the real ClickHouse engine through chDB), migrated."""
-    from rewind.collector.migrate import migrate
-    from rewind.collector.store import Store
+    from rewind.collector.store.migrate import migrate
+    from rewind.collector.store.store import Store
 
     opened = Store(f"chdb://{tmp_path / 'store'}")
     migrate(opened)

@@ -8,8 +8,8 @@ import re
 import subprocess
 import sys
 
-from rewind.collector import reader
-from rewind.collector.store import Store
+from rewind.collector.store import reader
+from rewind.collector.store.store import Store
 from rewind.replay.timetravel.timeline import Timeline
 
 

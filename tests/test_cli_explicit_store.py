@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rewind.collector.server_settings import DEFAULT_WORKER_URL
-from rewind.collector.store import public_url
+from rewind.collector.store.server_settings import DEFAULT_WORKER_URL
+from rewind.collector.store.store import public_url
 from rewind.replay.sources import archive
 from tests.support.cli import rewind, user_env
 from tests.support.harness import Served, start_serve
@@ -129,8 +129,8 @@ def test_off_reads_the_store_even_with_a_worker_on_the_default_port(ambient, oth
 def test_a_worker_with_tokens_names_its_store_by_digest_alone(tmp_path):
     """Its /health is public: no path or host of the store before signing in, yet a client
     that names the same store still reads through that worker, and another store is refused."""
-    from rewind.collector.migrate import migrate
-    from rewind.collector.store import Store
+    from rewind.collector.store.migrate import migrate
+    from rewind.collector.store.store import Store
     from tests.support.listed_runs import worker_on
 
     url = f"chdb://{tmp_path / 'store'}"

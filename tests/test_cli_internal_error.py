@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from tests.support.cli import rewind, user_env
 
 INTERNAL_EXIT = 70
@@ -19,7 +19,7 @@ FAULT = "RuntimeError: provoked fault in the store"
 # `rewind`, with every read of the traces table failing as a bug would.
 BROKEN_REWIND = """
 import sys
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from rewind.replay.cli.main import main
 
 query = Store.query

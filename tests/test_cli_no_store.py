@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from tests.support.cli import rewind
 
 SOME_ID = "9c18882ba3c14f0e8d7b6a5c4d3e2f1a"

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from tests.support.harness import record_script
 
 API_KEY = "sk-live-DO-NOT-STORE-7f3a2b9c0d1e"

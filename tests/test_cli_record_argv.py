@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from urllib.parse import unquote
 
-from rewind.exporter import attributes as A
-from rewind.exporter.redaction import masked_argv
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.redaction import masked_argv
 from rewind.replay.play.recorder import record_settings
 
 M = "[REDACTED]"

@@ -9,7 +9,7 @@ import os
 import sys
 import textwrap
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import rewind, timed, user_env
 from tests.support.harness import Recording

@@ -15,9 +15,10 @@ from tests.support.cli import user_env, weather_run_file
 ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets", "chdb",
              "clickhouse_connect", "google.protobuf", "opentelemetry.sdk",
              "rewind.replay.timetravel", "rewind.replay.cli.time_travel",
-             "rewind.replay.cli.servers", "rewind.collector.command", "rewind.collector.reader",
-             "rewind.replay.sources.credentials", "rewind.exporter.otel_pipeline",
-             "rewind.exporter.recording", "rewind.exporter.enrichment")
+             "rewind.replay.cli.servers", "rewind.collector.command",
+             "rewind.collector.store.reader",
+             "rewind.replay.sources.credentials", "rewind.exporter.otlp.otel_pipeline",
+             "rewind.exporter.capture.recording", "rewind.exporter.providers.enrichment")
 
 
 # Not needed in a replayed child whose recording holds its own exchanges (no calls rebuilt from

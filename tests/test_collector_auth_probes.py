@@ -12,11 +12,11 @@ import httpx
 import pytest
 from google.rpc import code_pb2, status_pb2
 
-from rewind.collector.auth import Authenticator, AuthError
-from rewind.collector.auth_backoff import AuthBackoff
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
+from rewind.collector.access.auth import Authenticator, AuthError
+from rewind.collector.access.auth_backoff import AuthBackoff
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
+from rewind.collector.store.store import Store
 from tests.support.collector_client import otlp_request, raw_span
 from tests.support.ports import free_port
 

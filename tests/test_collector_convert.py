@@ -13,13 +13,13 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from rewind.collector.convert import BLOCK_SUFFIX, Converter, convert_segment, record_rows
-from rewind.collector.pipeline import request_digest
-from rewind.collector.schema import TRACE_COLUMNS, TRACE_COLUMNS_TYPED, TRACES
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.spool import Record, Spool
-from rewind.collector.writer import StoreLink
+from rewind.collector.ingest.convert import BLOCK_SUFFIX, Converter, convert_segment, record_rows
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.signals import request_digest
+from rewind.collector.ingest.spool import Record, Spool
+from rewind.collector.ingest.writer import StoreLink
+from rewind.collector.store.schema import TRACE_COLUMNS, TRACE_COLUMNS_TYPED, TRACES
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
 from tests.support.collector_client import (
     assert_stored,
     grpc_export,

@@ -15,11 +15,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.pipeline import request_digest
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.spool import Record, Spool, scan_segment
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.signals import request_digest
+from rewind.collector.ingest.spool import Record, Spool, scan_segment
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
 from tests.support.collector_client import grpc_export, otlp_request, raw_span
 
 FAST = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2)
@@ -118,7 +118,7 @@ def test_a_record_that_still_fails_conversion_is_set_aside_alone(store, tmp_path
     assert segment is not None and segment.spans == 63
     spool.close()
 
-    with caplog.at_level(logging.ERROR, "rewind.collector.pipeline"):
+    with caplog.at_level(logging.ERROR, "rewind.collector.ingest.pipeline"):
         ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0, batch=FAST,
                                                    spool_dir=tmp_path / "spool"))
         try:

@@ -20,13 +20,13 @@ from google.rpc import error_details_pb2
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from rewind.collector.convert import convert_segment
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.spool import Record, Spool
-from rewind.collector.store import Store
-from rewind.collector.writer import StoreLink
+from rewind.collector.ingest.convert import convert_segment
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.spool import Record, Spool
+from rewind.collector.ingest.writer import StoreLink
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
+from rewind.collector.store.store import Store
 from tests.support.collector_client import (
     assert_stored,
     grpc_export,

@@ -12,8 +12,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from rewind.collector.auth import Authenticator, AuthError, parse_tokens
-from rewind.collector.intake import (
+from rewind.collector.access.auth import Authenticator, AuthError, parse_tokens
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.store.schema import TRACE_COLUMNS
+from rewind.collector.store.server_settings import (
+    ConfigError,
+    Limits,
+    check_bind,
+    default_spool_dir,
+    parse_size,
+)
+from rewind.collector.wire.intake import (
     JSON,
     PROTOBUF,
     Refused,
@@ -24,16 +33,7 @@ from rewind.collector.intake import (
     payload_format,
     screen,
 )
-from rewind.collector.otlp_json import parse_json
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import TRACE_COLUMNS
-from rewind.collector.server_settings import (
-    ConfigError,
-    Limits,
-    check_bind,
-    default_spool_dir,
-    parse_size,
-)
+from rewind.collector.wire.otlp_json import parse_json
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SPAN = "eee19b7ec3c1b174"

@@ -26,11 +26,11 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import LOG_COLUMNS, LOG_COLUMNS_TYPED, LOGS
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import LOG_COLUMNS, LOG_COLUMNS_TYPED, LOGS
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
+from rewind.collector.store.store import Store
 
 TOKENS = {"tok-a": "tenant-a"}
 

@@ -28,12 +28,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.auth import TokenSource
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import IngestOptions, Limits, TlsFiles
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
+from rewind.collector.access.auth import TokenSource
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import IngestOptions, Limits, TlsFiles
+from rewind.collector.store.store import Store
 from tests.support.collector_client import (
     assert_stored,
     grpc_export,

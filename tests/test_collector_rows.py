@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import TRACE_COLUMNS
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.store.schema import TRACE_COLUMNS
 from tests.support.collector_client import make_request
 
 

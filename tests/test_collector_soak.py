@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import BatchPolicy
-from rewind.collector.store import Store
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import BatchPolicy
+from rewind.collector.store.store import Store
 from tests.support import otlp_sender
 from tests.support.collector_process import start_collector, stop
 

@@ -11,10 +11,10 @@ import os
 import httpx
 import pytest
 
-from rewind.collector.segments import _FRAME
-from rewind.collector.server_settings import IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.spool import Record, Spool, SpoolError, scan_segment
+from rewind.collector.ingest.segments import _FRAME
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.spool import Record, Spool, SpoolError, scan_segment
+from rewind.collector.store.server_settings import IngestOptions
 from tests.support.collector_client import otlp_request, raw_span
 
 
@@ -150,7 +150,7 @@ def test_one_flipped_byte_in_record_2_of_5_drops_only_record_2(tmp_path, caplog,
     # reader has to find record 3 by itself.
     flipped = damage(tmp_path, starts[1] + (_FRAME.size + 100 if where == "payload" else 1))
 
-    with caplog.at_level(logging.WARNING, "rewind.collector.spool"):
+    with caplog.at_level(logging.WARNING, "rewind.collector.ingest.spool"):
         again = Spool(tmp_path)
     [segment] = again.pending
     assert segment.spans == 1 + 3 + 4 + 5
@@ -172,7 +172,7 @@ def test_a_torn_last_record_of_a_killed_run_is_dropped_as_unacknowledged(tmp_pat
     _, data = five_records(tmp_path, seal=False)
     [path] = tmp_path.glob("seg-*.wal")
     path.write_bytes(data[:-50])  # the kill came in the middle of writing record 5
-    with caplog.at_level(logging.WARNING, "rewind.collector.spool"):
+    with caplog.at_level(logging.WARNING, "rewind.collector.ingest.spool"):
         again = Spool(tmp_path)
     assert [s.spans for s in again.pending] == [1 + 2 + 3 + 4]
     assert again.dropped_records == {"torn_write": 1}
@@ -185,7 +185,7 @@ def test_damage_in_a_cleanly_stopped_last_segment_is_called_so_and_a_copy_kept(t
                                                                                 caplog):
     _, data = five_records(tmp_path)
     damaged = damage(tmp_path, len(data) - 10)  # inside record 5, the file's last
-    with caplog.at_level(logging.WARNING, "rewind.collector.spool"):
+    with caplog.at_level(logging.WARNING, "rewind.collector.ingest.spool"):
         again = Spool(tmp_path)
     assert [s.spans for s in again.pending] == [1 + 2 + 3 + 4]
     assert "after a clean stop: every record in it had been acknowledged" in caplog.text
@@ -199,7 +199,7 @@ def test_a_broken_header_keeps_the_file_and_requeue_brings_its_records_back(tmp_
     five_records(tmp_path)
     [path] = tmp_path.glob("seg-*.wal")
     damage(tmp_path, 2)  # inside the magic
-    with caplog.at_level(logging.WARNING, "rewind.collector.spool"):
+    with caplog.at_level(logging.WARNING, "rewind.collector.ingest.spool"):
         again = Spool(tmp_path)
     assert again.pending == [] and not path.exists()
     kept = tmp_path / "dead" / path.name
@@ -217,7 +217,7 @@ def test_a_broken_header_keeps_the_file_and_requeue_brings_its_records_back(tmp_
 def test_a_stray_file_in_the_spool_is_ignored_with_a_warning(tmp_path, caplog):
     five_records(tmp_path)
     (tmp_path / "seg-old.wal").write_bytes(b"left behind by hand")
-    with caplog.at_level(logging.WARNING, "rewind.collector.spool"):
+    with caplog.at_level(logging.WARNING, "rewind.collector.ingest.spool"):
         again = Spool(tmp_path)
     assert [s.spans for s in again.pending] == [15]
     assert "ignoring seg-old.wal" in caplog.text

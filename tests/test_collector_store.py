@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from rewind.collector import reader
-from rewind.collector.filters import TraceFilters
-from rewind.collector.migrate import migrate
-from rewind.collector.migrations import MIGRATIONS
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
-from rewind.collector.store import Store, StoreError
-from rewind.collector.writer import TraceWriter, batch_token
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.ingest.writer import TraceWriter, batch_token
+from rewind.collector.store import reader
+from rewind.collector.store.filters import TraceFilters
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
+from rewind.collector.store.store import Store, StoreError
 from tests.support.collector_client import make_request
 
 OFFICIAL_COLUMNS = [
@@ -107,7 +107,7 @@ def test_bad_store_urls_get_clear_errors(tmp_path):
 
 
 def test_migrate_names_a_missing_cluster(store):
-    from rewind.collector.schema import Layout
+    from rewind.collector.store.schema import Layout
 
     with pytest.raises(StoreError, match=r"on cluster nope: .*nope"):
         migrate(store, layout=Layout(cluster="nope"))

@@ -11,10 +11,10 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rewind.collector.schema import TRACES
-from rewind.collector.server_settings import BatchPolicy, IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.schema import TRACES
+from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
+from rewind.collector.store.store import Store
 from tests.support.collector_client import grpc_export, otlp_request, raw_span
 
 FAST = BatchPolicy(timeout_s=0.05, retry_initial_s=0.05, retry_max_s=0.2,

@@ -8,14 +8,14 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.collector import reader
-from rewind.collector.filters import TraceFilters
-from rewind.collector.migrate import migrate
-from rewind.collector.migrations import MIGRATIONS
-from rewind.collector.schema import TRACE_COLUMNS
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
-from rewind.exporter import attributes as A
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store import reader
+from rewind.collector.store.filters import TraceFilters
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.schema import TRACE_COLUMNS
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from tests.support.cli import rewind
 
 T0 = 1_767_225_600 * 10**9  # 2026-01-01, in ns

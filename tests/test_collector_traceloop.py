@@ -8,7 +8,7 @@ from __future__ import annotations
 import openai
 from opentelemetry.semconv_ai import SpanAttributes, TraceloopSpanKindValues
 
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.store_exporter import store_provider
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui.views import outline

@@ -13,13 +13,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rewind.collector.filters import UsageFilters
-from rewind.collector.migrate import migrate
-from rewind.collector.migrations import MIGRATIONS
-from rewind.collector.reader_usage import usage, usage_by_trace
-from rewind.collector.schema import SPAN_MARKS, TRACES, USAGE_HOURS
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
+from rewind.collector.store.filters import UsageFilters
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.reader_usage import usage, usage_by_trace
+from rewind.collector.store.schema import SPAN_MARKS, TRACES, USAGE_HOURS
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from rewind.replay.timetravel.stats import load_prices, summarise
 
 BASE = datetime(2026, 3, 2, 8, 0, tzinfo=timezone.utc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from rewind.collector.vercel_ai import read_vercel_ai
+from rewind.collector.conventions.vercel_ai import read_vercel_ai
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import llm_calls
 from rewind.replay.cassette.synthesis import path_of

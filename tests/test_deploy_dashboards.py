@@ -4,7 +4,7 @@ and returns the columns the panel shows, with rows that agree with what the agen
 
 The dataset is recorded for real: three services use the real ``openai`` and ``anthropic`` SDKs
 against fakellm with ``rewind.exporter`` instrumenting; their spans go through the OTLP encoder,
-``collector.rows.span_rows`` and ``TraceWriter`` into a migrated chDB store.
+``collector.conventions.rows.span_rows`` and ``TraceWriter`` into a migrated chDB store.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import pytest
 import yaml
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from rewind.collector import reader
-from rewind.collector.migrate import migrate
-from rewind.collector.migrations.m002_costs import DEFAULT_PRICES
-from rewind.collector.rows import span_rows
-from rewind.collector.schema import (
+from rewind.collector.conventions.rows import span_rows
+from rewind.collector.ingest.writer import TraceWriter, batch_token
+from rewind.collector.store import reader
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.migrations.m002_costs import DEFAULT_PRICES
+from rewind.collector.store.schema import (
     LLM_CALLS,
     MODEL_VERSION_SUFFIX,
     TRACE_LIST,
     TRACE_LOOKUP,
     TRACES,
 )
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter, batch_token
+from rewind.collector.store.store import Store
 from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.dashboards import (

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from rewind.collector import ddl
-from rewind.collector.migrate import migrate
-from rewind.collector.migrations import MIGRATIONS
-from rewind.collector.schema import (
+from rewind.collector.store import ddl
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.schema import (
     LLM_CALLS,
     LLM_COSTS,
     MIGRATIONS_TABLE,
@@ -33,7 +33,7 @@ from rewind.collector.schema import (
     TRACE_LOOKUP,
     TRACES,
 )
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "clickhouse"
 SHARDED = (TRACES, TRACE_LOOKUP, LLM_CALLS, TRACE_LIST, SPAN_MARKS)
@@ -52,7 +52,7 @@ CLUSTER_NODE = textwrap.dedent(
     """
     import json, re, sys
     import clickhouse_connect
-    from rewind.collector import ddl
+    from rewind.collector.store import ddl
 
     data, config, sql, cluster = sys.argv[1:5]
     client = clickhouse_connect.get_client(interface="chdb", path=data,
@@ -127,7 +127,7 @@ def cluster_node(tmp_path_factory):
 def test_committed_sql_files_are_what_the_migrations_render(tmp_path):
     for name, text in ddl.files().items():
         assert (DEPLOY / name).read_text(encoding="utf-8") == text, (
-            f"deploy/clickhouse/{name} is stale: python -m rewind.collector.ddl")
+            f"deploy/clickhouse/{name} is stale: python -m rewind.collector.store.ddl")
     assert ddl.main(["--out", str(DEPLOY), "--check"]) == 0
     (tmp_path / ddl.CLUSTER_FILE).write_text("-- edited by hand\n")
     assert ddl.main(["--out", str(tmp_path), "--check"]) == 1

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rewind.exporter import canonical
+from rewind.exporter.core import canonical
 
 
 def key(body, headers=None, url="https://api.openai.com/v1/chat/completions", method="POST"):

@@ -19,8 +19,8 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from rewind import exporter
-from rewind.exporter import canonical
-from rewind.exporter.export_queue import BoundedSpanProcessor
+from rewind.exporter.core import canonical
+from rewind.exporter.otlp.export_queue import BoundedSpanProcessor
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support import wiretap
 from tests.support.harness import start_serve

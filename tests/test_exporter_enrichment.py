@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rewind import exporter
 from rewind.exporter import agent, tool
-from rewind.exporter.otel_pipeline import build_provider
+from rewind.exporter.otlp.otel_pipeline import build_provider
 from tests.support import wiretap
 
 genai = pytest.importorskip("google.genai")
@@ -110,8 +110,8 @@ def test_content_derived_by_the_collector_is_stored_as_derived_here(fake_llm, st
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    from rewind.collector.server_settings import BatchPolicy, IngestOptions
-    from rewind.collector.service import start_ingest
+    from rewind.collector.ingest.service import start_ingest
+    from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
 
     ingest = start_ingest(store, IngestOptions(
         grpc_port=0, http_port=0, spool_dir=tmp_path / "spool",
@@ -159,7 +159,7 @@ def test_content_derived_by_the_collector_is_stored_as_derived_here(fake_llm, st
 
 
 def test_the_collector_keeps_a_span_whose_pending_content_cannot_be_derived():
-    from rewind.collector.pending_content import derive_pending
+    from rewind.collector.conventions.pending_content import derive_pending
 
     attrs = {"rewind.enrich": "request,response", "rewind.kind": "llm",
              "rewind.request.url": "https://api.openai.com/v1/chat/completions",
@@ -170,7 +170,7 @@ def test_the_collector_keeps_a_span_whose_pending_content_cannot_be_derived():
 
 
 def test_content_at_rejects_a_value_it_does_not_know():
-    from rewind.exporter.process_settings import settings
+    from rewind.exporter.core.process_settings import settings
 
     with pytest.raises(ValueError, match="content_at must be one of process, collector"):
         settings(content_at="elsewhere")

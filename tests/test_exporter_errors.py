@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from rewind.collector.prices import parse_prices
-from rewind.exporter.errors import RewindError
+from rewind.collector.store.prices import parse_prices
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.ids import TraceNotFound, parse_trace_id
 from rewind.replay.sources.api_client import client_for
 from tests.support.ports import free_port

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from langchain_core.tools import tool as langchain_tool
 
-from rewind.exporter import ToolAnswer, tool, tools
+from rewind.exporter import ToolAnswer, tool
+from rewind.exporter.work import tools
 from tests.support.ports import free_port, wait_for_port
 
 INSTRUMENTED = textwrap.dedent(

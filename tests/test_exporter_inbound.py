@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rewind.exporter import attributes as A
 from rewind.exporter import instrument, job, uninstrument
+from rewind.exporter.core import attributes as A
 from rewind.exporter.servers import unrecorded
 
 pytest.importorskip("fastapi")

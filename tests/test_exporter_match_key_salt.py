@@ -11,9 +11,10 @@ import openai
 import pytest
 
 from rewind import exporter
-from rewind.exporter import canonical, tool
-from rewind.exporter.enrichment import match_key
-from rewind.exporter.process_settings import ENV_MATCH_KEY_SALT
+from rewind.exporter import tool
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import ENV_MATCH_KEY_SALT
+from rewind.exporter.providers.enrichment import match_key
 from tests.support import wiretap
 
 PROMPT = [{"role": "user", "content": "is my account 4417-1234 overdrawn?"}]

@@ -13,7 +13,9 @@ import httpx2
 import openai
 import pytest
 
-from rewind.exporter import agent, canonical, tool, transport
+from rewind.exporter import agent, tool
+from rewind.exporter.capture import transport
+from rewind.exporter.core import canonical
 from tests.support import wiretap
 from tests.support.wiretap import joined_events, wire_for
 

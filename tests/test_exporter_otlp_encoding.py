@@ -21,8 +21,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.trace.span import TraceState
 
 from rewind import exporter
-from rewind.exporter import otlp_encoding
-from rewind.exporter.otel_pipeline import otlp_exporter
+from rewind.exporter.otlp import otlp_encoding
+from rewind.exporter.otlp.otel_pipeline import otlp_exporter
 from tests.support import wiretap
 from tests.support.otlp_sender import ODD
 

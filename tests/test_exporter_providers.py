@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from rewind.exporter import process_settings as config
 from rewind.exporter import providers
+from rewind.exporter.core import process_settings as config
 from rewind.exporter.providers import anthropic, gemini, openai, openai_responses
 
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from rewind import exporter
 from rewind.exporter import agent, tool
-from rewind.exporter.export_queue import BoundedSpanProcessor
+from rewind.exporter.otlp.export_queue import BoundedSpanProcessor
 from tests.support import wiretap
 from tests.support.ports import free_port as closed_port
 

@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support import services
 from tests.support.harness import start_serve

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from rewind.exporter import RecordedToolError, ToolAnswer, agent, tool, tools
+from rewind.exporter import RecordedToolError, ToolAnswer, agent, tool
+from rewind.exporter.work import tools
 
 
 @dataclasses.dataclass

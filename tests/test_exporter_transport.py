@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from rewind.exporter import transport
+from rewind.exporter.capture import transport
 
 URL = "http://127.0.0.1:9/v1/chat/completions"  # nothing listens on the discard port
 

@@ -1,11 +1,16 @@
 """The folder layout is the architecture: imports only point down the layer order.
 
-exporter <- collector <- replay, and inside replay:
-cassette <- sources <- testing <- play <- timetravel <- suites <- ui <- assist <- worker <- cli
-(each may import those before it).
-Every import counts, lazy ones inside functions included. Every exception class of ours
-derives from ``RewindError`` (exporter/errors.py), the one thing the CLI and the worker report
-as the user's error.
+exporter <- collector <- replay, and inside each, floors (each may import those before it):
+exporter: core <- providers <- otlp <- work <- capture <- servers <- databases <- rpc <-
+frameworks <- setup;
+collector: conventions <- store <- access <- wire <- ingest;
+replay: cassette <- sources <- testing <- play <- timetravel <- suites <- ui <- assist <- worker
+<- cli.
+A component's own ``__init__`` (and a module at its top, ``collector/command.py``) is above its
+floors. Every import counts, lazy ones inside functions included, and no module imports itself
+back through others (no cycle, however long). No package holds more than 12 modules.
+Every exception class of ours derives from ``RewindError`` (exporter/core/errors.py), the one
+thing the CLI and the worker report as the user's error.
 
 A ``REWIND_*`` environment variable is named (in any string but a docstring) and read only in
 the three settings modules of :data:`SETTINGS`: everything else imports their constants and
@@ -26,8 +31,14 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS = {"exporter": 0, "collector": 1, "replay": 2}
+EXPORTER_LAYERS = {"core": 0, "providers": 1, "otlp": 2, "work": 3, "capture": 4, "servers": 5,
+                   "databases": 6, "rpc": 7, "frameworks": 8, "setup": 9}
+COLLECTOR_LAYERS = {"conventions": 0, "store": 1, "access": 2, "wire": 3, "ingest": 4}
 REPLAY_LAYERS = {"cassette": 0, "sources": 1, "testing": 2, "play": 3, "timetravel": 4,
                  "suites": 5, "ui": 6, "assist": 7, "worker": 8, "cli": 9}
+# The floors of each layered package, by its dotted name.
+LAYERS = {"rewind.exporter": EXPORTER_LAYERS, "rewind.collector": COLLECTOR_LAYERS,
+          "rewind.replay": REPLAY_LAYERS}
 # Pure logic: no store, no network, no process; imports nothing from the collector.
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
         "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
@@ -38,7 +49,7 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/ui/views.py", "replay/ui/compare.py"}
 # What an instrumented process reads; what the collector, worker and CLI read; what a
 # replayed child is handed by its parent.
-SETTINGS = {"exporter/process_settings.py", "collector/server_settings.py",
+SETTINGS = {"exporter/core/process_settings.py", "collector/store/server_settings.py",
             "replay/play/replay_settings.py"}
 _VARIABLE = re.compile(r"\bREWIND_[A-Z0-9_]+")
 _READS = {"get", "getenv", "setdefault"}  # pop removes: a write
@@ -46,10 +57,10 @@ MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 # Where a query that reads from a table may be written: the reader layer, and the schema side
 # (views, migrations and their bookkeeping, the one-call rule the views and reads share).
-READER_LAYER = {"collector/reader.py", "collector/reader_usage.py", "collector/reader_runs.py",
-                "collector/reader_suites.py"}
-SCHEMA_SIDE = ("collector/schema.py", "collector/migrations/", "collector/migrate.py",
-               "collector/llm_steps.py")
+READER_LAYER = {"collector/store/reader.py", "collector/store/reader_usage.py",
+                "collector/store/reader_runs.py", "collector/store/reader_suites.py"}
+SCHEMA_SIDE = ("collector/store/schema.py", "collector/store/migrations/",
+               "collector/store/migrate.py", "collector/store/llm_steps.py")
 
 ERROR_ROOT = "RewindError"
 # Exception classes of ours outside the RewindError tree, each with its reason.
@@ -98,17 +109,25 @@ def _imports(path: Path, where: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _rank(module: str) -> tuple[int, int] | None:
-    """(component, layer) of one of our modules; the replay package root is the top facade."""
+def _rank(module: str) -> tuple[int, ...] | None:
+    """(component, floor, ...) of one of our modules: its floor in each layered package on its
+    way down; a layered package's own ``__init__`` and a module at its top are above its
+    floors (the component roots are their facades)."""
     parts = module.split(".")
     if parts[0] != "rewind" or len(parts) < 2 or parts[1] not in COMPONENTS:
         return None
-    component = COMPONENTS[parts[1]]
-    if parts[1] != "replay":
-        return component, 0
-    if len(parts) == 2:
-        return component, len(REPLAY_LAYERS)
-    return component, REPLAY_LAYERS.get(parts[2], len(REPLAY_LAYERS))
+    rank = [COMPONENTS[parts[1]]]
+    package = ".".join(parts[:2])
+    for part in parts[2:]:
+        floors = LAYERS.get(package)
+        if floors is None:
+            break
+        rank.append(floors.get(part, len(floors)))
+        package = f"{package}.{part}"
+    else:
+        if (floors := LAYERS.get(package)) is not None:
+            rank.append(len(floors))
+    return tuple(rank)
 
 
 def _violations_in(path: Path, where: Path) -> list[str]:
@@ -190,7 +209,7 @@ def test_the_error_check_sees_a_stray_error(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("class Stray(ValueError): ...\nclass Child(Stray): ...\n"
                      "class Fine(errors.RewindError, LookupError): ...\nclass Plain: ...\n")
-    found = _outside_error_tree([ROOT / "exporter" / "errors.py", probe])
+    found = _outside_error_tree([ROOT / "exporter" / "core" / "errors.py", probe])
     assert found == ["probe.py:1 Stray", "probe.py:2 Child"]
 
 
@@ -215,6 +234,133 @@ def test_the_check_sees_lazy_and_relative_imports(tmp_path):
         "replay/cassette/probe.py:2 imports rewind.replay.cli (above it in the layer order)",
         "replay/cassette/probe.py:3 imports rewind.replay.worker (above it in the layer order)",
     ]
+
+
+def test_the_check_sees_a_floor_above_in_the_exporter_and_the_collector(tmp_path):
+    """The checker itself: the exporter's and the collector's floors are enforced too (the
+    seam never imports the hooks' floor above it; the store never the ingest side), lazy
+    imports included; a floor below, and a sibling in the same floor, are fine."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from rewind.exporter.core import attributes\n"
+        "from . import exchange\n"
+        "def f():\n    from rewind.exporter.servers import asgi\n"
+        "    from ..setup import autorecord\n")
+    assert _violations_in(probe, ROOT / "exporter" / "capture" / "probe.py") == [
+        "exporter/capture/probe.py:4 imports rewind.exporter.servers (above it in the layer "
+        "order)",
+        "exporter/capture/probe.py:5 imports rewind.exporter.setup (above it in the layer order)",
+    ]
+    probe.write_text("from rewind.collector.conventions import rows\n"
+                     "def f():\n    from rewind.collector.ingest.writer import TraceWriter\n")
+    assert _violations_in(probe, ROOT / "collector" / "store" / "probe.py") == [
+        "collector/store/probe.py:3 imports rewind.collector.ingest.writer (above it in the "
+        "layer order)"]
+
+
+def _module_files(paths: list[Path]) -> dict[str, Path]:
+    return {_name(p): p for p in paths}
+
+
+def _import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules of ``modules`` it imports anywhere (in functions too). ``from pkg
+    import name`` is an import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    graph: dict[str, set[str]] = {}
+    for me, path in modules.items():
+        package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            named: list[str] = []
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")
+                    up = up[: len(up) - node.level + 1]
+                    base = ".".join([*up, node.module] if node.module else up)
+                named = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                         for alias in node.names]
+            elif (isinstance(node, ast.Call)
+                  and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_module"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                named = [str(node.args[0].value)]
+            for name in named:
+                while name and name not in modules:  # a name inside a module: the module
+                    name = name.rpartition(".")[0]
+                if name and name != me:
+                    targets.add(name)
+        graph[me] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return sorted(found)
+
+
+def test_no_import_cycle():
+    """Not through functions either: a cycle is broken by moving what both need down."""
+    assert _cycles(_import_graph(_module_files(_modules()))) == []
+
+
+def test_the_cycle_check_sees_a_cycle_through_a_function(tmp_path):
+    """The checker itself: two modules importing each other (one inside a function, one with
+    a relative ``from . import``) are one cycle, three in a ring too; a module they import that
+    imports none of them is in none."""
+    files = {"a": "from rewind.exporter.core import c\ndef f():\n"
+                  "    from rewind.exporter.core.b import g\n",
+             "b": "from . import a\nfrom .c import h\ndef g(): ...\n",
+             "c": "import json\ndef h(): ...\n",
+             "x": "from rewind.exporter.core import y\n",
+             "y": "import rewind.exporter.core.z\n",
+             "z": "from importlib import import_module\n"
+                  "def f():\n    import_module('rewind.exporter.core.x')\n"}
+    for name, text in files.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    modules = {f"rewind.exporter.core.{name}": tmp_path / f"{name}.py" for name in files}
+    assert _cycles(_import_graph(modules)) == [
+        ["rewind.exporter.core.a", "rewind.exporter.core.b"],
+        ["rewind.exporter.core.x", "rewind.exporter.core.y", "rewind.exporter.core.z"]]
+    assert _cycles(_import_graph({k: v for k, v in modules.items() if not k.endswith("b")
+                                  and not k.endswith("z")})) == []
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -392,12 +538,31 @@ def test_the_store_is_read_only_in_the_reader_layer():
     assert found == {}
 
 
-def test_replay_sub_packages_stay_small():
-    packages = {p.parent for p in (ROOT / "replay").rglob("*.py")}
-    big = {str(d.relative_to(ROOT)): n for d in packages
-           if (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"]))
-           > MAX_MODULES_PER_PACKAGE}
-    assert big == {}
+def _big_packages(roots: list[Path], base: Path = ROOT) -> dict[str, int]:
+    """Packages (folders of ``.py`` files under ``roots``) with more than 12 modules."""
+    packages = {p.parent for root in roots for p in root.rglob("*.py")}
+    return {str(d.relative_to(base)): n for d in sorted(packages)
+            if (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"]))
+            > MAX_MODULES_PER_PACKAGE}
+
+
+def test_packages_stay_small():
+    """Every package of the three components, their roots included: a package of more than
+    12 modules wants sub-packages by job."""
+    assert _big_packages([ROOT / part for part in COMPONENTS]) == {}
+
+
+def test_the_size_check_sees_a_thirteenth_module(tmp_path):
+    """The checker itself: 13 modules in a package (a nested one too) are found, 12 (and the
+    ``__init__``) are not."""
+    for folder, count in (("full", 12), ("big", 13), ("full/deeper", 13)):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+        for i in range(count):
+            (tmp_path / folder / f"m{i}.py").write_text("")
+    found = _big_packages([tmp_path / "full", tmp_path / "big"], tmp_path)
+    assert sorted(found.values()) == [13, 13]
+    assert sorted(found) == ["big", "full/deeper"]
 
 
 def test_every_package_is_installed():

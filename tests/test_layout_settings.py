@@ -10,8 +10,8 @@ from types import ModuleType
 import click
 import pytest
 
-from rewind.collector import server_settings
-from rewind.exporter import process_settings
+from rewind.collector.store import server_settings
+from rewind.exporter.core import process_settings
 from rewind.replay.cli.main import main
 from rewind.replay.play import replay_settings
 from rewind.replay.play.replay_settings import Clock, ReplayMode, ReplaySettings

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from rewind.collector.schema import TRACE_COLUMNS
-from rewind.collector.writer import TraceWriter
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store.schema import TRACE_COLUMNS
 from rewind.exporter import agent, instrument, tool, uninstrument
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from tests.support.assistant import data_of, over_http, over_stdio, session, text_of
 from tests.support.cli import user_env
 from tests.support.harness import lab_in

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rewind.collector.server_settings import ENV as SERVER_ENV
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
+from rewind.collector.store.server_settings import ENV as SERVER_ENV
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import BIN, rewind, user_env

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from rewind.collector import reader
-from rewind.collector.store import Store
-from rewind.collector.writer import TraceWriter
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store import reader
+from rewind.collector.store.store import Store
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive, blobs
 from rewind.replay.sources.archive import ArchiveError, CredentialInTrace

@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from rewind import exporter
-from rewind.exporter import canonical, tools, transport
+from rewind.exporter.capture import transport
+from rewind.exporter.core import canonical
+from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.player import ReplayDivergence, replaying
 from rewind.replay.play.session import Diverged, Live, Replayed, ReplaySession

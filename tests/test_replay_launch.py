@@ -31,7 +31,7 @@ def test_bootstrap_refuses_an_installer_outside_rewind_replay_and_the_program_st
     assert done.stderr.count("refused") == 1  # the rewind.replay installer was accepted
 
 
-@pytest.mark.parametrize("name", ["os:system", "rewind.exporter.autorecord:start_from_env",
+@pytest.mark.parametrize("name", ["os:system", "rewind.exporter.setup.autorecord:start_from_env",
                                   "rewind.replay.play.player", "rewind.replayx.evil:run"])
 def test_the_launcher_refuses_to_name_such_an_installer(name):
     with pytest.raises(ValueError, match=f"installer '{name}' in REWIND_INSTALLERS refused"):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rewind.collector.llm_steps import LLM_STEPS
-from rewind.collector.schema import LLM_CALLS, TRACE_COLUMNS_TYPED
-from rewind.collector.writer import TraceWriter
+from rewind.collector.ingest.writer import TraceWriter
+from rewind.collector.store.llm_steps import LLM_STEPS
+from rewind.collector.store.schema import LLM_CALLS, TRACE_COLUMNS_TYPED
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import llm_calls
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rewind.exporter import canonical
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.matching import Asked, Matcher

@@ -168,7 +168,7 @@ def test_flattened_messages_are_read_when_the_input_is_no_provider_json():
     """OpenInference instrumentations of frameworks (and the JS ones, with their options) may
     leave ``input.value`` as text: the flattened messages, tools and usage are read then; an
     embedding, a tool and an agent span get their operation."""
-    from rewind.collector.openinference import read_openinference
+    from rewind.collector.conventions.openinference import read_openinference
     from rewind.replay.cassette.build import build_cassette
 
     llm = {"openinference.span.kind": "LLM", "llm.provider": "openai",

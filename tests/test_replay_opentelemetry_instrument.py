@@ -136,7 +136,7 @@ IN_CODE = textwrap.dedent(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-    from rewind.exporter.instrumentor import RewindInstrumentor
+    from rewind.exporter.setup.instrumentor import RewindInstrumentor
 
     memory = InMemorySpanExporter()
     provider = TracerProvider()

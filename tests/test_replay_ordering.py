@@ -10,7 +10,8 @@ import json
 import threading
 import time
 
-from rewind.exporter import canonical, tool
+from rewind.exporter import tool
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette, Interaction, waits_for
 from rewind.replay.play.player import ReplaySession, replaying

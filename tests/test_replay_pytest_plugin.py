@@ -25,7 +25,7 @@ def test_marked_tests_replay_offline_and_a_changed_prompt_fails_with_the_report(
         f"""
         import pytest
         import support_agent
-        from rewind.exporter import transport
+        from rewind.exporter.capture import transport
 
         OFFLINE = {offline!r}
 

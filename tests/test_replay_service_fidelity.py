@@ -14,7 +14,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from rewind.exporter import RecordedToolError, ToolAnswer, tool, tools
+from rewind.exporter import RecordedToolError, ToolAnswer, tool
+from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play import player

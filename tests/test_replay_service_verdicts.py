@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support import services
 from tests.support.cli import BIN, rewind, user_env

@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 
-from rewind.collector.filters import (
+from rewind.collector.store.filters import (
     RunFilters,
     TraceFilters,
     UsageFilters,

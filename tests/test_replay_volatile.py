@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from rewind.exporter import canonical
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.volatile import Tolerance, path_matches, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields

@@ -10,7 +10,7 @@ import anthropic
 import openai
 import pytest
 
-from rewind.exporter import bodies
+from rewind.exporter.providers import bodies
 from rewind.replay.cassette import synthesis
 
 MIXED = ('think "Weather needs a tool." say "Let me look that up." '

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.suites.evaluators import Judged, check, evaluate
 
 ORDER = {"type": "object", "required": ["order", "status"],

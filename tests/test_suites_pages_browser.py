@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.browser import browser
 from tests.support.chat_suite import Chats

@@ -19,15 +19,15 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from rewind.collector import reader_suites
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import span_attribute
-from rewind.collector.server_settings import IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store import reader_suites
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import span_attribute
+from rewind.collector.store.server_settings import IngestOptions
+from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from rewind.replay.worker.app import create_app
 from tests.support import suite_agents

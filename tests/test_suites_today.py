@@ -14,7 +14,7 @@ ROOT = "ab" * 16
 
 
 def _report(path, calls: dict[str, int]) -> None:
-    """A report line as a recording process writes it at exit (``exporter.autorecord``)."""
+    """A report line as a recording process writes it at exit (``exporter.setup.autorecord``)."""
     path.write_text(json.dumps({"pid": 1, "root_trace_id": ROOT, "trace_ids": [ROOT],
                                 "spans": 3, "export": {}, "calls": calls}) + "\n")
 

@@ -21,7 +21,7 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.chat_suite import AGENT_VARIABLES, FINAL_ANSWER, PROMPT, Chats
 from tests.support.cli import BIN, user_env

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import ApiSource
 from rewind.replay.timetravel.bisect import bisect

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
-from rewind.exporter import attributes as A
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from rewind.exporter import instrument, uninstrument
+from rewind.exporter.core import attributes as A
 from rewind.replay.play.services.recorded_request import send
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource

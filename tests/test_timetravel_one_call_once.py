@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from rewind.replay.cassette.calls import llm_calls
 from rewind.replay.sources import archive
 from tests.support.dashboards import all_selected, panel_rows

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rewind.collector.filters import parse_when
-from rewind.collector.reader_usage import Usage
-from rewind.collector.server_settings import ENV_PRICES
+from rewind.collector.store.filters import parse_when
+from rewind.collector.store.reader_usage import Usage
+from rewind.collector.store.server_settings import ENV_PRICES
 from rewind.replay.timetravel.stats import (
     PriceError,
     load_prices,

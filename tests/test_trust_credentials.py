@@ -20,8 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from tests.support import services
 from tests.support.cli import rewind, user_env
 from tests.support.harness import start_serve

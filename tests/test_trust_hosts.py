@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewind.collector.server_settings import ENV, ENV_ALLOWED_HOSTS, ENV_TRUSTED_PROXIES
+from rewind.collector.store.server_settings import ENV, ENV_ALLOWED_HOSTS, ENV_TRUSTED_PROXIES
 from rewind.replay.worker.auth_middleware import CSRF_COOKIE
 from tests.support.harness import Served, start_serve
 from tests.support.tenants import bearer, provider_for

@@ -15,11 +15,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.server_settings import IngestOptions
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.server_settings import IngestOptions
+from rewind.collector.store.store import Store
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.sources import archive
 from rewind.replay.suites.catalog import Catalog, load_folder
 from tests.support.cli import rewind

@@ -11,7 +11,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.store_exporter import store_provider
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.sources import archive
 from rewind.replay.testing.fakellm import FakeLLMServer

@@ -24,9 +24,9 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from rewind.collector.server_settings import ENV
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical
+from rewind.collector.store.server_settings import ENV
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.auth_middleware import CSRF_COOKIE, TOKEN_COOKIE
 from tests.support.browser import browser

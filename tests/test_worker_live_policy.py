@@ -12,8 +12,8 @@ import httpx
 import openai
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from tests.support.json_api import JsonAPI
 from tests.support.listed_runs import record_one_chat, worker_on
 

@@ -13,8 +13,8 @@ import time
 import httpx
 import pytest
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store, store_id
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store, store_id
 from rewind.replay.sources import archive
 from tests.support.cli import rewind
 from tests.support.ports import free_port, wait_for_port

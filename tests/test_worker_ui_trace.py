@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 from playwright.sync_api import expect
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui.views import LIVE_FOR_NS, still_recording
 from tests.support.browser import artifacts, browser

@@ -25,10 +25,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import attributes as A
-from .. import canonical, tool_errors
-from ..process_settings import ENV_MAX_BODY, CaptureSettings
-from ..tools import SpanRecording, span_recording
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import ENV_MAX_BODY, CaptureSettings
+from rewind.exporter.work import tool_errors
+from rewind.exporter.work.tools import SpanRecording, span_recording
+
 from .values import revived, tagged
 
 if TYPE_CHECKING:
@@ -90,13 +92,26 @@ class _Hooks:
 hooks = _Hooks()
 
 
+# Hooking the drivers, registered by this package's ``__init__`` (the drivers' hooks import this
+# module, never the other way round).
+_installers: list[Callable[[], None]] = []
+
+
+def register(installer: Callable[[], None]) -> None:
+    _installers.append(installer)
+
+
+def install() -> None:
+    """Hook every supported driver, now or when it is imported (once per process)."""
+    for installer in _installers:
+        installer()
+
+
 def set_responder(responder: DbResponder | None) -> DbResponder | None:
     """Put ``responder`` in the slot (None empties it) and return what was there; the drivers
     are hooked (when imported) from the first time a slot is filled."""
     previous, hooks.responder = hooks.responder, responder
     if responder is not None:
-        from . import install
-
         install()
     return previous
 
@@ -109,8 +124,6 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     global _recording
     _recording = span_recording(tracer_provider, settings)
     if _recording is not None:
-        from . import install
-
         install()
 
 
@@ -137,8 +150,8 @@ def _start(call: DbCall) -> Span | None:
         return None
     from opentelemetry.trace import SpanKind
 
-    from .. import scope
-    from ..steps import start_step_span
+    from rewind.exporter.core import scope
+    from rewind.exporter.core.steps import start_step_span
 
     try:
         operation = call.operation
@@ -171,7 +184,7 @@ def _finish(span: Span | None, result: Any = None, error: BaseException | None =
         return
     from opentelemetry.trace import Status, StatusCode
 
-    from .. import scope
+    from rewind.exporter.core import scope
 
     try:
         attrs: dict[str, Any] = {A.DB_REPLAYED: True} if replayed else {}

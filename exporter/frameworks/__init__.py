@@ -4,7 +4,7 @@ LangGraph, pydantic-ai and MCP clients.
 :func:`install` (called by ``instrument()`` and by the replay player) registers one patch per
 framework, applied when the framework is imported (at once if it already is); the hook module
 itself is loaded then too, so a program that uses none of them loads none. Each patch sends
-the framework's tool execution through :func:`rewind.exporter.tools.call_tool`, the path of
+the framework's tool execution through :func:`rewind.exporter.work.tools.call_tool`, the path of
 ``@tool``: an ``execute_tool {name}`` span when recording, the recorded answer under replay,
 and one span per call however many layers (a LangChain tool around an ``@tool`` function, an
 MCP call inside an agents tool) wrap it. ``REWIND_FRAMEWORK_TOOLS=off`` leaves them alone.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from ..imports import when_imported
-from ..process_settings import framework_tools_enabled
+from rewind.exporter.core.imports import when_imported
+from rewind.exporter.core.process_settings import framework_tools_enabled
 
 # The framework module each hook patches -> the hook's module, here.
 FRAMEWORKS = {"agents": ".openai_agents", "langchain_core.tools.base": ".langchain_tools",

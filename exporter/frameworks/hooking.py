@@ -1,6 +1,6 @@
 """What the framework hooks share: wrapping a framework's method once (:func:`replace`) and
 reading a tool's arguments. When a framework is patched is ``frameworks/__init__.py``'s (through
-:mod:`rewind.exporter.imports`).
+:mod:`rewind.exporter.core.imports`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..json_form import jsonable
+from rewind.exporter.core.json_form import jsonable
 
 _MARK = "__rewind_patched__"
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from .. import tools
+from rewind.exporter.work import tools
+
 from .hooking import arguments_of, replace
 
 _BODIES = ("_run", "_arun")

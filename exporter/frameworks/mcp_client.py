@@ -13,7 +13,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from .. import tools
+from rewind.exporter.work import tools
+
 from .hooking import arguments_of, replace
 
 

@@ -15,7 +15,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from .. import tools
+from rewind.exporter.work import tools
+
 from .hooking import arguments_of, replace
 
 # Where the runner invokes a function tool: newer versions return the output with metadata,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import attributes as A
-from ..canonical import json_or_text
-from . import Attributes, Endpoint, Json
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
+
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 
 _PARAMS = {
     "temperature": A.TEMPERATURE,

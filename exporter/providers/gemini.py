@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import attributes as A
-from . import Attributes, Endpoint, Json
+from rewind.exporter.core import attributes as A
+
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 
 _PATH = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent)$")
 _PARAMS = {

@@ -7,9 +7,10 @@ import base64
 import binascii
 from typing import Any
 
-from .. import attributes as A
-from . import Attributes, Endpoint, Json
+from rewind.exporter.core import attributes as A
+
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 
 _PARAMS = {
     "temperature": A.TEMPERATURE,

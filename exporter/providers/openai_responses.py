@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import attributes as A
-from . import Attributes, Endpoint, Json
+from rewind.exporter.core import attributes as A
+
 from . import parts as P
+from .endpoint import Attributes, Endpoint, Json
 from .openai import AZURE, is_azure
 
 _PARAMS = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import attributes as A
-from ..canonical import json_or_text
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
 
 Part = dict[str, Any]
 Json = Any

@@ -13,20 +13,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ..imports import when_imported
-from ..process_settings import grpc_enabled
+from rewind.exporter.core.imports import when_imported
+from rewind.exporter.core.process_settings import grpc_enabled
+from rewind.exporter.rpc import rpc_calls
+from rewind.exporter.rpc.protobuf_form import STATUS_NAMES as STATUS_NAMES
+from rewind.exporter.rpc.protobuf_form import status_name as status_name
 
 _installed = {"on": False}
-# Status codes by number (grpc.StatusCode's order): what a reader shows needs no grpc.
-STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-                "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
-
-
-def status_name(code: int) -> str:
-    """``5`` -> ``NOT_FOUND``."""
-    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else str(code)
 
 
 def _patch(grpc: ModuleType) -> None:
@@ -45,3 +38,6 @@ def install() -> bool:
         _installed["on"] = True
         when_imported("grpc", _patch)
     return True
+
+
+rpc_calls.register(install)

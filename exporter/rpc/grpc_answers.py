@@ -10,8 +10,9 @@ from typing import Any, Protocol
 
 import grpc
 
-from ..errors import RewindError
-from . import status_name
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.rpc.protobuf_form import status_name
+
 from .rpc_calls import RpcAnswer
 
 

@@ -13,10 +13,21 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ..errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 MAX_DEPTH = 16
+
+# Status codes by number (grpc.StatusCode's order): what a reader shows needs no grpc.
+STATUS_NAMES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+                "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+
+
+def status_name(code: int) -> str:
+    """``5`` -> ``NOT_FOUND``."""
+    return STATUS_NAMES[code] if 0 <= code < len(STATUS_NAMES) else str(code)
 
 
 class _Malformed(RewindError, ValueError):

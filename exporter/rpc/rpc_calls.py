@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import attributes as A
-from .. import canonical
-from ..process_settings import ENV_MAX_BODY, CaptureSettings
-from ..redaction import (
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import ENV_MAX_BODY, CaptureSettings
+from rewind.exporter.core.redaction import (
     INBOUND_REQUEST_HEADERS_KEPT,
     INBOUND_RESPONSE_HEADERS_KEPT,
     REQUEST_HEADERS_KEPT,
@@ -38,8 +38,9 @@ from ..redaction import (
     keep_headers,
     secret_values,
 )
-from ..tools import SpanRecording, span_recording
-from . import status_name
+from rewind.exporter.rpc.protobuf_form import status_name
+from rewind.exporter.work.tools import SpanRecording, span_recording
+
 from .protobuf_form import rpc_form
 
 if TYPE_CHECKING:
@@ -162,13 +163,26 @@ hooks = _Hooks()
 _recording: SpanRecording | None = None
 
 
+# Hooking grpc's channels, registered by this package's ``__init__`` (the channels' hooks import
+# this module, never the other way round): False when turned off.
+_installers: list[Callable[[], bool]] = []
+
+
+def register(installer: Callable[[], bool]) -> None:
+    _installers.append(installer)
+
+
+def install() -> bool:
+    """Hook grpc's channels, now or when it is imported (once per process); False when turned
+    off."""
+    return all([installer() for installer in _installers])
+
+
 def set_responder(responder: RpcResponder | None) -> RpcResponder | None:
     """Put ``responder`` in the slot (None empties it) and return what was there; the channels
     are hooked (when grpc is imported) from the first time a slot is filled."""
     previous, hooks.responder = hooks.responder, responder
     if responder is not None:
-        from . import install
-
         install()
     return previous
 
@@ -178,8 +192,6 @@ def configure(tracer_provider: Any | None, settings: CaptureSettings | None = No
     global _recording
     _recording = span_recording(tracer_provider, settings)
     if _recording is not None:
-        from . import install
-
         install()
 
 
@@ -187,7 +199,7 @@ def active(method: str) -> bool:
     """Whether a call of ``method`` is recorded or answered here (telemetry never is)."""
     if _recording is None and hooks.responder is None:
         return False
-    from .. import telemetry
+    from rewind.exporter.core import telemetry
 
     return not method.startswith(TELEMETRY_SERVICES) and not telemetry.suppressed()
 
@@ -249,8 +261,9 @@ def start(call: RpcCall) -> Followed | None:
         return None
     from opentelemetry.trace import SpanKind
 
-    from .. import scope, tools
-    from ..steps import start_step_span
+    from rewind.exporter.core import scope
+    from rewind.exporter.core.steps import start_step_span
+    from rewind.exporter.work import tools
 
     if tools.inside_tool() and hooks.responder is None:  # part of the tool's call
         return None
@@ -292,7 +305,7 @@ def finish(followed: Followed | None, code: int | None, details: str = "",
         return
     from opentelemetry.trace import Status, StatusCode
 
-    from .. import scope
+    from rewind.exporter.core import scope
 
     try:
         span = followed.span

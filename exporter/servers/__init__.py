@@ -20,8 +20,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..imports import when_imported
-from ..process_settings import servers_enabled
+from rewind.exporter.core.imports import when_imported
+from rewind.exporter.core.process_settings import servers_enabled
+
 from . import asgi, propagation, wsgi
 from .capture import note_route, unrecorded
 

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .. import units
+from rewind.exporter.work import units
+
 from . import naming
 from .capture import InboundExchange, recorder
 

@@ -24,20 +24,20 @@ from typing import Any
 from opentelemetry import propagate
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from .. import attributes as A
-from .. import units
-from ..decoding import decoder_for
-from ..exchange import body_attribute
-from ..masking import masked_body
-from ..process_settings import ENV_MAX_BODY
-from ..redaction import (
+from rewind.exporter.capture.exchange import body_attribute
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.masking import masked_body
+from rewind.exporter.core.process_settings import ENV_MAX_BODY
+from rewind.exporter.core.redaction import (
     INBOUND_REQUEST_HEADERS_KEPT,
     INBOUND_RESPONSE_HEADERS_KEPT,
     clean_query,
     keep_headers,
     secret_values,
 )
-from ..sse import SSESplitter
+from rewind.exporter.providers.decoding import decoder_for
+from rewind.exporter.providers.sse import SSESplitter
+from rewind.exporter.work import units
 
 log = logging.getLogger("rewind.exporter")
 
@@ -73,7 +73,7 @@ def requests_recorded() -> int:
 def recorder(app: Any) -> Any:
     """The recorder ``instrument()`` installed, when ``app``'s requests are to be recorded
     (None: they pass through)."""
-    from ..transport import hooks
+    from rewind.exporter.capture.transport import hooks
 
     inner = getattr(app, "app", None)  # a middleware around the app
     if getattr(app, _UNRECORDED, False) or getattr(inner, _UNRECORDED, False):

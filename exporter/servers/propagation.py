@@ -23,7 +23,7 @@ from opentelemetry.propagators.textmap import (
     default_setter,
 )
 
-from .. import units
+from rewind.exporter.work import units
 
 
 class KeepRequestTrace(TextMapPropagator):

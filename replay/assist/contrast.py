@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.assist.paging import list_page
 from rewind.replay.assist.reads import load_run
 from rewind.replay.sources.locate import TraceSource

@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from rewind.exporter.attributes import INBOUND_KIND_REQUEST
-from rewind.exporter.canonical import json_or_text
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.exporter.core.attributes import INBOUND_KIND_REQUEST
+from rewind.exporter.core.canonical import json_or_text
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.assist.allowed import Allowance
 from rewind.replay.assist.contrast import diff
 from rewind.replay.assist.reads import load_run, resolve

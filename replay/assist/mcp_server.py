@@ -28,7 +28,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.assist import contrast, reads
 from rewind.replay.assist.allowed import Allowance, ExportFolder
 from rewind.replay.assist.arguments import RewindServer

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import dumps as canonical_dumps
-from rewind.exporter.canonical import json_or_text
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import dumps as canonical_dumps
+from rewind.exporter.core.canonical import json_or_text
 from rewind.replay.cassette.messages import Message
 from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.step_kinds import exception_view, http_status, step_label

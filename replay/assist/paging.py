@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.ui.assets import json_default
 
 PAGE_CHARS = 20_000  # a page of text, by default

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rewind.collector.filters import TraceFilters, UsageFilters, parse_when
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.collector.store.filters import TraceFilters, UsageFilters, parse_when
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.assist.allowed import ExportFolder
 from rewind.replay.assist.outline import (
     ALL_KINDS,

@@ -21,8 +21,8 @@ from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.assist import MCP_PATH, VIEW_KEY
 from rewind.replay.assist.mcp_server import build_server
 
@@ -83,7 +83,7 @@ class Assistant:
     def __init__(self) -> None:
         self.server: MCPServer = build_server(source_of, local=False)
         # Host and Origin are checked for every route of the worker, /mcp included, by its
-        # request guard (``collector/request_origin.py``), with or without tokens: the SDK's
+        # request guard (``collector/access/request_origin.py``), with or without tokens: the SDK's
         # own check (loopback names with a port only) is off so that the two never disagree.
         # The SDK still refuses a POST that is not JSON.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -12,8 +12,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
 from rewind.replay.cassette.inbound import inbound_of
 from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped

@@ -3,7 +3,7 @@
 An SDK's own span (anthropic's ``anthropic.messages.create``), another instrumentation's span
 (OpenLLMetry, the contrib GenAI instrumentations) and Rewind's transport span can all describe
 the same request. The rule, used by the cassette, the timeline and (in SQL, as closely as SQL
-allows: ``collector/llm_steps.py``) by stats, listings and views:
+allows: ``collector/store/llm_steps.py``) by stats, listings and views:
 
     Two LLM spans describe the same call when they are in the same trace, one is an ancestor
     of the other or they have the same parent (OpenLLMetry does not make its span current, so
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.messages import conversation_of
 
 Span = Mapping[str, Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 _HEX = frozenset("0123456789abcdef")
 TRACE_ID_LENGTH = 32

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 
 EVENT_STREAM = "text/event-stream"
 
@@ -30,7 +30,7 @@ class RecordedBodies:
     response_events: list[tuple[int, str]] | None
 
     def request_bytes(self) -> bytes:
-        from rewind.exporter import bodies
+        from rewind.exporter.providers import bodies
 
         return bodies.body_bytes(self.request_body, self.request_body_encoding)
 
@@ -38,7 +38,7 @@ class RecordedBodies:
         """The body as the client read it; a streamed response's events joined back together."""
         if self.response_events is not None:
             return "".join(event + "\n\n" for _, event in self.response_events).encode()
-        from rewind.exporter import bodies
+        from rewind.exporter.providers import bodies
 
         return bodies.body_bytes(self.response_body, self.response_body_encoding)
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import parse_body as _loads
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import parse_body as _loads
 
 Json = Any
 Message = dict[str, Any]  # {"role": str, "parts": [...], "finish_reason"?: str}

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.inbound import Inbound, RecordedBodies
 
 # The exporter's body decoding and canonical forms are loaded by the methods that use them:
@@ -66,7 +66,7 @@ class Interaction(RecordedBodies):
     def response_attributes(self) -> dict[str, Any] | None:
         """The recorded LLM response read with the exporter's decoders (model, output, usage);
         None when the URL is no LLM endpoint."""
-        from rewind.exporter import bodies
+        from rewind.exporter.providers import bodies
 
         body = None if self.response_events is not None else self.response_bytes()
         return bodies.recorded_response_attributes(self.url, body, self.response_events)
@@ -75,7 +75,7 @@ class Interaction(RecordedBodies):
         """What a divergence is diffed against: the request, or its semantic form."""
         if self.semantic is not None:
             return self.semantic
-        from rewind.exporter import canonical
+        from rewind.exporter.core import canonical
 
         if self.kind == A.KIND_TOOL:
             return {"tool": self.tool_name, "arguments": canonical.parse_body(self.request_body)}

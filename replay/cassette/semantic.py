@@ -11,8 +11,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers
+from rewind.exporter import providers
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.messages import Message, normal_form
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette import wire, wire_anthropic, wire_gemini
 from rewind.replay.cassette.messages import Conversation
 

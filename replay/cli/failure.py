@@ -1,5 +1,5 @@
 """How a command fails: one line on stderr, ``error: <what went wrong>``, then what fixes it
-when that is known. A user's error (a :class:`~rewind.exporter.errors.RewindError`: unknown
+when that is known. A user's error (a :class:`~rewind.exporter.core.errors.RewindError`: unknown
 trace, unreachable store, bad flag or file) exits with the status it carries: 2, the README's
 code for a usage error, or as a shell would for a command that cannot be started (127 not
 found, 126 not executable), and so is a module of an extra not installed here or too old
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from rewind.exporter.errors import INTERNAL_EXIT, USAGE_EXIT, RewindError
+from rewind.exporter.core.errors import INTERNAL_EXIT, USAGE_EXIT, RewindError
 from rewind.replay.play.replay_settings import ENV_DEBUG
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from typing import Any, NoReturn
 
 import click
 
-from rewind.collector.server_settings import ENV as SERVER_ENV
-from rewind.exporter.attributes import INBOUND_KIND_REQUEST
-from rewind.exporter.process_settings import ENV_CAPTURE
+from rewind.collector.store.server_settings import ENV as SERVER_ENV
+from rewind.exporter.core.attributes import INBOUND_KIND_REQUEST
+from rewind.exporter.core.process_settings import ENV_CAPTURE
 from rewind.replay.cli.failure import (
     Command,
     Group,
@@ -132,7 +132,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
     accepted wherever a trace id is)."""
     from rich.console import Console
 
-    from rewind.collector.filters import TraceFilters, parse_when
+    from rewind.collector.store.filters import TraceFilters, parse_when
     from rewind.replay.cli.render import trace_rows, traces_table
 
     filters = attempt(lambda: TraceFilters(
@@ -309,7 +309,7 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
     under opentelemetry-instrument, REWIND_PROCESS_ROOT too. Each request a web app serves, and
     each @job call, is a trace of its own.
     """
-    from rewind.collector.store import redact_url
+    from rewind.collector.store.store import redact_url
     from rewind.replay.play.proxy.proxy_runs import run_recorded, run_recorded_here
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from rewind.collector.server_settings import (
+from rewind.collector.store.server_settings import (
     ENV_ALLOW_LIVE,
     ENV_API_TOKEN,
     ENV_CLICKHOUSE_URL,
@@ -19,7 +19,7 @@ from rewind.collector.server_settings import (
     ENV_IGNORE,
     ENV_PRICES,
 )
-from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
+from rewind.collector.store.server_settings import ENV_WORKER_URL as ENV_API
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import errno
 import socket
 
-from rewind.collector.server_settings import ENV_CLICKHOUSE_URL
-from rewind.collector.store import resolve_url
+from rewind.collector.store.server_settings import ENV_CLICKHOUSE_URL
+from rewind.collector.store.store import resolve_url
 from rewind.replay.cli.failure import fail
 from rewind.replay.sources.locate import store_in_use
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from rewind.exporter.attributes import INBOUND_KIND_REQUEST
+from rewind.exporter.core.attributes import INBOUND_KIND_REQUEST
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import (
     HELP_OPTIONS,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rewind.collector.server_settings import (
+from rewind.collector.store.server_settings import (
     ENV,
     ENV_ALLOWED_HOSTS,
     ENV_API_TOKENS_FILE,
@@ -22,9 +22,9 @@ from rewind.collector.server_settings import (
     ENV_WORKERS,
     mcp_allowed_commands,
 )
-from rewind.collector.store import StoreError, redact_url
-from rewind.exporter.errors import RewindError
-from rewind.exporter.process_settings import host_globs
+from rewind.collector.store.store import StoreError, redact_url
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.core.process_settings import host_globs
 from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option, sourced
 from rewind.replay.sources.locate import TraceSource, open_source
@@ -146,9 +146,9 @@ def worker(clickhouse: str | None, host: str, port: int, tokens_file: str | None
               help="Database of the cluster tables (default: the connection's).")
 def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
     """Create or upgrade the tables (idempotent)."""
-    from rewind.collector.migrate import migrate as apply
-    from rewind.collector.schema import Layout
-    from rewind.collector.store import Store
+    from rewind.collector.store.migrate import migrate as apply
+    from rewind.collector.store.schema import Layout
+    from rewind.collector.store.store import Store
 
     try:
         store = Store(clickhouse)

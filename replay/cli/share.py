@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cli.failure import attempt, fail, fix_for, note
 from rewind.replay.cli.options import api_option, clickhouse_option
 from rewind.replay.sources.archive import CredentialInTrace, screen

@@ -13,10 +13,10 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rewind.collector.filters import UsageFilters, parse_when
-from rewind.collector.server_settings import ENV_PRICES
-from rewind.collector.store import StoreError
-from rewind.exporter.canonical import json_or_text
+from rewind.collector.store.filters import UsageFilters, parse_when
+from rewind.collector.store.server_settings import ENV_PRICES
+from rewind.collector.store.store import StoreError
+from rewind.exporter.core.canonical import json_or_text
 from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline
 from rewind.replay.cli.failure import Command, attempt, fail, note, warn
 from rewind.replay.cli.options import (

@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.play.replay_settings import CLOCK_LIVE, CLOCKS
 
 _travel: list[Any] = []  # the travel under way (one per process)
@@ -91,7 +91,7 @@ def _real_time_for_spans() -> None:
     """The SDK stamps spans with ``time_ns`` imported into its module, gRPC reads ``time`` in
     two of its modules: those names get the real time (monotonic clock + the offset read before
     travelling), now or when the modules are imported."""
-    from rewind.exporter.imports import when_imported
+    from rewind.exporter.core.imports import when_imported
 
     offset = time.time_ns() - time.monotonic_ns()
 
@@ -110,5 +110,5 @@ def _real_time_for_spans() -> None:
     when_imported("opentelemetry.sdk.trace", stamp)
     when_imported("grpc._channel", deadlines)
     when_imported("grpc._common", deadlines)
-    when_imported("rewind.exporter.steps", steps)
+    when_imported("rewind.exporter.core.steps", steps)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewind.exporter import canonical
+from rewind.exporter.core import canonical
 
 MISSING = "<missing>"
 

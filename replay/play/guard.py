@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import telemetry, transport
-from rewind.exporter.process_settings import host_matches
+from rewind.exporter.capture import transport
+from rewind.exporter.core import telemetry
+from rewind.exporter.core.process_settings import host_matches
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.replay_settings import STRICT
 

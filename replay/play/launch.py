@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.play import bootstrap, sealed
 from rewind.replay.play.replay_settings import installers as installers_in
 
@@ -95,7 +95,7 @@ def recorded_command(cassette: Cassette, allowed: bool = False,
     the flag, or ``ask`` at a terminal says yes); :class:`InvalidValue` when there is none or
     a credential in it was masked, ``RecordedCommandRefused`` when not asked for, and as
     :func:`check_command` when it cannot be started here."""
-    from rewind.exporter.redaction import MASK
+    from rewind.exporter.core.redaction import MASK
     from rewind.replay.sources.commands import consent
 
     words, trace_id = cassette.command, cassette.trace_id

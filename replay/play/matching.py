@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.volatile import Tolerance, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields

@@ -17,10 +17,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import frameworks, tools, transport
+from rewind.exporter import frameworks
+from rewind.exporter.capture import transport
+from rewind.exporter.capture.transport import Flavor
 from rewind.exporter.databases import db_calls as databases
 from rewind.exporter.rpc import rpc_calls
-from rewind.exporter.transport import Flavor
+from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play import clock, guard
 from rewind.replay.play.databases.responder import DbResponder

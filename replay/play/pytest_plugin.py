@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _marker_settings(marker: pytest.Mark) -> dict[str, Any]:
-    from rewind.exporter.errors import InvalidValue
+    from rewind.exporter.core.errors import InvalidValue
 
     settings = dict(marker.kwargs)
     if marker.args:
@@ -123,7 +123,7 @@ def rewind_replay(request: pytest.FixtureRequest) -> Iterator[ReplaySession]:
     if marker is None:
         pytest.fail(f"the {FIXTURE} fixture needs @pytest.mark.rewind(cassette=... or "
                     "trace_id=...) on the test", pytrace=False)
-    from rewind.exporter.errors import RewindError
+    from rewind.exporter.core.errors import RewindError
     from rewind.replay.play import player
     from rewind.replay.play.session import STRICT, ReplaySession
 
@@ -157,7 +157,7 @@ def rewind_request(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """``rewind_request(ID or "file.rw", mode=, allow_live=, ignore=, clock=)``: a recorded
     request (or job) with ``.send(app)`` (``.call(function)`` for a job), which replays it
     with its outbound calls answered from its trace and compares the answer."""
-    from rewind.exporter.errors import RewindError
+    from rewind.exporter.core.errors import RewindError
     from rewind.replay.play.services.recorded_request import RecordedRequest
 
     def recorded(ref: str, mode: str = "strict", allow_live: Any = (), ignore: Any = (),

@@ -2,10 +2,11 @@
 ``opentelemetry-instrument`` does, and reports the traces it recorded.
 
 The child is started by :mod:`rewind.replay.play.launch`; ``REWIND_RECORD=1`` makes its
-``sitecustomize`` call :func:`rewind.exporter.autorecord.start_from_env`, which instruments the
-process, opens one root span and, at exit, appends a JSON line (trace ids, export figures) to
-the report file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by default the local
-``rewind serve``. ``rewind fork`` records its child the same way, with its own installer added.
+``sitecustomize`` call :func:`rewind.exporter.setup.autorecord.start_from_env`, which
+instruments the process, opens one root span and, at exit, appends a JSON line (trace ids,
+export figures) to the report file read here. Spans go to ``OTEL_EXPORTER_OTLP_ENDPOINT``, by
+default the local ``rewind serve``. ``rewind fork`` records its child the same way, with its own
+installer added.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rewind.collector.server_settings import ENV, local_collector_endpoint, worker_url
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import ENV_CAPTURE, RecordSettings
-from rewind.exporter.process_settings import settings as capture_settings
-from rewind.exporter.redaction import Redactor, masked_argv
+from rewind.collector.store.server_settings import ENV, local_collector_endpoint, worker_url
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import InvalidValue
+from rewind.exporter.core.process_settings import ENV_CAPTURE, RecordSettings
+from rewind.exporter.core.process_settings import settings as capture_settings
+from rewind.exporter.core.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
 from rewind.replay.sources.commands import sign
 from rewind.replay.sources.locate import ApiSource, store_in_use, worker_reachable
@@ -132,10 +133,10 @@ def collector_here(url: str | None = None) -> Iterator[tuple[str, str]]:
     """A collector on loopback for the block, writing into the store ``url`` names (else the
     one ``rewind serve`` would open), its spool where that one's is: what is not written by
     the end stays there for the next one. Yields (its OTLP endpoint, the store's URL)."""
-    from rewind.collector.migrate import migrate
-    from rewind.collector.server_settings import IngestOptions
-    from rewind.collector.service import start_ingest
-    from rewind.collector.store import Store, redact_url, resolve_url
+    from rewind.collector.ingest.service import start_ingest
+    from rewind.collector.store.migrate import migrate
+    from rewind.collector.store.server_settings import IngestOptions
+    from rewind.collector.store.store import Store, redact_url, resolve_url
 
     resolved = resolve_url(url)
     if store_in_use(resolved):

@@ -5,8 +5,8 @@ of the bootstrap and the fork. Kept apart from both so that the parent names the
 importing the player (and the transport hooks with it).
 
 One of the three settings modules, the only ones that name a ``REWIND_*`` variable
-(``tests/test_layout.py``); the other two are ``rewind.exporter.process_settings`` and
-``rewind.collector.server_settings``.
+(``tests/test_layout.py``); the other two are ``rewind.exporter.core.process_settings`` and
+``rewind.collector.store.server_settings``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import ENV_REPLAY_SOURCE, ENV_WORKER_URL, host_globs
+from rewind.exporter.core.errors import InvalidValue
+from rewind.exporter.core.process_settings import ENV_REPLAY_SOURCE, ENV_WORKER_URL, host_globs
 
 ENV_CASSETTE = "REWIND_REPLAY_CASSETTE"
 ENV_REPORT = "REWIND_REPLAY_REPORT"

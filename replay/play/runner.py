@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import guard, launch, sealed
 from rewind.replay.play.divergence import Divergence

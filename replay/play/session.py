@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers
-from rewind.exporter.process_settings import host_matches
+from rewind.exporter import providers
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
+from rewind.exporter.core.process_settings import host_matches
 from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
@@ -232,7 +233,7 @@ class Hold:
 def _recorded_traces() -> list[str]:
     """The traces this process recorded its calls in, when it records them (the exporter's
     recorder loaded): nothing is imported to ask."""
-    recording = sys.modules.get("rewind.exporter.recording")
+    recording = sys.modules.get("rewind.exporter.capture.recording")
     return list(recording.traces) if recording is not None else []
 
 

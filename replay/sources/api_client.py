@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.exporter.core.errors import InvalidValue, RewindError
 
 RETRYABLE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from rewind.collector.server_settings import Limits
-from rewind.collector.span_rules import SPAN_ID_BYTES, hex_id_error, shown, stored_span_error
-from rewind.exporter import attributes as A
+from rewind.collector.store.server_settings import Limits
+from rewind.collector.wire.span_rules import SPAN_ID_BYTES, hex_id_error, shown, stored_span_error
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceIdError, parse_trace_id
 from rewind.replay.cassette.model import Cassette
@@ -38,13 +38,13 @@ from rewind.replay.sources.document import (
 )
 
 if TYPE_CHECKING:  # the store side and the screening load when a file is stored or exported
-    from rewind.collector.store import Store
+    from rewind.collector.store.store import Store
     from rewind.replay.sources.credentials import Finding
 
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
 
-# The span fields, as collector.reader returns them.
+# The span fields, as collector.store.reader returns them.
 SPAN_FIELDS = (
     "StartNs", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind",
     "ServiceName", "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes",
@@ -141,7 +141,7 @@ def _check_expansion(entries: Sequence[Any], blobs: Mapping[str, str]) -> None:
 def _checked_span(entry: Any, index: int, trace_id: str, blobs: Mapping[str, str]
                   ) -> dict[str, Any]:
     """A file's span in the reader's shape, checked by the rules intake applies
-    (``collector.span_rules``); refused naming the span and the field."""
+    (``collector.wire.span_rules``); refused naming the span and the field."""
     if not isinstance(entry, dict):
         raise ArchiveError(f"span #{index} is not an object")
     span_id = entry.get("SpanId")
@@ -284,8 +284,8 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     Everything is checked before the first row is written. ``tenant`` (the importer's, from
     its token) replaces whatever tenant the file names; None keeps the file's.
     """
-    from rewind.collector import reader
-    from rewind.collector.writer import TraceWriter
+    from rewind.collector.ingest.writer import TraceWriter
+    from rewind.collector.store import reader
 
     archives = unpack_all(data)
     written = present_before = 0

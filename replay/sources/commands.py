@@ -4,7 +4,7 @@ it is shown.
 A command reaches Rewind as data from many doors (a span's ``process.command_args``, a ``.rw``
 or OTLP file, a suite definition, a worker's answer), and whoever may send spans can write it.
 ``rewind record`` signs the argv it saves with a key kept on this machine
-(:func:`sign`, :data:`~rewind.exporter.attributes.COMMAND_SIGNATURE` beside the argv); only a
+(:func:`sign`, :data:`~rewind.exporter.core.attributes.COMMAND_SIGNATURE` beside the argv); only a
 command whose signature this machine's key verifies (:func:`signed_here`) runs without being
 asked for. Any other is shown by :func:`shown` (shell-quoted, control and escape characters
 made visible as ``$'\\x1b'`` words) and runs only when the engineer says so (a flag, or a yes
@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rewind.collector.server_settings import command_key_file
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.store.server_settings import command_key_file
+from rewind.exporter.core.errors import InvalidValue
 
 RUN_RECORDED_FLAG = "--run-recorded-command"
 _DOMAIN = b"rewind-command-v1\x00"

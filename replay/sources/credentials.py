@@ -39,8 +39,8 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-from rewind.exporter import attributes as A
-from rewind.exporter.redaction import SECRET_QUERY_PARAMS
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.redaction import SECRET_QUERY_PARAMS
 
 CREDENTIAL_HEADERS = frozenset(
     {

@@ -18,7 +18,7 @@ from typing import IO, Any
 import ijson
 import zstandard
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 FORMAT = "rewind-trace"
 VERSION = 1

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters, to_query
-from rewind.collector.server_settings import (
+from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters, to_query
+from rewind.collector.store.server_settings import (
     ENV_API_TOKEN,
     NO_WORKER,
     api_token,
@@ -23,16 +23,16 @@ from rewind.collector.server_settings import (
     store_url,
     worker_url,
 )
-from rewind.collector.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
-from rewind.collector.server_settings import ENV_WORKER_URL as ENV_API
-from rewind.collector.store import Store, public_url, redact_url, resolve_url, store_id
-from rewind.exporter.errors import RewindError
+from rewind.collector.store.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
+from rewind.collector.store.server_settings import ENV_WORKER_URL as ENV_API
+from rewind.collector.store.store import Store, public_url, redact_url, resolve_url, store_id
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
-    from rewind.collector.reader import TraceRow
-    from rewind.collector.reader_runs import RunSummary
-    from rewind.collector.reader_usage import Usage
+    from rewind.collector.store.reader import TraceRow
+    from rewind.collector.store.reader_runs import RunSummary
+    from rewind.collector.store.reader_usage import Usage
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
 
@@ -115,18 +115,18 @@ class ApiSource:
         return self._send(method, path, content=content).json()
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
-        from rewind.collector.reader import TraceRow
+        from rewind.collector.store.reader import TraceRow
 
         rows = self._query("/v1/traces", filters or TraceFilters())["traces"]
         return [TraceRow.from_columns(row) for row in rows]
 
     def usage(self, filters: UsageFilters) -> list[Usage]:
-        from rewind.collector.reader_usage import Usage
+        from rewind.collector.store.reader_usage import Usage
 
         return [Usage(**row) for row in self._query("/v1/usage", filters)["usage"]]
 
     def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
-        from rewind.collector.reader_runs import RunSummary
+        from rewind.collector.store.reader_runs import RunSummary
 
         return [RunSummary.from_columns(row) for row in self._query("/v1/runs", filters)["runs"]]
 
@@ -191,28 +191,28 @@ class StoreSource:
         self.store = store
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
-        from rewind.collector import reader
+        from rewind.collector.store import reader
 
         return reader.list_traces(self.store, filters)
 
     def usage(self, filters: UsageFilters) -> list[Usage]:
-        from rewind.collector import reader_usage
+        from rewind.collector.store import reader_usage
 
         return reader_usage.usage(self.store, filters)
 
     def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
-        from rewind.collector import reader_runs
+        from rewind.collector.store import reader_runs
 
         return reader_runs.run_summaries(self.store, filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
-        from rewind.collector import reader
+        from rewind.collector.store import reader
 
         return (reader.trace_ids_with_prefix(self.store, prefix, limit=PREFIX_MATCHES),
                 redact_url(self.store.url))
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
-        from rewind.collector import reader
+        from rewind.collector.store import reader
 
         spans = reader.get_trace(self.store, trace_id)
         if not spans:
@@ -233,7 +233,7 @@ class StoreSource:
         return self.import_traces(data)[0]
 
     def import_traces(self, data: bytes) -> list[str]:
-        from rewind.collector.migrate import migrate
+        from rewind.collector.store.migrate import migrate
         from rewind.replay.sources import archive
 
         migrate(self.store)  # a store made just to receive the file has no tables yet
@@ -257,7 +257,7 @@ def worker_reachable(url: str) -> bool:
 def worker_health(url: str) -> dict[str, Any] | None:
     """What a worker's ``/health`` says (``store_url``: the store it serves, when it says),
     None when no worker answers at ``url``."""
-    from rewind.exporter.errors import InvalidValue
+    from rewind.exporter.core.errors import InvalidValue
     from rewind.replay.sources.api_client import ApiUnreachable, client_for
 
     try:
@@ -383,9 +383,9 @@ def _existing(store: Store) -> Store:
     """``store`` if it holds Rewind's tables; else closed, and an error with the fix. An
     embedded store recorded by an older version gets the newer migrations first (its reads
     use their tables); a server's are applied by its operator (``rewind migrate``)."""
-    from rewind.collector.migrate import migrate
-    from rewind.collector.reader import holds_traces
-    from rewind.collector.schema import TRACES
+    from rewind.collector.store.migrate import migrate
+    from rewind.collector.store.reader import holds_traces
+    from rewind.collector.store.schema import TRACES
 
     if holds_traces(store):
         if store.embedded:

@@ -16,7 +16,7 @@ import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 if TYPE_CHECKING:  # protobuf and the row conversion load when an OTLP file is read, not a .rw
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -51,7 +51,7 @@ def _unwrapped(document: bytes) -> bytes:
 
 
 def _json_requests(data: bytes) -> Iterator[ExportTraceServiceRequest]:
-    from rewind.collector.otlp_json import JsonPayloadError, parse_json
+    from rewind.collector.wire.otlp_json import JsonPayloadError, parse_json
 
     lines = [line for line in data.splitlines() if line.strip()]
     try:
@@ -99,10 +99,10 @@ def _proto_requests(data: bytes) -> list[ExportTraceServiceRequest]:
 
 
 def _check_spans(request: ExportTraceServiceRequest) -> None:
-    """Each span by the rules the receivers apply (``collector.intake.span_error``): a file
+    """Each span by the rules the receivers apply (``collector.wire.intake.span_error``): a file
     brought in is checked no more loosely than a span sent."""
-    from rewind.collector.intake import span_error
-    from rewind.collector.server_settings import Limits
+    from rewind.collector.store.server_settings import Limits
+    from rewind.collector.wire.intake import span_error
     from rewind.replay.sources.document import ArchiveError
 
     limits = Limits()
@@ -117,7 +117,7 @@ def _check_spans(request: ExportTraceServiceRequest) -> None:
 
 def rows_of(data: bytes) -> list[list[Any]]:
     """Every span of an OTLP file as an ``otel_traces`` row (``schema.TRACE_COLUMNS``)."""
-    from rewind.collector.rows import span_rows
+    from rewind.collector.conventions.rows import span_rows
 
     text = data.lstrip()
     requests = list(_json_requests(data)) if text.startswith(b"{") else _proto_requests(data)

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rewind.collector import reader_suites
-from rewind.collector.migrate import migrate
-from rewind.collector.schema import SUITE_RESULTS, SUITES
-from rewind.collector.store import Store
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.collector.store import reader_suites
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.schema import SUITE_RESULTS, SUITES
+from rewind.collector.store.store import Store
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.suites import validate

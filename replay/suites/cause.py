@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from rewind.exporter import canonical
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.divergence import MISSING, Divergence
 from rewind.replay.timetravel.bisect import Bisection, bisect

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.suites.judge import JudgeModel

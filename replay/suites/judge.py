@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core.errors import RewindError
 
 PROMPT = ("You grade an AI assistant's answer. Reply with a score from 0 to 1 (1: fully meets "
           "the criterion) first, then one sentence saying why.")

@@ -14,10 +14,10 @@ from xml.etree import ElementTree as ET
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
-from rewind.exporter import attributes as A
-from rewind.exporter.otel_pipeline import build_provider, otlp_exporter
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
+from rewind.exporter.otlp.otel_pipeline import build_provider, otlp_exporter
 from rewind.replay.suites.running import ERRORED, RunResult
 
 SERVICE = "rewind-suite"

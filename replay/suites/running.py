@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.divergence import Divergence, shorten
 from rewind.replay.play.recorder import run_name

@@ -9,8 +9,8 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rewind.collector.filters import TraceFilters, from_query, to_query
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.store.filters import TraceFilters, from_query, to_query
+from rewind.exporter.core.errors import InvalidValue
 
 SPEC_VERSION = 1
 QUERY_LIMIT = 10_000  # a saved query reads at most this many runs before sampling

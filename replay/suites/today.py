@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from rewind.collector.reader_usage import TraceUsage, usage_by_trace
-from rewind.collector.server_settings import IngestOptions
-from rewind.collector.service import IngestHandle, start_ingest
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import RewindError
-from rewind.exporter.process_settings import replaying_from
+from rewind.collector.ingest.service import IngestHandle, start_ingest
+from rewind.collector.store.reader_usage import TraceUsage, usage_by_trace
+from rewind.collector.store.server_settings import IngestOptions
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.core.process_settings import replaying_from
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
@@ -77,8 +77,8 @@ class TodaysRuns:
         to :attr:`endpoint`, under service ``name``, marked as made from ``source_trace``.
         Yields the list the recorded traces are put in once they are sent (on leaving)."""
         from rewind import exporter
-        from rewind.exporter.autorecord import TraceIds
-        from rewind.exporter.otel_pipeline import build_provider
+        from rewind.exporter.otlp.otel_pipeline import build_provider
+        from rewind.exporter.setup.autorecord import TraceIds
 
         provider = build_provider(name, self.endpoint)
         seen = TraceIds()
@@ -164,7 +164,7 @@ class TodaysRuns:
     def scratch(cls) -> TodaysRuns:
         """With no store and no worker (an exported folder): a store of its own in a temporary
         folder, so that a live run's own trace is read back to judge it; gone on close."""
-        from rewind.collector.migrate import migrate
+        from rewind.collector.store.migrate import migrate
 
         folder = tempfile.mkdtemp(prefix="rewind-suite-store-")
         store = Store(f"chdb://{folder}")

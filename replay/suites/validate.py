@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import replace
 from pathlib import Path
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.suites.evaluators import check
 from rewind.replay.suites.spec import Suite
 

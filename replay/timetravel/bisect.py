@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.divergence import FieldDiff, diff_fields, shorten
 from rewind.replay.timetravel.diff import (

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers
+from rewind.exporter import providers
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical
 from rewind.replay.cassette.messages import normal_form
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.volatile import Tolerance, tolerable

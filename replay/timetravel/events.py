@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import json_or_text
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
 from rewind.replay.cassette.calls import is_llm_span, shown_kind
 from rewind.replay.cassette.messages import Message, conversation_of
 from rewind.replay.cassette.model import Interaction

@@ -24,10 +24,13 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from rewind.exporter import attributes as A
-from rewind.exporter import canonical, providers, scope, tools, transport
-from rewind.exporter.autorecord import SpansOf
+from rewind.exporter import providers
+from rewind.exporter.capture import transport
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import canonical, scope
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
+from rewind.exporter.setup.autorecord import SpansOf
+from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.cassette.synthesis import provider_of, render, shape_of
 from rewind.replay.cassette.volatile import tolerable
@@ -42,8 +45,8 @@ from rewind.replay.play.player import (
 from rewind.replay.play.recorder import run_recorded, wait_for_worker
 from rewind.replay.play.replay_settings import ENV_FORK, fork_spec
 from rewind.replay.play.session import STRICT, Answer, ReplaySession
+from rewind.replay.timetravel.checkpoint import CheckpointData, ForkError, ForkRun
 from rewind.replay.timetravel.edits import apply_edits
-from rewind.replay.timetravel.fork import Checkpoint, ForkError, ForkRun
 
 INSTALLER = f"{__name__}:install_from_env"  # run by the child's sitecustomize, after recording
 POSITION = "rewind.fork.position"  # request extension: the call's place in the new run
@@ -54,7 +57,7 @@ ROOT_SPAN = "rewind.fork"
 class Resumed:
     """A checkpoint installed at this process's transport and ``@tool`` hooks."""
 
-    def __init__(self, checkpoint: Checkpoint, ignore: Sequence[str] = ()) -> None:
+    def __init__(self, checkpoint: CheckpointData, ignore: Sequence[str] = ()) -> None:
         self.checkpoint = checkpoint
         self.n = checkpoint.step
         self.at = checkpoint.at
@@ -262,13 +265,13 @@ class _ForkDatabaseResponder:
         return None
 
 
-def _fork_error(checkpoint: Checkpoint, error: ReplayDivergence) -> ForkError:
+def _fork_error(checkpoint: CheckpointData, error: ReplayDivergence) -> ForkError:
     return ForkError(f"fork of trace {checkpoint.source_trace_id} at step {checkpoint.step}: "
                      f"the run left the recording before the fork point took effect\n"
                      f"{error.divergence.describe()}")
 
 
-def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider: Any,
+def run_here(checkpoint: CheckpointData, target: Callable[[], Any], tracer_provider: Any,
              ignore: Sequence[str] = (), endpoint: str | None = None) -> ForkRun:
     from rewind.exporter import instrument, is_instrumented, uninstrument
 
@@ -309,7 +312,7 @@ def run_here(checkpoint: Checkpoint, target: Callable[[], Any], tracer_provider:
     return resumed.outcome(trace_id, result=result)
 
 
-def run_request(checkpoint: Checkpoint, app: Any, tracer_provider: Any = None,
+def run_request(checkpoint: CheckpointData, app: Any, tracer_provider: Any = None,
                 ignore: Sequence[str] = (), endpoint: str | None = None) -> ForkRun:
     """A fork of a request's trace: the recorded request sent to ``app`` (ASGI or WSGI) in this
     process under the fork; ``result`` is the new answer (status and body). The request is
@@ -330,7 +333,7 @@ def run_request(checkpoint: Checkpoint, app: Any, tracer_provider: Any = None,
     return run_here(checkpoint, send, tracer_provider, ignore, endpoint)
 
 
-def run_command(checkpoint: Checkpoint, command: list[str], endpoint: str | None,
+def run_command(checkpoint: CheckpointData, command: list[str], endpoint: str | None,
                  name: str | None, ignore: Sequence[str] = (),
                  timeout: float | None = None) -> ForkRun:
     if not command:
@@ -360,7 +363,7 @@ def install_from_env() -> Resumed | None:
     if not path:
         return None
     spec = json.loads(Path(path).read_text("utf-8"))
-    checkpoint = Checkpoint.from_dict(spec["checkpoint"])
+    checkpoint = CheckpointData.from_dict(spec["checkpoint"])
     resumed = Resumed(checkpoint, spec.get("ignore") or ())
     resumed.install()
     root = trace.get_current_span()

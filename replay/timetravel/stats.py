@@ -1,8 +1,8 @@
 """Tokens and cost per model and service over a period.
 
-Usage comes from the store (``collector/reader_usage.py``: one row per LLM call however many
+Usage comes from the store (``collector/store/reader_usage.py``: one row per LLM call however many
 spans describe it, summed per service and model in the query). Cost is put on it here, from a
-price table: the maintained list in ``collector/prices.json`` (which also seeds
+price table: the maintained list in ``collector/store/prices.json`` (which also seeds
 ``rewind_model_prices``), overridden or extended by a user file (JSON, or TOML on Python
 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing from the table is reported
 as unpriced, not counted as free.
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.prices import Price, PriceError, builtin_prices, parse_prices
-from rewind.collector.reader_usage import Usage
-from rewind.collector.schema import MODEL_VERSION_SUFFIX
-from rewind.collector.server_settings import prices_file
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.store.prices import Price, PriceError, builtin_prices, parse_prices
+from rewind.collector.store.reader_usage import Usage
+from rewind.collector.store.schema import MODEL_VERSION_SUFFIX
+from rewind.collector.store.server_settings import prices_file
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import InvalidValue
 
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 

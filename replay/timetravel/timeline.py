@@ -24,9 +24,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import json_or_text
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import has_exchange
 from rewind.replay.cassette.messages import Message
@@ -35,7 +35,7 @@ from rewind.replay.timetravel.events import Event, as_int, event_type
 from rewind.replay.timetravel.stats import PriceTable, load_prices
 
 if TYPE_CHECKING:
-    from rewind.collector.store import Store
+    from rewind.collector.store.store import Store
     from rewind.replay.sources.locate import TraceSource
     from rewind.replay.timetravel.bisect import Bisection
     from rewind.replay.timetravel.diff import TraceDiff

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.play.divergence import FieldDiff
 from rewind.replay.timetravel.bisect import Bisection
 from rewind.replay.timetravel.diff import (

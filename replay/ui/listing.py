@@ -1,7 +1,7 @@
-"""The runs page's rows: recent traces (``collector.reader.list_traces``, every listing
-filter) with their model, tokens and cost (``collector.reader_usage.usage_by_trace``), what
+"""The runs page's rows: recent traces (``collector.store.reader.list_traces``, every listing
+filter) with their model, tokens and cost (``collector.store.reader_usage.usage_by_trace``), what
 they were asked and answered, their tool and HTTP calls and conversation
-(``collector.reader_runs.run_facts``) and the run each was made from, as the page's JSON;
+(``collector.store.reader_runs.run_facts``) and the run each was made from, as the page's JSON;
 runs made from a listed run nested under it. The conversation page's turns likewise.
 """
 
@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewind.collector.reader import TraceRow
-from rewind.collector.reader_runs import RunFacts, Turn
-from rewind.collector.reader_usage import TraceUsage
+from rewind.collector.store.reader import TraceRow
+from rewind.collector.store.reader_runs import RunFacts, Turn
+from rewind.collector.store.reader_usage import TraceUsage
 
 MAX_RUNS = 1000
 PREVIEW_CHARS = 160  # a preview is one line of the table; the run page has the whole text

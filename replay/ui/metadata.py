@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 
 # Span attributes that name or count, never say: kept in a page without content.
 KEPT = frozenset({

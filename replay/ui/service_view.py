@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import command_args
 from rewind.replay.cassette.inbound import Inbound, inbound_of
 from rewind.replay.sources.commands import shown, signed_here

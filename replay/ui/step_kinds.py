@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import json_or_text
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
 from rewind.replay.cassette.inbound import inbound_of
 from rewind.replay.timetravel.timeline import Event
 from rewind.replay.ui.metadata import without_query

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.canonical import json_or_text
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.canonical import json_or_text
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.timetravel.diff import StepView
 from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.metadata import resource_metadata, span_metadata

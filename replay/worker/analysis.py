@@ -19,8 +19,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.collector.filters import RunFilters, UsageFilters, from_query
-from rewind.exporter.errors import InvalidValue
+from rewind.collector.store.filters import RunFilters, UsageFilters, from_query
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.bisect import bisect

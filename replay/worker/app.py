@@ -1,7 +1,7 @@
 """The worker's HTTP API (JSON) and web UI, assembled: one module per resource (traces, trace
 files, analysis, replay sessions, the pages), sharing one cassette cache, behind bearer auth
 when tokens are given and, in front of every route, the one check of Host and Origin
-(``collector/request_origin.py``). How a route answers and fails, and which tenant's data it
+(``collector/access/request_origin.py``). How a route answers and fails, and which tenant's data it
 sees, is decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
 (``assist/streamable.py``) when the mcp extra is installed, else one line naming it."""
 
@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute
 
-from rewind.collector.auth import Authenticator
-from rewind.collector.request_origin import RequestGuard, ServedHosts
-from rewind.collector.server_settings import allowed_hosts as configured_hosts
-from rewind.collector.server_settings import worker_live_hosts
-from rewind.collector.store import Store, public_url, store_id
+from rewind.collector.access.auth import Authenticator
+from rewind.collector.access.request_origin import RequestGuard, ServedHosts
+from rewind.collector.store.server_settings import allowed_hosts as configured_hosts
+from rewind.collector.store.server_settings import worker_live_hosts
+from rewind.collector.store.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist import MCP_EXTRA, MCP_PATH
 from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.sources import archive
 from rewind.replay.sources.document import MAX_DOCUMENT_BYTES, DocumentTooLarge
 from rewind.replay.worker.routing import DATA_HEADERS, route

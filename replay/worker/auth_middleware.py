@@ -13,9 +13,9 @@ sign-in form, with the 401.
 
 Sign-in and sign-out are forms: a POST to them must carry the token of the CSRF cookie
 (:data:`CSRF_COOKIE`, double-submitted: the same value in the cookie and in the form). One sent
-from another origin never gets here: the app's request guard (``collector/request_origin.py``,
-in front of this middleware) refuses any request another site's page makes a browser send, and
-any ``Host`` the worker is not reached by.
+from another origin never gets here: the app's request guard
+(``collector/access/request_origin.py``, in front of this middleware) refuses any request
+another site's page makes a browser send, and any ``Host`` the worker is not reached by.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from urllib.parse import quote, unquote
 from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rewind.collector.auth import Authenticator, AuthError
-from rewind.collector.auth_backoff import TooManyFailures
+from rewind.collector.access.auth import Authenticator, AuthError
+from rewind.collector.access.auth_backoff import TooManyFailures
 from rewind.replay.ui.assets import PAGE_HEADERS, STATIC_FILES, STATIC_PREFIX, login_html
 from rewind.replay.worker.routing import error_response
 from rewind.replay.worker.tenancy import TENANT_KEY

@@ -7,8 +7,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from rewind.collector import reader
-from rewind.collector.store import Store
+from rewind.collector.store import reader
+from rewind.collector.store.store import Store
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette

@@ -32,11 +32,11 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 from starlette.types import Scope
 
-from rewind.collector.auth import Authenticator, AuthError
-from rewind.collector.auth_backoff import TooManyFailures
-from rewind.collector.filters import TraceFilters, from_query
-from rewind.collector.request_origin import CrossOrigin
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.collector.access.auth import Authenticator, AuthError
+from rewind.collector.access.auth_backoff import TooManyFailures
+from rewind.collector.access.request_origin import CrossOrigin
+from rewind.collector.store.filters import TraceFilters, from_query
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.cassette.ids import parse_trace_ref
 from rewind.replay.sources.locate import resolve_trace_id
 from rewind.replay.suites.catalog import SuiteNotFound

@@ -48,10 +48,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from rewind.collector.server_settings import ENV_WORKER_LIVE_HOSTS
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import host_globs, host_matches
+from rewind.collector.store.server_settings import ENV_WORKER_LIVE_HOSTS
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import InvalidValue
+from rewind.exporter.core.process_settings import host_globs, host_matches
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.replay_settings import CLOCK_RECORDED

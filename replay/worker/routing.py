@@ -5,7 +5,7 @@ A handler gets the request and the store as the caller may see it (a
 middleware put in the request scope: no handler can forget the tenant), returns data (or a
 ready :class:`Response`) and raises our errors; :func:`route` checks the trace id in its path
 with the one parser, writes the JSON, and answers each of our errors (a
-:class:`~rewind.exporter.errors.RewindError`) with the status it carries. Every error body is
+:class:`~rewind.exporter.core.errors.RewindError`) with the status it carries. Every error body is
 ``{"error": message}`` (and ``"hint"`` when the error names a fix). Anything else is a bug: a
 500 whose body carries an ``error_id``, logged with the traceback under the same id.
 """
@@ -27,8 +27,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from rewind.exporter.errors import InvalidValue, RewindError
-from rewind.exporter.redaction import RESPONSE_HEADERS_KEPT, keep_headers
+from rewind.exporter.core.errors import InvalidValue, RewindError
+from rewind.exporter.core.redaction import RESPONSE_HEADERS_KEPT, keep_headers
 from rewind.replay.assist import VIEW_KEY
 from rewind.replay.cassette.ids import is_trace_id, parse_trace_id
 from rewind.replay.sources.locate import resolve_trace_id

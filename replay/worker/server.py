@@ -25,11 +25,12 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from rewind.collector.auth import Authenticator, TokenReloader, TokenSource
-from rewind.collector.migrate import migrate
-from rewind.collector.receivers_http import bind_socket
-from rewind.collector.request_origin import proxy_options
-from rewind.collector.server_settings import (
+from rewind.collector.access.auth import Authenticator, TokenReloader, TokenSource
+from rewind.collector.access.request_origin import proxy_options
+from rewind.collector.ingest.receivers_http import bind_socket
+from rewind.collector.ingest.service import start_ingest
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.server_settings import (
     ENV,
     ENV_ALLOWED_HOSTS,
     ENV_API_TOKENS_FILE,
@@ -41,8 +42,7 @@ from rewind.collector.server_settings import (
     token_settings,
     trusted_proxies,
 )
-from rewind.collector.service import start_ingest
-from rewind.collector.store import Store, public_url, redact_url, resolve_url
+from rewind.collector.store.store import Store, public_url, redact_url, resolve_url
 from rewind.replay.worker.app import create_app
 
 log = logging.getLogger("rewind.server")

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from rewind.collector import reader, reader_runs, reader_suites, reader_usage
-from rewind.collector.filters import RunFilters, TraceFilters, UsageFilters
-from rewind.collector.reader import TraceRow
-from rewind.collector.reader_runs import DerivedRun, RunSummary, Turn
-from rewind.collector.reader_usage import TraceUsage, Usage
-from rewind.collector.store import Store
+from rewind.collector.store import reader, reader_runs, reader_suites, reader_usage
+from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.collector.store.reader import TraceRow
+from rewind.collector.store.reader_runs import DerivedRun, RunSummary, Turn
+from rewind.collector.store.reader_usage import TraceUsage, Usage
+from rewind.collector.store.store import Store
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from rewind.collector.server_settings import ENV_COMMAND_KEY, ENV_WORKER_URL, NO_WORKER
+from rewind.collector.store.server_settings import ENV_COMMAND_KEY, ENV_WORKER_URL, NO_WORKER
 
 COMMAND_KEY = Path(tempfile.mkdtemp(prefix="rewind-tests-key-")) / "command.key"
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.store import Store
+from rewind.collector.store.store import Store
 from tests.support.grafana_macros import ALL, QueryContext, expand
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"

@@ -32,9 +32,9 @@ from typing import Any
 import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
-from rewind.collector.migrate import migrate
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources.locate import StoreSource

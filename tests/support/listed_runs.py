@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
-from rewind.collector.store import Store
-from rewind.collector.store_exporter import store_provider
+from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
 from rewind.replay.worker.server import bind

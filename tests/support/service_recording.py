@@ -15,8 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.store import Store
-from rewind.exporter import attributes as A
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource

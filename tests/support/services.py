@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from tests.support.harness import Served
 from tests.support.ports import wait_for_port
 

@@ -20,10 +20,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from starlette.testclient import TestClient
 
-from rewind.collector.migrate import migrate
-from rewind.collector.server_settings import IngestOptions
-from rewind.collector.service import IngestHandle, start_ingest
-from rewind.collector.store import Store
+from rewind.collector.ingest.service import IngestHandle, start_ingest
+from rewind.collector.store.migrate import migrate
+from rewind.collector.store.server_settings import IngestOptions
+from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app

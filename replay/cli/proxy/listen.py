@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from rewind.exporter.process_settings import ENV_CAPTURE
+from rewind.exporter.core.process_settings import ENV_CAPTURE
 from rewind.replay.cli.failure import attempt, note, warn
 from rewind.replay.cli.options import HELP_OPTIONS, clickhouse_option
 

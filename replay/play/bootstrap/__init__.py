@@ -18,8 +18,8 @@ import sys
 from collections.abc import Mapping
 from importlib import import_module
 
-from rewind.exporter.errors import InvalidValue
-from rewind.exporter.process_settings import RecordSettings
+from rewind.exporter.core.errors import InvalidValue
+from rewind.exporter.core.process_settings import RecordSettings
 from rewind.replay.play.replay_settings import ENV_INSTALLERS, installers
 
 _SEPARATOR = ","
@@ -59,7 +59,7 @@ def start() -> None:
     _started = True
     if RecordSettings.from_env().record:  # rewind record: instrument, one root span a process
         try:
-            from rewind.exporter.autorecord import start_from_env
+            from rewind.exporter.setup.autorecord import start_from_env
 
             start_from_env()
         except Exception as error:

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from rewind.exporter.redaction import RESPONSE_HEADERS_KEPT, keep_headers
+from rewind.exporter.core.redaction import RESPONSE_HEADERS_KEPT, keep_headers
 from rewind.replay.play.proxy.forwarding import new_client, provider_error, relay
 from rewind.replay.play.proxy.upstreams import Upstreams
 from rewind.replay.play.session import (

@@ -27,12 +27,13 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from rewind.exporter import attributes as A
-from rewind.exporter import enrichment, scope
-from rewind.exporter.otel_pipeline import exports_through_us
-from rewind.exporter.process_settings import CaptureSettings
-from rewind.exporter.recording import Recorder
-from rewind.exporter.transport import Flavor
+from rewind.exporter.capture.recording import Recorder
+from rewind.exporter.capture.transport import Flavor
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core import scope
+from rewind.exporter.core.process_settings import CaptureSettings
+from rewind.exporter.otlp.otel_pipeline import exports_through_us
+from rewind.exporter.providers import enrichment
 from rewind.replay.play.proxy.upstreams import Upstreams
 
 log = logging.getLogger("rewind.proxy")

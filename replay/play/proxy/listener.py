@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from rewind.exporter.errors import InvalidValue
+from rewind.exporter.core.errors import InvalidValue
 
 LOOPBACK = "127.0.0.1"
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from rewind.exporter import attributes as A
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import guard, launch, runner, sealed
 from rewind.replay.play.proxy.upstreams import Upstreams
@@ -51,10 +51,10 @@ class ProxyRecording:
                  port: int = 0, root: bool = True, idle_s: float = 60.0) -> None:
         from opentelemetry.trace import SpanKind
 
-        from rewind.exporter import scope
-        from rewind.exporter.otel_pipeline import build_provider
-        from rewind.exporter.process_settings import settings as capture_settings
-        from rewind.exporter.redaction import Redactor, masked_argv
+        from rewind.exporter.core import scope
+        from rewind.exporter.core.process_settings import settings as capture_settings
+        from rewind.exporter.core.redaction import Redactor, masked_argv
+        from rewind.exporter.otlp.otel_pipeline import build_provider
         from rewind.replay.play.proxy.forwarding import RecordingProxy
         from rewind.replay.play.proxy.listener import Listener
         from rewind.replay.sources.commands import sign
@@ -99,7 +99,7 @@ class ProxyRecording:
 
     def close(self) -> None:
         """Stop serving, end the open roots and send every span."""
-        from rewind.exporter.scope import end_quietly
+        from rewind.exporter.core.scope import end_quietly
 
         self.listener.stop()
         self.app.roots.close()
@@ -110,8 +110,8 @@ class ProxyRecording:
 
     def report(self) -> dict[str, Any]:
         """This run as ``rewind record`` reads a recorded process's line."""
-        from rewind.exporter.otel_pipeline import export_stats
-        from rewind.exporter.recording import counts
+        from rewind.exporter.capture.recording import counts
+        from rewind.exporter.otlp.otel_pipeline import export_stats
 
         traces = self.app.traces()
         return {"pid": os.getpid(), "root_trace_id": traces[0] if self.root else None,

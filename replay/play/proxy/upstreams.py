@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from rewind.exporter.errors import InvalidValue
-from rewind.exporter.redaction import clean_url
+from rewind.exporter.core.errors import InvalidValue
+from rewind.exporter.core.redaction import clean_url
 
 
 @dataclass(frozen=True)

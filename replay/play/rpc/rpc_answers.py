@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from rewind.exporter import attributes as A
-from rewind.exporter import bodies
+from rewind.exporter.core import attributes as A
+from rewind.exporter.providers import bodies
 from rewind.exporter.rpc.rpc_calls import RpcAnswer, RpcCall
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.play.session import Decision, ReplaySession

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import RewindError
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.inbound import Inbound, response_form
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import clock, guard, player

@@ -22,11 +22,11 @@ from contextvars import ContextVar, Token
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter import tools
+from rewind.exporter.core.masking import masked_body
+from rewind.exporter.core.process_settings import host_matches
+from rewind.exporter.core.redaction import clean_query
 from rewind.exporter.databases.db_calls import DbAnswer, DbCall
-from rewind.exporter.masking import masked_body
-from rewind.exporter.process_settings import host_matches
-from rewind.exporter.redaction import clean_query
+from rewind.exporter.work import tools
 from rewind.replay.cassette.inbound import request_form
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import clock, guard, player
@@ -69,7 +69,7 @@ class SessionRouter:
     def claim(self, method: str, path: str, query: str, body: bytes,
               content_type: str = "") -> ReplaySession | None:
         """The session of the recorded request this one is; its credentials masked first, as
-        the recording masked them (``exporter/masking.py``), so a live token still matches.
+        the recording masked them (``exporter/core/masking.py``), so a live token still matches.
         Identical recorded requests are claimed in recorded order; once each is claimed, the
         same request again (a client's retry, a second try by hand) is served again from the
         first one's trace with a session of its own: its calls answered from the start."""
@@ -100,6 +100,10 @@ class SessionRouter:
         if report.divergence is None:
             report = next((r for r in (s.report() for s in repeats) if r.divergence), report)
         return report.to_dict()
+
+    def serving(self) -> bool:
+        """True inside a request the seam has already scoped (see :func:`serving`)."""
+        return serving()
 
     def enter(self, method: str, path: str, query: str, body: bytes,
               content_type: str = "") -> Token:

@@ -3,7 +3,7 @@ is chosen (``scoped.py``) before the app sees it.
 
 Hooked at the frameworks, whatever server runs them (uvicorn, hypercorn, gunicorn, a test
 client): Starlette (and FastAPI) apps, Django's ASGI and WSGI handlers, Flask apps. Each is
-patched when it is imported (``exporter/imports.py``). The body is read whole first (it is
+patched when it is imported (``exporter/core/imports.py``). The body is read whole first (it is
 part of what identifies the request) and handed to the app unchanged.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import io
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
-from rewind.exporter.imports import when_imported
-from rewind.replay.play.services import scoped
+from rewind.exporter.core.imports import when_imported
 
 # (module, class, method, ASGI or WSGI) of every seam.
 SEAMS = (("starlette.applications", "Starlette", "__call__", "asgi"),
@@ -44,9 +43,19 @@ async def _read_body(receive: Callable[[], Awaitable[dict]]
     return body, replayed
 
 
-def _asgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callable[..., Any]:
+class Router(Protocol):
+    """What a seam asks of ``scoped.SessionRouter``: whether this context is already inside a
+    scoped request (an app mounted in an app), and entering and leaving one."""
+
+    def serving(self) -> bool: ...
+    def enter(self, method: str, path: str, query: str, body: bytes,
+              content_type: str = "") -> Any: ...
+    def leave(self, token: Any) -> None: ...
+
+
+def _asgi(original: Callable[..., Any], router: Router) -> Callable[..., Any]:
     async def scoped_call(self: Any, scope: dict, receive: Any, send: Any) -> Any:
-        if scope.get("type") != "http" or scoped.serving():
+        if scope.get("type") != "http" or router.serving():
             return await original(self, scope, receive, send)
         body, receive = await _read_body(receive)
         query = scope.get("query_string", b"").decode("latin-1")
@@ -62,9 +71,9 @@ def _asgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callabl
     return scoped_call
 
 
-def _wsgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callable[..., Any]:
+def _wsgi(original: Callable[..., Any], router: Router) -> Callable[..., Any]:
     def scoped_call(self: Any, environ: dict, start_response: Any) -> Any:
-        if scoped.serving():
+        if router.serving():
             return original(self, environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
@@ -80,7 +89,7 @@ def _wsgi(original: Callable[..., Any], router: scoped.SessionRouter) -> Callabl
     return scoped_call
 
 
-def install(router: scoped.SessionRouter) -> None:
+def install(router: Router) -> None:
     """Every seam, now for a framework already imported, else at its import."""
     for module_name, class_name, method, kind in SEAMS:
         def patch(module: Any, class_name: str = class_name, method: str = method,

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rewind.exporter import attributes as A
-from rewind.exporter.errors import InvalidValue, RewindError
+from rewind.exporter.core import attributes as A
+from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.cassette.inbound import response_form
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import launch, sealed

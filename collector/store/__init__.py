@@ -1,0 +1,3 @@
+"""The store: schema, migrations, the connection, every read query (the reader layer), filters,
+prices, and the settings of the collector, worker and CLI.
+"""

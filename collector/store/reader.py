@@ -1,0 +1,376 @@
+"""Reads traces back: one trace's spans and trace listings, through ``rewind_traces`` (one row
+per trace, see ``migrations``), so no read goes through every span's attribute map unless a
+filter looks into the spans (a model, a text). With ``reader_usage`` (tokens and cost) and
+``reader_runs`` (runs for bisect, runs made from a run) this is every read query of the store;
+listings come back as typed rows (:class:`TraceRow`).
+
+Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
+``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
+trace reads as unknown; None reads every tenant (an operator, or a store without auth)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from rewind.collector.conventions import genai_events
+from rewind.collector.store.filters import TraceFilters
+from rewind.collector.store.llm_steps import SPAN_CALL_ROW, calls_counted
+from rewind.collector.store.migrations.m011_span_marks import made_from_run
+from rewind.collector.store.schema import (
+    IS_LLM_CALL,
+    LOGS,
+    MADE_FROM_RUN,
+    SINGLE_NODE,
+    TRACE_LIST,
+    TRACES,
+    span_attribute,
+    sql_string,
+)
+from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
+
+# A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
+# span its source and step. mapContains reads the span-attribute key index (bloom filter).
+# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
+LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
+_FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
+_REPLAY = span_attribute(A.REPLAY_SOURCE_TRACE_ID)
+_FORK_STEP = span_attribute(A.FORK_STEP)
+_MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
+
+Row = TypeVar("Row", bound="StoreRow")
+
+
+def column_name(name: str) -> str:
+    """A row field's column (and JSON key): ``trace_id`` -> ``TraceId``."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+class StoreRow:
+    """A typed row of a read query, named in the query by its columns (``TraceId``); the
+    worker's JSON carries the same keys, so both sources give the same rows."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {column_name(f.name): getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_columns(cls: type[Row], row: Mapping[str, Any]) -> Row:
+        """From a query's row or the worker's JSON (where times are ISO text)."""
+        values = {}
+        for item in fields(cls):
+            if column_name(item.name) not in row and item.default is not MISSING:
+                continue  # a field an older worker does not send
+            value = row[column_name(item.name)]
+            if item.type == "datetime" and isinstance(value, str):
+                value = datetime.fromisoformat(value)
+            values[item.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class TraceRow(StoreRow):
+    """One listed trace: its root span and service, start, duration, spans, LLM calls (each
+    once) and error spans; what it was made from ('' when nothing)."""
+
+    trace_id: str
+    root_span: str
+    service: str
+    start: datetime
+    duration_ns: int
+    spans: int
+    llm_calls: int
+    errors: int
+    replay_source: str = ""
+    fork_source: str = ""
+    fork_step: str = ""
+    inbound: str = ""  # "request" or "job" when the trace is a unit of work of a service
+    route: str = ""  # a request's method and route (or path); a job's function
+    status: str = ""  # a request's HTTP status; a job's outcome ("ok" or its exception type)
+    matching: int = 0  # traces the filters match on all pages, when counted (filters.count)
+
+SPAN_SELECT = f"""
+SELECT
+    toUnixTimestamp64Nano(Timestamp) AS StartNs,
+    TraceId, SpanId, ParentSpanId, TraceState, SpanName, SpanKind, ServiceName,
+    ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration,
+    StatusCode, StatusMessage,
+    arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp) AS EventTimesNs,
+    Events.Name AS EventNames, Events.Attributes AS EventAttributes,
+    Links.TraceId AS LinkTraceIds, Links.SpanId AS LinkSpanIds,
+    Links.TraceState AS LinkTraceStates, Links.Attributes AS LinkAttributes
+FROM {TRACES}
+"""
+
+
+def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
+    """The SQL condition keeping ``tenant``'s spans (adds its parameters to ``params``); a
+    condition that always holds when ``tenant`` is None."""
+    if tenant is None:
+        return "1"
+    params.update(tenant_key=A.TENANT, tenant=tenant)
+    return "ResourceAttributes[{tenant_key:String}] = {tenant:String}"
+
+
+def holds_traces(store: Store) -> bool:
+    """Whether ``store`` has Rewind's span table (something was ever recorded there)."""
+    return store.command(f"EXISTS TABLE {TRACES}") in (1, "1")
+
+
+def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+    """All spans of a trace, oldest first; empty when the trace is unknown.
+
+    ``rewind_traces`` narrows the scan to the trace's time range (as Grafana's trace view does
+    with the lookup table) and to its services: ``otel_traces`` is sorted by service, span name
+    and time, so of the spans stored in that time range (interleaved with other traces), only
+    the granules of the trace's own services are read, bodies included. GenAI events received
+    as log records are joined to their spans (``genai_events``) when an LLM span lacks content."""
+    trace_id = trace_id.strip().lower()
+    params: dict[str, Any] = {"tid": trace_id}
+    spans = store.query(
+        f"""
+WITH (SELECT (min(Start), max(End)) FROM {TRACE_LIST} WHERE TraceId = {{tid:String}}) AS bounds
+{SPAN_SELECT}
+WHERE TraceId = {{tid:String}}
+  AND ServiceName IN (SELECT ServiceName FROM {TRACE_LIST} WHERE TraceId = {{tid:String}})
+  AND toDateTime(Timestamp) >= toDateTime(bounds.1)
+  AND toDateTime(Timestamp) <= toDateTime(fromUnixTimestamp64Nano(bounds.2))
+  AND {tenant_condition(tenant, params)}
+ORDER BY Timestamp, SpanId""",
+        params,
+    )
+    if not spans or not genai_events.wants_events(spans):
+        return spans
+    return genai_events.joined(spans, store.query(f"""
+WITH (SELECT (min(Start), max(End)) FROM {TRACE_LIST} WHERE TraceId = {{tid:String}}) AS bounds
+SELECT SpanId, EventName, LogAttributes, Body, toUnixTimestamp64Nano(Timestamp) AS TimeNs
+FROM {LOGS}
+WHERE TraceId = {{tid:String}} AND startsWith(EventName, 'gen_ai.')
+  AND TimestampTime >= toDateTime(bounds.1) - 60
+  AND TimestampTime <= toDateTime(fromUnixTimestamp64Nano(bounds.2)) + 60
+  AND {tenant_condition(tenant, params)}
+ORDER BY Timestamp""", params))
+
+
+def trace_version(store: Store, trace_id: str,
+                  tenant: str | None = None) -> tuple[int, int] | None:
+    """(span count, latest span end in ns): changes whenever spans are added to a trace. One
+    lookup by trace id in ``rewind_traces``."""
+    params: dict[str, Any] = {"tid": trace_id}
+    where = _trace_list_filters(tenant, None, params)
+    row = store.query(
+        f"SELECT sum(Spans) AS n, max(End) AS last FROM {TRACE_LIST} "
+        f"WHERE TraceId = {{tid:String}} AND {where}", params)[0]
+    return (row["n"], row["last"]) if row["n"] else None
+
+
+def trace_ids_with_prefix(store: Store, prefix: str, tenant: str | None = None,
+                          limit: int = 100) -> list[str]:
+    """Stored trace ids starting with ``prefix`` (at most ``limit``), of ``tenant`` when given:
+    what a typed short id may stand for."""
+    params: dict[str, Any] = {"prefix": prefix, "n": limit}
+    where = _trace_list_filters(tenant, None, params)
+    rows = store.query(
+        f"SELECT DISTINCT TraceId FROM {TRACE_LIST} WHERE startsWith(TraceId, {{prefix:String}}) "
+        f"AND {where} ORDER BY TraceId LIMIT {{n:UInt32}}", params)
+    return [r["TraceId"] for r in rows]
+
+
+def _trace_list_filters(tenant: str | None, service: str | None,
+                        params: dict[str, Any]) -> str:
+    where = ["1"]
+    if tenant is not None:
+        where.append("Tenant = {tenant:String}")
+        params["tenant"] = tenant
+    if service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = service
+    return " AND ".join(where)
+
+
+def list_traces(store: Store, filters: TraceFilters | None = None,
+                tenant: str | None = None) -> list[TraceRow]:
+    """One row per trace, newest first. With ``service``, only that service's spans count.
+
+    Read from ``rewind_traces`` (see ``migrations``): the newest traces are picked from its
+    narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
+    sort key). A model or text filter looks into the spans: :func:`_searched`. Every filter
+    applies before ``offset`` and ``limit``; runs made from a run are left out by their marks
+    (migration 11) with ``originals``."""
+    filters = filters or TraceFilters()
+    if filters.model or filters.text or filters.route:
+        return [TraceRow.from_columns(row)
+                for row in _with_inbound(store, _searched(store, filters, tenant))]
+    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
+    where = _trace_list_filters(tenant, filters.service, params)
+    picked = where
+    if filters.originals:
+        after = "Timestamp >= {since:DateTime64(9)}" if filters.since else "1"
+        picked += f" AND TraceId NOT IN ({made_from_run(SINGLE_NODE, after)})"
+    having = ["1"]
+    if filters.errors:
+        having.append("sum(Errors) > 0")
+    if filters.since:
+        having.append("min(Start) >= {since:DateTime64(9)}")
+        params["since"] = filters.since
+    if filters.until:
+        having.append("min(Start) <= {until:DateTime64(9)}")
+        params["until"] = filters.until
+    rows = store.query(
+        f"""
+SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
+       End - toUnixTimestamp64Nano(Start) AS DurationNs, Spans, LlmCalls, Errors
+FROM (
+    SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS Start, max(End) AS End,
+           sum(Spans) AS Spans, {calls_counted('groupArrayMerge(Calls)')} AS LlmCalls,
+           sum(Errors) AS Errors
+    FROM {TRACE_LIST}
+    WHERE {where} AND TraceId IN (
+        SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
+        GROUP BY TraceId HAVING {' AND '.join(having)}
+        ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}})
+    GROUP BY TraceId)
+ORDER BY Start DESC, TraceId
+""",
+        params,
+    )
+    if filters.count:
+        matching = params["offset"] + len(rows)
+        if len(rows) >= filters.limit or (not rows and params["offset"]):
+            matching = store.query(f"""
+SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
+    GROUP BY TraceId HAVING {' AND '.join(having)})""", params)[0]["n"]
+        rows = [{**row, "Matching": matching} for row in rows]
+    return [TraceRow.from_columns(row) for row in _with_inbound(store, _with_lineage(store, rows))]
+
+
+def _offset(filters: TraceFilters) -> int:
+    """Where the page starts, within what a query's UInt32 holds."""
+    return min(max(0, int(filters.offset)), 2**32 - 1)
+
+
+def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[dict[str, Any]]:
+    """The listing filtered by a model or by text said anywhere in a run: spans grouped by
+    trace, their attribute maps read."""
+    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
+    where = ["TraceId != ''", tenant_condition(tenant, params)]
+    if filters.since:
+        where.append("Timestamp >= {since:DateTime64(9)}")
+        params["since"] = filters.since
+    if filters.service:
+        where.append("ServiceName = {service:String}")
+        params["service"] = filters.service
+    having = []
+    if filters.until:
+        having.append("Start <= {until:DateTime64(9)}")
+        params["until"] = filters.until
+    if filters.errors:
+        having.append("Errors > 0")
+    if filters.originals:
+        having.append(f"countIf({MADE_FROM_RUN}) = 0")
+    if filters.model:
+        having.append(f"countIf({_MODELS[0]} = {{model:String}} "
+                      f"OR {_MODELS[1]} = {{model:String}}) > 0")
+        params["model"] = filters.model
+    if filters.text:
+        having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
+                      "> 0, mapValues(SpanAttributes))) > 0")
+        params["text"] = filters.text
+    if filters.route:  # as listed (method and route), or the route or path alone
+        having.append(f"countIf(mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) AND "
+                      f"({_INBOUND_PICKS['Route']} = {{route:String}} OR "
+                      f"{_ROUTE_ALONE} = {{route:String}})) > 0")
+        params["route"] = filters.route
+    return store.query(f"""
+SELECT
+    TraceId,
+    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
+        AS RootSpan,
+    any(ServiceName) AS Service,
+    min(Timestamp) AS Start,
+    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
+        AS DurationNs,
+    count() AS Spans,
+    {LLM_CALLS_IN_TRACE} AS LlmCalls,
+    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
+    anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource,
+    anyIf({_FORK}, {_FORK} != '') AS ForkSource,
+    anyIf({_FORK_STEP}, {_FORK_STEP} != '') AS ForkStep{
+        ", count() OVER () AS Matching" if filters.count else ""}
+FROM {TRACES}
+WHERE {' AND '.join(where)}
+GROUP BY TraceId
+{'HAVING ' + ' AND '.join(having) if having else ''}
+ORDER BY Start DESC, TraceId
+LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
+""", params)
+
+
+def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The listed traces' ids and the time range their spans lie in."""
+    return {"ids": [r["TraceId"] for r in rows], "lo": min(r["Start"] for r in rows),
+            "hi": max(r["Start"] + timedelta(microseconds=int(r["DurationNs"]) // 1000 + 1)
+                      for r in rows)}
+
+
+_LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
+            "ForkStep": A.FORK_STEP}
+
+
+def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each listed trace was made from (``ReplaySource``; ``ForkSource`` and
+    ``ForkStep``; '' if nothing), read from the listed traces' own spans only, in their time
+    range: attribute maps of those few traces, never of the whole store."""
+    picks = {alias: f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
+             for alias, name in _LINEAGE.items()}
+    return _per_listed_trace(store, rows, picks, MADE_FROM_RUN)
+
+
+def _per_listed_trace(store: Store, rows: list[dict[str, Any]], picks: dict[str, str],
+                      prewhere: str) -> list[dict[str, Any]]:
+    """``rows`` with one aggregate per alias of ``picks`` over the listed traces' spans that
+    ``prewhere`` keeps (its keys decide whose attribute maps are read: those of few spans),
+    in the listed traces' time range; '' where a trace has none."""
+    if not rows:
+        return rows
+    columns = ", ".join(f"{expr} AS {alias}" for alias, expr in picks.items())
+    found = store.query(
+        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE {prewhere} "
+        "AND TraceId IN {ids:Array(String)} "
+        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
+        "GROUP BY TraceId", _time_range(rows))
+    by_id = {r["TraceId"]: r for r in found}
+    for row in rows:
+        made = by_id.get(row["TraceId"], {})
+        row.update({alias: str(made.get(alias) or "") for alias in picks})
+    return rows
+
+
+_ROUTE_ALONE = (f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+                f"{span_attribute(A.INBOUND_PATH)})")
+_ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
+# One root span per listed unit of work: its kind, route and outcome (see TraceRow).
+_INBOUND_PICKS = {
+    "Inbound": span_attribute(A.INBOUND_KIND),
+    "Route": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+             f"if({span_attribute(A.INBOUND_APP)} != '', {span_attribute(A.INBOUND_APP)}, "
+             f"toString(SpanName)), trim(concat({span_attribute(A.INBOUND_METHOD)}, ' ', "
+             f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+             f"{span_attribute(A.INBOUND_PATH)}))))",
+    "Status": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+              f"if({_ERROR_TYPE} != '', {_ERROR_TYPE}, "
+              f"if(mapContains(SpanAttributes, {sql_string(A.INBOUND_ERROR)}), 'error', 'ok')), "
+              f"{span_attribute(A.INBOUND_STATUS)})",
+}
+
+
+def _with_inbound(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request (route, status) or job (function, outcome) of each listed unit of work
+    ('' for other runs), from the span nearest the root that carries it (as ``inbound_of``),
+    read from the listed traces' spans only, in their time range."""
+    nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
+    picks = {alias: f"argMin({expr}, {nearest_root})" for alias, expr in _INBOUND_PICKS.items()}
+    return _per_listed_trace(store, rows, picks,
+                             f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})")

@@ -1,0 +1,1 @@
+"""What arrives: OTLP/JSON, requests screened, span rules, logs, metrics."""

@@ -1,0 +1,3 @@
+"""What a program does besides calling a model: `@tool` calls (recorded, answered under replay),
+their errors, agents and workflows.
+"""
