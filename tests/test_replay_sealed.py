@@ -208,3 +208,21 @@ def test_telemetry_to_a_collector_elsewhere_is_not_counted_as_the_programs():
     assert [(c["host"], c["port"]) for c in outcome.report.connections] == [
         ("10.20.30.41", 4317)]
     assert outcome.exit_code == 3
+
+
+@pytest.mark.skipif(not kernel.names_refusals(), reason="naming refusals needs root")
+def test_a_program_outside_python_asking_a_recorded_local_host_is_named(sink):
+    """The acceptance's case: a listener stands on the recorded host's port (a local model
+    server), the replayed run's curl asks it directly: 0 connections reach it, and the replay
+    fails naming curl and the address (Python's own attempts are named by the guard)."""
+    from rewind.replay.cassette.model import Interaction
+
+    recorded = Interaction(step=0, kind="http", span_id="a1", name="GET", match_key="",
+                           method="GET", url=f"http://127.0.0.1:{sink.port}/v1/models",
+                           request_headers={}, request_body="")
+    command = ["curl", "-s", "-m", "5", f"http://127.0.0.1:{sink.port}/v1/models"]
+    outcome = run_command(Cassette(TRACE, [recorded]), command, allow_unused=True)
+    assert sink.accepted == 0
+    assert outcome.exit_code == 3
+    reason = outcome.report.divergence.reason
+    assert f"127.0.0.1:{sink.port}" in reason and "curl" in reason, reason

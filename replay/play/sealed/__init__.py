@@ -12,6 +12,7 @@ part of a fork) is not sealed either, and says why.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from rewind.replay.play.guard import attempts_file
 from rewind.replay.play.replay_settings import ReplaySettings, handed_in
 from rewind.replay.play.sealed import kernel
 from rewind.replay.play.sealed.relay import Inbound, Relay
-from rewind.replay.play.sealed.watch import Watch, loopback_nameservers
+from rewind.replay.play.sealed.watch import Watch, loopback_nameservers, owner, write_attempt
 
 # Where an OpenTelemetry exporter sends when no variable says (gRPC, and OTLP/HTTP).
 _DEFAULT_OTLP = ("127.0.0.1", 4317), ("127.0.0.1", 4318)
@@ -105,7 +106,10 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
     refused connections (:mod:`.watch`)."""
     kernel.libc()
     parent_end, child_end = socket.socketpair()
-    ports, nameservers = tuple(targets), loopback_nameservers()
+    settings = ReplaySettings.from_env(env)
+    traps = () if serves or settings is None else recorded_loopback_ports(
+        settings.cassette_path, set(targets))
+    ports, nameservers = (*targets, *traps), loopback_nameservers()
 
     def enter() -> None:
         parent_end.close()
@@ -121,17 +125,34 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
     counts, namespace = said.decode().rsplit(" ", 1)
     listening, resolving, tun = (int(n) for n in counts.split())
     listeners = [socket.socket(fileno=fd) for fd in fds[:listening]]
-    relays: list[Relay | Inbound | Watch] = [Relay(listeners, targets)]
+    attempts = attempts_file(settings.report_path) if settings and settings.report_path else None
+
+    def trapped(port: int, caller: int) -> None:  # a recorded loopback host asked directly
+        if attempts:
+            write_attempt(attempts, "tcp", "127.0.0.1", port, owner(namespace, "tcp", caller))
+
+    relays: list[Relay | Inbound | Watch] = [Relay(listeners, targets, trapped)]
     if tun:
         resolvers = [socket.socket(fileno=fd) for fd in fds[listening:listening + resolving]]
-        settings = ReplaySettings.from_env(env)
-        report = settings.report_path if settings else None
-        relays.append(Watch(namespace, fds[-1], resolvers,
-                            attempts_file(report) if report else None, telemetry_hosts(env)))
+        relays.append(Watch(namespace, fds[-1], resolvers, attempts, telemetry_hosts(env)))
     if serves:
         relays.append(_inbound(child.pid))
     child.rewind_relays = relays  # type: ignore[attr-defined]
     return child
+
+
+def recorded_loopback_ports(cassette_path: str, taken: set[int]) -> tuple[int, ...]:
+    """The loopback ports the recording's calls went to (a local model server, a service on
+    this machine), but those handed in: inside the namespace each gets a listener that
+    answers nothing and names who called, so a program outside Python asking a recorded
+    local host is reported as Python's sockets are."""
+    try:
+        with open(cassette_path, encoding="utf-8") as document:
+            urls = [str(i.get("url") or "") for i in json.load(document).get("interactions", [])]
+    except (OSError, ValueError, AttributeError):
+        return ()
+    ports = {port for url in urls if (port := _loopback_port(url, 80)) is not None}
+    return tuple(sorted(ports - taken))
 
 
 def _inbound(pid: int) -> Inbound:

@@ -10,7 +10,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _CHUNK = 65536
@@ -32,9 +32,11 @@ class Relay:
     bound to inside), until :meth:`close`."""
 
     def __init__(self, listeners: list[socket.socket],
-                 targets: Mapping[int, tuple[str, int]]) -> None:
+                 targets: Mapping[int, tuple[str, int]],
+                 trapped: Callable[[int, int], None] | None = None) -> None:
         self._listeners = listeners
         self._targets = dict(targets)
+        self._trapped = trapped  # a port with no target: (port, the caller's port) is told
         self._open: set[socket.socket] = set()
         self._pumps: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -66,6 +68,9 @@ class Relay:
                 inside, _ = listener.accept()
             except OSError:
                 return
+            if target is None and self._trapped is not None:
+                with contextlib.suppress(OSError):
+                    self._trapped(port, inside.getpeername()[1])
             try:
                 outside = socket.create_connection(target, timeout=10) if target else None
             except OSError:

@@ -93,6 +93,16 @@ def owner(namespace: str, protocol: str, local_port: int,
     return None
 
 
+def write_attempt(attempts: str, kind: str, host: str, port: int | None,
+                  found: tuple[int, str] | None) -> None:
+    """One refused attempt, in the guard's format (``guard.attempts_in`` reads it back)."""
+    pid, process = found or (None, None)
+    attempt = {"kind": kind, "host": host, "port": port, "stack": [], "refused": True,
+               "pid": pid, "process": process, "by": "seal"}
+    with open(attempts, "a", encoding="utf-8") as out:
+        out.write(json.dumps(attempt) + "\n")
+
+
 class Watch:
     """Reads what the network namespace ``namespace`` (``net:[INODE]``) sends through ``tun``
     and to ``resolvers`` (sockets on its loopback name servers), refuses it and writes each
@@ -113,15 +123,12 @@ class Watch:
 
     def _record(self, kind: str, host: str, port: int | None, found: tuple[int, str] | None,
                 ) -> None:
-        pid, process = found or (None, None)
+        pid = found[0] if found else None
         if host in self._quiet or (kind, host, port, pid) in self._seen:
             return  # a resolver asks again, or for another record type
         self._seen.add((kind, host, port, pid))
         if self._attempts:
-            attempt = {"kind": kind, "host": host, "port": port, "stack": [], "refused": True,
-                       "pid": pid, "process": process, "by": "seal"}
-            with open(self._attempts, "a", encoding="utf-8") as out:
-                out.write(json.dumps(attempt) + "\n")
+            write_attempt(self._attempts, kind, host, port, found)
 
     def _packet(self, data: bytes) -> None:
         packet = packets.parse(data)
