@@ -1,5 +1,6 @@
-"""Any language records: a shell script calling the model with ``curl`` (streamed and not) and a
-Node agent with the real ``openai`` npm package and a tool call, neither instrumented, recorded
+"""Any language records: a shell script calling the model with ``curl`` (streamed and not), a
+Node agent with the real ``openai`` npm package and a tool call, and a single-file Java program
+with the JDK's ``HttpClient`` (a two-turn chat), none instrumented, recorded
 by ``rewind record --proxy`` (their base URL pointed at a proxy in the CLI) into a store of
 their own: each call once with its whole exchange, no credential in any column; replayed by
 ``rewind-replay --trace-id T -- CMD`` with the fake LLM gone and a listener on its port:
@@ -7,7 +8,8 @@ identical output three times out of three, no connection, a request the recordin
 hold a divergence (exit 3). ``X-Rewind-Trace`` and ``traceparent`` choose the trace.
 
 Needs ``curl``, ``node`` and ``tests/js/node_modules/openai`` (``npm install --prefix
-tests/js``, which ``make`` runs); without them the tests skip, except under ``CI=true``."""
+tests/js``, which ``make`` runs), and ``java`` (17 or later) for the Java agent; without them
+the tests skip, except under ``CI=true``."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from tests.support.sink import Sink
 
 JS = Path(__file__).parent / "js"
 NODE_AGENT = JS / "proxy_agent.js"
+JAVA_AGENT = Path(__file__).parent / "java" / "Agent.java"
 API_KEY = "sk-proxy-test-7f3a9c1e5b2d4f6081a3c5e7"
 ANTHROPIC_KEY = "sk-ant-proxy-test-2b4d6f8a0c1e3a5c7e9b"
 CURL_SCRIPT = """#!/bin/sh
@@ -86,6 +89,8 @@ def lab(tmp_path_factory):
         runs = {"curl": _record(["sh", str(script)], env, llm)}
         if shutil.which("node") and (JS / "node_modules" / "openai").is_dir():
             runs["node"] = _record(["node", str(NODE_AGENT)], env, llm)
+        if shutil.which("java"):
+            runs["java"] = _record(["java", str(JAVA_AGENT)], env, llm)
         port = llm.port
     return {"tmp": tmp, "env": env, "runs": runs, "port": port, "script": script}
 
@@ -116,17 +121,21 @@ def _calls(spans: list[dict]) -> list[dict]:
 
 def _run(lab: dict, name: str) -> Run:
     if name not in lab["runs"]:
+        if name == "java":
+            _needs("java")
         _needs("node", node_package=True)
     return lab["runs"][name]
 
 
-@pytest.mark.parametrize("name, calls", [("curl", 3), ("node", 4)])
+@pytest.mark.parametrize("name, calls", [("curl", 3), ("node", 4), ("java", 2)])
 def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
     run = _run(lab, name)
     assert run.asked == calls
     if name == "curl":
         assert '"content":"echo: hello there"' in run.output and "data: [DONE]" in run.output
         assert '"text":"echo: hey"' in run.output  # Anthropic's endpoint
+    elif name == "java":  # each answer once, the second asked with the first in the chat
+        assert run.output == "echo: what is the weather in Paris?\necho: and tomorrow?\n"
     else:
         assert run.output.count("final: tool said: sunny, 21C") == 2
     shown = rewind("inspect", run.trace_id, "--json", env=lab["env"])
@@ -148,6 +157,9 @@ def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
         streamed = json.loads(attrs[A.REQUEST_BODY]).get("stream", False)
         assert (A.RESPONSE_EVENTS in attrs) == streamed and (A.RESPONSE_BODY in attrs) != streamed
         assert json.loads(attrs[A.REQUEST_HEADERS])["content-type"] == "application/json"
+    if name == "java":  # the second turn carries the first answer
+        assert json.loads(recorded[1][A.REQUEST_BODY])["messages"][1] == {
+            "role": "assistant", "content": "echo: what is the weather in Paris?"}
     resource = spans[0]["ResourceAttributes"]
     upstreams = json.loads(resource[A.PROXY_UPSTREAMS])
     assert upstreams["openai"] == lab["env"]["OPENAI_BASE_URL"]
@@ -176,7 +188,7 @@ def test_the_credential_is_in_no_column(lab):
     assert seen["n"] > 0
 
 
-@pytest.mark.parametrize("name", ["curl", "node"])
+@pytest.mark.parametrize("name", ["curl", "node", "java"])
 def test_replays_identically_with_the_model_gone(lab, name):
     run = _run(lab, name)
     with Sink(lab["port"]) as sink:
