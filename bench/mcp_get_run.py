@@ -1,8 +1,10 @@
 """MCP benchmark: ``get_run`` of a 1,000-step run through the worker's ``/mcp`` (the real
 ``mcp`` client over streamable HTTP, every page of the outline) as a ratio to the same run's
 outline JSON from the worker API (``GET /v1/ui/traces/{id}``, what the run page draws), both
-warm, best of several rounds, measured in one run against one ``rewind worker``. Target: within
-1.5x.
+warm, measured in one run against one ``rewind worker``. The two are interleaved round by round,
+taking turns to go first (round 0 warms the worker's cache and the session and is not counted);
+printed: the median and range of the per-round ratio MCP / API and the load average. Target:
+within 1.5x.
 
 The run is the bisect benchmark's (the web UI benchmark writes it: ``ui_page.write_run``).
 
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any
 
 import httpx
 from mcp import Client
+from rounds import load, ratios, spread
 
 HERE = Path(__file__).resolve().parent
 TARGET = 1.5
@@ -35,33 +39,41 @@ def _ui_page() -> Any:
     return module
 
 
-async def through_mcp(api: str, trace: str, rounds: int) -> tuple[float, int, int]:
-    """Best time for the whole outline (every page), its size and the pages it took."""
-    samples, size, pages = [], 0, 0
-    async with Client(f"{api}/mcp") as client:
-        for _ in range(rounds + 1):  # the first warms the worker's cache and the session
+async def measure(api: str, trace: str, rounds: int) -> tuple[dict[str, list[float]], int,
+                                                                int, int]:
+    """Per-round seconds of each side, the outline's sizes (MCP, API) and the MCP pages."""
+    sizes = {"mcp": 0, "api": 0}
+    pages = 0
+    async with Client(f"{api}/mcp") as mcp_client, httpx.AsyncClient(timeout=60) as http:
+        async def through_mcp() -> float:
+            """The whole outline, every page."""
+            nonlocal pages
             started = time.perf_counter()
             offset, size, pages = 0, 0, 0
             while offset is not None:
-                reply = await client.call_tool("get_run", {"trace_id": trace, "limit": 500,
-                                                           "offset": offset})
+                reply = await mcp_client.call_tool("get_run", {"trace_id": trace, "limit": 500,
+                                                               "offset": offset})
                 text = reply.content[0].text
                 offset = json.loads(text)["next_offset"]
                 size, pages = size + len(text), pages + 1
-            samples.append(time.perf_counter() - started)
-    return min(samples[1:]), size, pages
+            sizes["mcp"] = size
+            return time.perf_counter() - started
 
-
-def through_api(api: str, trace: str, rounds: int) -> tuple[float, int]:
-    samples, size = [], 0
-    with httpx.Client(timeout=60) as client:
-        client.get(f"{api}/v1/ui/traces/{trace}")
-        for _ in range(rounds):
+        async def through_api() -> float:
             started = time.perf_counter()
-            reply = client.get(f"{api}/v1/ui/traces/{trace}")
-            samples.append(time.perf_counter() - started)
-            size = len(reply.content)
-    return min(samples), size
+            reply = await http.get(f"{api}/v1/ui/traces/{trace}")
+            elapsed = time.perf_counter() - started
+            sizes["api"] = len(reply.content)
+            return elapsed
+
+        sides = {"mcp": through_mcp, "api": through_api}
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for round_ in range(rounds + 1):  # round 0 warms up and is not counted
+            for name in list(sides)[:: 1 if round_ % 2 else -1]:
+                elapsed = await sides[name]()
+                if round_:
+                    times[name].append(elapsed)
+    return times, sizes["mcp"], sizes["api"], pages
 
 
 def main() -> None:
@@ -73,17 +85,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rewind-bench-mcp-") as tmp:
         worker, api = ui_page.start_worker(ui_page.write_run(Path(tmp), args.steps))
         try:
-            api_s, api_size = through_api(api, ui_page.TRACE, args.rounds)
-            mcp_s, mcp_size, pages = asyncio.run(through_mcp(api, ui_page.TRACE, args.rounds))
+            times, mcp_size, api_size, pages = asyncio.run(
+                measure(api, ui_page.TRACE, args.rounds))
         finally:
             worker.terminate()
             worker.wait(timeout=30)
-    ratio = mcp_s / api_s
-    print(f"a {args.steps:,}-step run, best of {args.rounds} (warm):")
+    per_round = ratios(times["mcp"], times["api"])
+    api_s, mcp_s = statistics.median(times["api"]), statistics.median(times["mcp"])
+    print(f"a {args.steps:,}-step run, median of {args.rounds} interleaved rounds (warm):")
     print(f"  GET /v1/ui/traces/{{id}}          {api_s * 1e3:8.1f} ms  {api_size / 1e6:6.2f} MB")
     print(f"  MCP get_run, {pages} page(s)         {mcp_s * 1e3:8.1f} ms  {mcp_size / 1e6:6.2f} MB")
-    print(f"  MCP / API = {ratio:.2f}x; target {TARGET}x: "
-          f"{'met' if ratio <= TARGET else 'MISSED'}")
+    ratio = statistics.median(per_round)
+    print(f"  MCP / API per round = {spread(per_round)}; target {TARGET}x: "
+          f"{'met' if ratio <= TARGET else 'MISSED'}; {load()}")
 
 
 if __name__ == "__main__":

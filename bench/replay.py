@@ -43,6 +43,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rounds import interleaved, load, ratios, spread
 
 from rewind.collector.conventions.rows import span_rows
 from rewind.collector.ingest.writer import TraceWriter
@@ -184,7 +185,8 @@ def end_to_end(calls: int, rounds: int) -> None:
             wall: dict[str, list[float]] = {name: [] for name in variants}
             cpu: dict[str, list[float]] = {name: [] for name in variants}
             for round_ in range(rounds + 1):  # round 0 warms caches and is not counted
-                for name, (command, also) in variants.items():
+                for name in list(variants)[:: 1 if round_ % 2 else -1]:  # turns to go first
+                    command, also = variants[name]
                     cpu_before = _children_cpu() + (_tree_cpu(also) if also else 0.0)
                     started = time.perf_counter()
                     done = run(command, env)
@@ -197,26 +199,24 @@ def end_to_end(calls: int, rounds: int) -> None:
                         cpu[name].append(used)
         finally:
             serve.stop()
-    live_wall = print_runs(f"end to end, {calls} sequential openai calls with 8 KB prompts, "
-                           f"median of {rounds} rounds (min-max):", wall, cpu)
-    vcrpy = statistics.median(wall["vcrpy (fresh process)"])
+    print_runs(f"end to end, {calls} sequential openai calls with 8 KB prompts, "
+               f"median of {rounds} interleaved rounds (min-max):", wall, cpu)
     for name in list(variants)[1:3]:
-        ours = statistics.median(wall[name])
-        print(f"  {name}: {ours / live_wall:.2f}x live (target <= 1.15), "
-              f"{ours / vcrpy:.2f}x vcrpy (target < 1)")
+        print(f"  {name}: per round {spread(ratios(wall[name], wall['live']))} live "
+              f"(target <= 1.15), {spread(ratios(wall[name], wall['vcrpy (fresh process)']))} "
+              "vcrpy (target < 1)")
 
 
-def print_runs(title: str, wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> float:
-    """Each variant's median wall and CPU time and its ratio to the ``live`` one (returned)."""
-    live_wall, live_cpu = statistics.median(wall["live"]), statistics.median(cpu["live"])
+def print_runs(title: str, wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
+    """Each variant's median wall and CPU time, and the median and range of its per-round
+    ratio to the ``live`` one's (the rounds interleaved), and the load average."""
     print(title)
-    print(f"  {'':34} {'wall ms':>8} {'x live':>15} {'CPU ms':>8} {'x live':>6}")
+    print(f"  {'':34} {'wall ms':>8} {'x live, per round':>21} {'CPU ms':>8} {'x live':>6}")
     for name in wall:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
-        spread = f"({min(wall[name]) / live_wall:.2f}-{max(wall[name]) / live_wall:.2f})"
-        print(f"  {name:34} {w * 1e3:8.0f} {w / live_wall:5.2f}x {spread:>11} "
-              f"{c * 1e3:8.0f} {c / live_cpu:5.2f}x")
-    return live_wall
+        print(f"  {name:34} {w * 1e3:8.0f} {spread(ratios(wall[name], wall['live'])):>21} "
+              f"{c * 1e3:8.0f} {statistics.median(ratios(cpu[name], cpu['live'])):5.2f}x")
+    print(f"  {load()}")
 
 
 # -- 2. per call -------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def per_call(calls: int) -> None:
                                                    lambda: call_all(client, url, bodies))
 
     # Replay with the LLM server gone, loading the cassette file each round on both sides;
-    # best of three rounds each (the machine is shared).
+    # the two interleaved round by round (the machine is shared).
     def check() -> None:
         assert call_all(client, url, bodies) == expected
 
@@ -293,26 +293,33 @@ def per_call(calls: int) -> None:
         with matcher.use_cassette(vcr_file, record_mode="none"):
             check()
 
-    rewind_round = replayed(ours_file, check)
-    vcrpy, vcrpy_cpu = best_round(vcrpy_round, calls)
-    ours, ours_cpu = best_round(rewind_round, calls)
+    times = per_call_rounds({"vcrpy": vcrpy_round, "rewind": replayed(ours_file, check)}, calls)
+    (vcrpy, vcrpy_cpu), (ours, ours_cpu) = times["vcrpy"], times["rewind"]
+    med = statistics.median
     print(f"in-process replay per call, {calls} interactions of "
-          f"~{len(json.dumps(bodies[0])) // 1024} KB, cassette loading counted (wall, CPU):")
+          f"~{len(json.dumps(bodies[0])) // 1024} KB, cassette loading counted (wall, CPU; "
+          f"median of {len(ours)} interleaved rounds):")
     print(f"  live against a local server  {live * 1e3:8.3f} ms")
-    print(f"  vcrpy                        {vcrpy * 1e3:8.3f} ms {vcrpy_cpu * 1e3:8.3f} ms")
-    print(f"  rewind                       {ours * 1e3:8.3f} ms {ours_cpu * 1e3:8.3f} ms")
-    print(f"  vcrpy / rewind = {vcrpy / ours:.1f}x wall, {vcrpy_cpu / ours_cpu:.1f}x CPU")
+    for name, (wall, cpu) in times.items():
+        print(f"  {name:28} {med(wall) * 1e3:8.3f} ms {med(cpu) * 1e3:8.3f} ms")
+    print(f"  vcrpy / rewind per round = {spread(ratios(vcrpy, ours))} wall, "
+          f"{spread(ratios(vcrpy_cpu, ours_cpu))} CPU; {load()}")
 
 
-def best_round(work: Callable[[], None], calls: int) -> tuple[float, float]:
-    """Best of three rounds per call: (wall, CPU of this process) seconds."""
-    best = (float("inf"), float("inf"))
-    for _ in range(3):
-        started, cpu = time.perf_counter(), time.process_time()
-        work()
-        best = min(best, ((time.perf_counter() - started) / calls,
-                          (time.process_time() - cpu) / calls))
-    return best
+def per_call_rounds(sides: dict[str, Callable[[], None]], calls: int,
+                    rounds: int = 5) -> dict[str, tuple[list[float], list[float]]]:
+    """Per call (wall, CPU of this process) seconds of each side, per round: the sides
+    interleaved round by round, taking turns to go first; round 0 warms up, not counted."""
+    def timed(work: Callable[[], None]) -> Callable[[], tuple[float, float]]:
+        def run() -> tuple[float, float]:
+            started, cpu = time.perf_counter(), time.process_time()
+            work()
+            return (time.perf_counter() - started) / calls, (time.process_time() - cpu) / calls
+        return run
+
+    figures = interleaved({name: timed(work) for name, work in sides.items()}, rounds)
+    return {name: ([w for w, _ in values], [c for _, c in values])
+            for name, values in figures.items()}
 
 
 def fill(store: Store, spans: int, batch: int = 100_000) -> None:

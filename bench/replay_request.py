@@ -3,7 +3,8 @@
 A Starlette app whose ``POST /ask`` makes N sequential ``AsyncOpenAI`` calls (2 KB prompts)
 to a loopback fake LLM. One request is recorded in memory by ``instrument()`` (no Rewind code
 in the app: its inbound exchange on the root span, its calls under it) and made into a
-cassette file. Then, best of ``--rounds`` each:
+cassette file. Then, each pair interleaved round by round (taking turns to go first; round 0
+warms up and is not counted):
 
 1. in process: the request sent to the app through httpx's ASGI transport with the fake LLM
    live, against ``replay_request`` (the cassette read from its file every round, every call
@@ -11,7 +12,9 @@ cassette file. Then, best of ``--rounds`` each:
 2. as a user runs it, each a fresh process: a script sending the request live, against
    ``rewind replay-request FILE --app bench_app:app``.
 
-Printed as replay / live ratios (target: under 1.2x at 10 calls).
+The fake LLM stays up for the live side; the replayed side is checked to send it nothing.
+Printed: the median and range of the per-round replay / live ratios (target: under 1.2x at 10
+calls) and the load average.
 
     python bench/replay_request.py [--sizes 10,100] [--rounds 5]
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +37,7 @@ from bytecode import compile_bytecode
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rounds import interleaved, load, ratios, spread
 
 from replay import span_dicts
 from rewind.exporter import instrument, uninstrument
@@ -101,13 +106,12 @@ def record(app: object, trace_file: Path, exported: Path) -> None:
         "LinkAttributes": row["Links.Attributes"]} for row in rows]))
 
 
-def best(work: Callable[[], None], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
+def timed(work: Callable[[], object]) -> Callable[[], float]:
+    def run() -> float:
         started = time.perf_counter()
         work()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        return time.perf_counter() - started
+    return run
 
 
 def measure(calls: int, rounds: int) -> None:
@@ -122,29 +126,40 @@ def measure(calls: int, rounds: int) -> None:
     trace_file = tmp / "request.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp), os.environ.get(
         "PYTHONPATH", "")])}
+    rewind = str(Path(sys.executable).parent / "rewind")
+    command = [rewind, "replay-request", str(tmp / "request.rw"), "--app", "bench_app:app"]
     with FakeLLMServer() as llm:
         os.environ["BENCH_LLM_URL"] = env["BENCH_LLM_URL"] = llm.base_url + "/v1"
         record(app, trace_file, tmp / "request.rw")
-        live = best(lambda: send(app, "POST", "/ask", "", HEADERS, BODY), rounds)
-        live_cli = best(lambda: subprocess.run([sys.executable, "live.py"], cwd=tmp, env=env,
-                                               check=True), rounds)
-    # From here on the fake LLM is gone: only the recording answers.
 
-    def replayed() -> None:
-        cassette = Cassette.from_dict(json.loads(trace_file.read_text("utf-8")))
-        outcome = replay_request(cassette, app)
-        assert outcome.same and outcome.report.replayed == calls, outcome.describe()
+        def replayed() -> None:
+            cassette = Cassette.from_dict(json.loads(trace_file.read_text("utf-8")))
+            outcome = replay_request(cassette, app)
+            assert outcome.same and outcome.report.replayed == calls, outcome.describe()
 
-    replay = best(replayed, rounds)
-    rewind = str(Path(sys.executable).parent / "rewind")
-    command = [rewind, "replay-request", str(tmp / "request.rw"), "--app", "bench_app:app"]
-    replay_cli = best(lambda: subprocess.run(command, cwd=tmp, env=env, check=True,
-                                             capture_output=True), rounds)
-    print(f"one request making {calls} LLM calls (best of {rounds}):")
-    print(f"  in process  live {live * 1e3:8.1f} ms   replay {replay * 1e3:8.1f} ms   "
-          f"replay / live = {replay / live:.2f}x")
-    print(f"  as a user   live {live_cli * 1e3:8.1f} ms   replay-request {replay_cli * 1e3:8.1f}"
-          f" ms   replay / live = {replay_cli / live_cli:.2f}x")
+        def offline(work: Callable[[], object]) -> Callable[[], object]:
+            """``work``, checked to leave the fake LLM alone: only the recording answers."""
+            def run() -> None:
+                before = len(llm.requests)
+                work()
+                assert len(llm.requests) == before, "the replay reached the live LLM"
+            return run
+
+        in_process = interleaved({
+            "live": timed(lambda: send(app, "POST", "/ask", "", HEADERS, BODY)),
+            "replay": timed(offline(replayed))}, rounds)
+        as_user = interleaved({
+            "live": timed(lambda: subprocess.run([sys.executable, "live.py"], cwd=tmp, env=env,
+                                                 check=True)),
+            "replay": timed(offline(lambda: subprocess.run(command, cwd=tmp, env=env, check=True,
+                                                           capture_output=True)))}, rounds)
+    print(f"one request making {calls} LLM calls (median of {rounds} interleaved rounds):")
+    for label, name, times in (("in process", "replay", in_process),
+                               ("as a user ", "replay-request", as_user)):
+        print(f"  {label}  live {statistics.median(times['live']) * 1e3:8.1f} ms   {name} "
+              f"{statistics.median(times['replay']) * 1e3:8.1f} ms   replay / live per round = "
+              f"{spread(ratios(times['replay'], times['live']))}")
+    print(f"  {load()}")
 
 
 def main() -> None:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import threading
 import time
 from typing import Any
 
-from replay import best_round, record_both, replayed
+from rounds import load, ratios, spread
+
+from replay import per_call_rounds, record_both, replayed
 
 
 class _ToolAPI:
@@ -82,16 +85,21 @@ def per_call_tools_http(calls: int) -> None:
         with matcher.use_cassette(vcr_file, record_mode="none"):
             assert fetch_all() == expected
 
-    vcrpy, vcrpy_cpu = best_round(vcrpy_round, calls)
-    ours, ours_cpu = best_round(replayed(ours_file, fetch_all), calls)
-    tools_wall, tools_cpu = best_round(replayed(ours_file, tools_all), calls)
+    times = per_call_rounds({"vcrpy": vcrpy_round, "rewind": replayed(ours_file, fetch_all),
+                             "tool": replayed(ours_file, tools_all)}, calls)
+    (vcrpy, vcrpy_cpu), (ours, ours_cpu), (tools, tools_cpu) = (
+        times["vcrpy"], times["rewind"], times["tool"])
+    med = statistics.median
     print(f"in-process replay per call of a tool's interactions, {calls} of each, cassette "
-          "loading counted (wall, CPU):")
-    print(f"  HTTP (requests)  vcrpy   {vcrpy * 1e3:8.3f} ms {vcrpy_cpu * 1e3:8.3f} ms")
-    print(f"  HTTP (requests)  rewind  {ours * 1e3:8.3f} ms {ours_cpu * 1e3:8.3f} ms"
-          f"   vcrpy / rewind = {vcrpy / ours:.1f}x wall, {vcrpy_cpu / ours_cpu:.1f}x CPU")
-    print(f"  @tool call       rewind  {tools_wall * 1e3:8.3f} ms {tools_cpu * 1e3:8.3f} ms"
-          f"   vcrpy's HTTP call / rewind's tool call = {vcrpy / tools_wall:.1f}x wall")
+          f"loading counted (wall, CPU; median of {len(ours)} interleaved rounds):")
+    print(f"  HTTP (requests)  vcrpy   {med(vcrpy) * 1e3:8.3f} ms {med(vcrpy_cpu) * 1e3:8.3f} ms")
+    print(f"  HTTP (requests)  rewind  {med(ours) * 1e3:8.3f} ms {med(ours_cpu) * 1e3:8.3f} ms"
+          f"   vcrpy / rewind per round = {spread(ratios(vcrpy, ours))} wall, "
+          f"{spread(ratios(vcrpy_cpu, ours_cpu))} CPU")
+    print(f"  @tool call       rewind  {med(tools) * 1e3:8.3f} ms {med(tools_cpu) * 1e3:8.3f} ms"
+          f"   vcrpy's HTTP call / rewind's tool call per round = {spread(ratios(vcrpy, tools))}"
+          " wall")
+    print(f"  {load()}")
 
 
 def main() -> None:

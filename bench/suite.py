@@ -1,9 +1,12 @@
 """Suite benchmark: ``rewind suite run`` over an exported folder of 100 recorded runs of 10
 ``openai`` calls each, ``-j 1`` and ``-j 4``, as runs per minute and as a ratio to vcrpy
 replaying the same runs from 100 cassette files (a fresh process per run, the same number at
-a time). Targets: faster than vcrpy at ``-j 1``, and scaling with cores at ``-j 4``.
+a time). For each ``-j`` the two sides are interleaved round by round, taking turns to go
+first (round 0 warms up and is not counted); printed: the median and range of the per-round
+ratio of vcrpy's time to Rewind's (its speed relative to vcrpy) and the load average. Targets:
+faster than vcrpy at ``-j 1``, and scaling with cores at ``-j 4``.
 
-    python bench/suite.py [--runs 100] [--calls 10] [--jobs 1,4]
+    python bench/suite.py [--runs 100] [--calls 10] [--jobs 1,4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 import runpy
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bytecode import compile_bytecode
+from rounds import interleaved, load, ratios, spread
 
 from replay import AGENT, BIN, VCR_RUN, run
 from rewind.collector.ingest.store_exporter import store_provider
@@ -85,6 +90,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--jobs", default="1,4")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="rewind-bench-suite-") as name, \
@@ -103,18 +109,25 @@ def main() -> None:
               "per run:")
         rates: dict[int, float] = {}
         for jobs in (int(j) for j in args.jobs.split(",")):
-            started = time.perf_counter()
-            done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
-                                   str(jobs), "--", sys.executable, str(tmp / "agent.py")],
-                                  env=env, capture_output=True, text=True, timeout=3600)
-            ours = time.perf_counter() - started
-            if done.returncode:
-                raise RuntimeError(f"suite run failed:\n{done.stderr[-3000:]}")
-            theirs = vcrpy_runs(tmp, args.runs, jobs, env)
-            print(f"  -j {jobs}: rewind suite run {args.runs / ours * 60:7.0f} runs/min, "
-                  f"vcrpy {args.runs / theirs * 60:7.0f} runs/min, "
-                  f"rewind = {theirs / ours:.2f}x vcrpy's speed (target > 1)")
-            rates[jobs] = args.runs / ours * 60
+            def ours(jobs: int = jobs) -> float:
+                started = time.perf_counter()
+                done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
+                                       str(jobs), "--", sys.executable, str(tmp / "agent.py")],
+                                      env=env, capture_output=True, text=True, timeout=3600)
+                if done.returncode:
+                    raise RuntimeError(f"suite run failed:\n{done.stderr[-3000:]}")
+                return time.perf_counter() - started
+
+            times = interleaved({"rewind": ours, "vcrpy": lambda jobs=jobs: vcrpy_runs(
+                tmp, args.runs, jobs, env)}, args.rounds)
+            speed = ratios(times["vcrpy"], times["rewind"])
+            rate = args.runs / statistics.median(times["rewind"]) * 60
+            print(f"  -j {jobs}: rewind suite run {rate:7.0f} runs/min, vcrpy "
+                  f"{args.runs / statistics.median(times['vcrpy']) * 60:7.0f} runs/min "
+                  f"(medians of {args.rounds} interleaved rounds)")
+            print(f"        rewind = {spread(speed)} vcrpy's speed per round (target > 1); "
+                  f"{load()}")
+            rates[jobs] = rate
         if len(rates) > 1:
             least, most = min(rates), max(rates)
             print(f"  scaling: -j {most} / -j {least} = {rates[most] / rates[least]:.2f}x on "
