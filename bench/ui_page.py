@@ -9,7 +9,10 @@ steps load when selected. The waterfall is drawn when every span's row is in the
 bar placed and a frame is painted. Printed: the API fetch of every span (``GET
 /v1/traces/{id}``), the page cold (first visit: the worker reads and builds the run) and warm,
 the ratios, and the issue's limits (a second for the first screen, two for the waterfall). The
-browser opens the runs page first, so that its own start is not counted.
+browser opens the runs page first, so that its own start is not counted. After the cold visit
+the API fetch and the warm page are interleaved round by round, taking turns to go first (round
+0 warms up and is not counted); printed: the median and range of the per-round ratios page /
+API and waterfall / API, and the load average.
 
 Needs Debian's ``chromium`` (driven by Playwright's Python package; never its own download).
 
@@ -22,6 +25,7 @@ import argparse
 import importlib.util
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import httpx
 from playwright.sync_api import sync_playwright
+from rounds import interleaved, load, ratios, spread
 
 from rewind.collector.ingest.writer import TraceWriter
 from rewind.collector.store.migrate import migrate
@@ -75,20 +80,12 @@ def start_worker(store_url: str) -> tuple[subprocess.Popen, str]:
     raise SystemExit("rewind worker did not start")
 
 
-def best(samples: list[float]) -> float:
-    return min(samples)
-
-
-def fetch_json(api: str, rounds: int) -> tuple[float, int, int]:
-    samples, size, spans = [], 0, 0
-    with httpx.Client(timeout=60) as client:
-        client.get(f"{api}/v1/traces/{TRACE}")  # the same warm store for both
-        for _ in range(rounds):
-            started = time.perf_counter()
-            reply = client.get(f"{api}/v1/traces/{TRACE}")
-            samples.append(time.perf_counter() - started)
-            size, spans = len(reply.content), len(reply.json()["spans"])
-    return best(samples), size, spans
+def fetch_json(client: httpx.Client, api: str) -> tuple[float, int, int]:
+    """Seconds to fetch every span, the reply's size and its spans."""
+    started = time.perf_counter()
+    reply = client.get(f"{api}/v1/traces/{TRACE}")
+    elapsed = time.perf_counter() - started
+    return elapsed, len(reply.content), len(reply.json()["spans"])
 
 
 # Every row of the waterfall in the page with its bar placed, then one frame painted.
@@ -126,34 +123,40 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rewind-bench-ui-") as tmp:
         worker, api = start_worker(write_run(Path(tmp), args.steps))
         try:
-            fetched, size, spans = fetch_json(api, args.rounds)
-            with sync_playwright() as driver:
+            with httpx.Client(timeout=60) as client, sync_playwright() as driver:
+                _, size, spans = fetch_json(client, api)  # the same warm store for both
                 browser = driver.chromium.launch(executable_path=chromium, args=ARGS)
                 warm_up = browser.new_page()  # the browser's own start is not the page's
                 warm_up.goto(f"{api}/")
                 warm_up.wait_for_selector("#runs")
                 warm_up.close()
                 cold, cold_drawn = first_screen(browser, api, spans)
-                rounds = [first_screen(browser, api, spans) for _ in range(args.rounds)]
-                warm, warm_drawn = best([r[0] for r in rounds]), best([r[1] for r in rounds])
+                times = interleaved({
+                    "api": lambda: (fetch_json(client, api)[0],),
+                    "page": lambda: first_screen(browser, api, spans),
+                }, args.rounds)
                 browser.close()
         finally:
             worker.terminate()
             worker.wait(timeout=30)
-    print(f"a {args.steps:,}-step run ({size / 1e6:.1f} MB of span JSON), best of "
-          f"{args.rounds}:")
+    fetches = [t[0] for t in times["api"]]
+    shown, drawn = [t[0] for t in times["page"]], [t[1] for t in times["page"]]
+    fetched = statistics.median(fetches)
+    print(f"a {args.steps:,}-step run ({size / 1e6:.1f} MB of span JSON), median of "
+          f"{args.rounds} interleaved rounds (warm):")
     print(f"  GET /v1/traces/{{id}} (every span)     {fetched * 1e3:9.1f} ms")
     print(f"  trace page, first screen, cold        {cold * 1e3:9.1f} ms")
-    print(f"  trace page, first screen, warm        {warm * 1e3:9.1f} ms")
+    print(f"  trace page, first screen, warm        {statistics.median(shown) * 1e3:9.1f} ms")
     print(f"  waterfall drawn ({spans:,} rows), cold  {cold_drawn * 1e3:9.1f} ms")
-    print(f"  waterfall drawn ({spans:,} rows), warm  {warm_drawn * 1e3:9.1f} ms")
-    print(f"  page / API JSON = {warm / fetched:.2f} warm, {cold / fetched:.2f} cold; "
-          f"limit {LIMIT_S:.0f} s: {'met' if cold < LIMIT_S else 'MISSED'} "
-          f"({cold / LIMIT_S:.2f} of it, cold)")
-    print(f"  waterfall / API JSON = {warm_drawn / fetched:.2f} warm, "
+    print(f"  waterfall drawn ({spans:,} rows), warm  {statistics.median(drawn) * 1e3:9.1f} ms")
+    print(f"  page / API JSON per round = {spread(ratios(shown, fetches))} warm, "
+          f"{cold / fetched:.2f} cold; limit {LIMIT_S:.0f} s: "
+          f"{'met' if cold < LIMIT_S else 'MISSED'} ({cold / LIMIT_S:.2f} of it, cold)")
+    print(f"  waterfall / API JSON per round = {spread(ratios(drawn, fetches))} warm, "
           f"{cold_drawn / fetched:.2f} cold; limit {DRAWN_LIMIT_S:.0f} s: "
           f"{'met' if cold_drawn < DRAWN_LIMIT_S else 'MISSED'} "
           f"({cold_drawn / DRAWN_LIMIT_S:.2f} of it, cold)")
+    print(f"  {load()}")
 
 
 if __name__ == "__main__":
