@@ -135,8 +135,13 @@ def test_a_killed_conversion_worker_loses_nothing_and_duplicates_nothing(store, 
     killed = []
 
     def kill_workers(k: int) -> None:
-        if k in (5, 12):  # kill whatever conversion worker is running now
-            for child in multiprocessing.active_children():
+        if k in (5, 12):  # kill whatever conversion worker is running now (once one is: the
+            # one started after the first kill may still be starting on a loaded machine)
+            deadline = time.monotonic() + 30
+            while not (children := multiprocessing.active_children()) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.02)
+            for child in children:
                 os.kill(child.pid, signal.SIGKILL)
                 killed.append(child.pid)
 
