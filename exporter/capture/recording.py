@@ -141,19 +141,20 @@ class Recorder:
             attrs[A.REQUEST_BODY] = text
         path = urlsplit(full_url).path
         if endpoint is None:
-            attrs[A.MATCH_KEY] = canonical.match_key(canonical.canonical_http(
-                request.method, full_url, kept_headers, body))
+            attrs.update(canonical.keyed(canonical.match_key(canonical.canonical_http(
+                request.method, full_url, kept_headers, body))))
         elif self.defer and not oversized:
             attrs[A.ENRICH] = "request"
             if changed:  # the key is of the request as sent, not of its redacted copy
-                attrs[A.MATCH_KEY] = enrichment.match_key(request.method, path, kept_headers,
-                                                          canonical.parse_body(raw))
+                attrs.update(canonical.keyed(enrichment.match_key(
+                    request.method, path, kept_headers, canonical.parse_body(raw))))
         else:
             derived = enrichment.request_attributes(endpoint, body, self.redactor, secrets)
             if oversized:
                 derived = {k: v for k, v in derived.items() if k not in A.CONTENT_ATTRIBUTES}
             attrs = {**derived, **attrs}
-            attrs[A.MATCH_KEY] = enrichment.match_key(request.method, path, kept_headers, body)
+            attrs.update(canonical.keyed(enrichment.match_key(request.method, path,
+                                                              kept_headers, body)))
         attrs.update(self.extra)
         conversation = scope.conversation_id()
         if conversation and A.CONVERSATION_ID not in attrs:

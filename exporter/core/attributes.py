@@ -67,6 +67,8 @@ RESPONSE_EVENTS = "rewind.response.events"
 REQUEST_BODY_ENCODING = "rewind.request.body_encoding"
 RESPONSE_BODY_ENCODING = "rewind.response.body_encoding"
 MATCH_KEY = "rewind.match_key"
+# The version of the canonical form the key was made with (canonical.MATCH_KEY_VERSION).
+MATCH_KEY_VERSION = "rewind.match_key.version"
 CAPTURE_ERROR = "rewind.capture_error"
 RESPONSE_INCOMPLETE = "rewind.response.incomplete"  # why the body stops early, when it does
 # False on a streamed call whose stream carried no token counts (e.g. OpenAI without

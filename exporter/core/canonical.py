@@ -14,8 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from rewind.exporter.core import attributes as A
 from rewind.exporter.core.masking import masked_parsed
 from rewind.exporter.core.redaction import clean_query
+
+# The version of the rules below, stored beside every key (``rewind.match_key.version``): a
+# replay host of another version recomputes the recorded keys from the recorded requests rather
+# than compare keys made by different rules. Raise it with any change that changes a key.
+MATCH_KEY_VERSION = 1
 
 # Top-level request fields that never change what the model is asked.
 VOLATILE_FIELDS = frozenset(
@@ -202,6 +208,11 @@ def dumps(value: Json) -> str:
 
 def match_key(canonical: Mapping[str, Json]) -> str:
     return hashlib.sha256(dumps(canonical).encode("utf-8")).hexdigest()
+
+
+def keyed(key: str) -> dict[str, Any]:
+    """The attributes of a match key: the key and the version of the rules that made it."""
+    return {A.MATCH_KEY: key, A.MATCH_KEY_VERSION: MATCH_KEY_VERSION}
 
 
 def salted_match_key(key: str, salt: bytes) -> str:

@@ -224,13 +224,15 @@ class CaptureSettings:
         if not self.keeps_raw:
             dropped |= A.RAW_ATTRIBUTES
         if not self.keeps_content:
-            dropped |= A.CONTENT_ATTRIBUTES | {A.MATCH_KEY}
+            dropped |= A.CONTENT_ATTRIBUTES | {A.MATCH_KEY, A.MATCH_KEY_VERSION}
         if not dropped:
             return attrs if isinstance(attrs, dict) else dict(attrs)
         out = {k: v for k, v in attrs.items() if k not in dropped}
         key = attrs.get(A.MATCH_KEY)
         if not self.keeps_content and self.match_key_salt and key:
             out[A.MATCH_KEY] = salted_match_key(str(key), self.match_key_salt)
+            if A.MATCH_KEY_VERSION in attrs:  # the salted key still says its rules
+                out[A.MATCH_KEY_VERSION] = attrs[A.MATCH_KEY_VERSION]
         return out
 
 

@@ -160,7 +160,7 @@ def _start(call: DbCall) -> Span | None:
         attrs: dict[str, Any] = {
             A.STEP: step, A.KIND: A.KIND_DB, A.DB_SYSTEM_NAME: call.system,
             A.DB_QUERY_TEXT: rec.redactor(call.query), A.DB_OPERATION_NAME: operation,
-            A.MATCH_KEY: call.key(),
+            **canonical.keyed(call.key()),
         }
         if call.namespace:
             attrs[A.DB_NAMESPACE] = call.namespace

@@ -104,8 +104,8 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
         derived.update(request_attributes(endpoint, body, redactor))
         if A.MATCH_KEY not in out:
             headers = json_or_none(out.get(A.REQUEST_HEADERS) or "{}") or {}
-            derived[A.MATCH_KEY] = match_key(str(out.get(A.REQUEST_METHOD, "POST")), url.path,
-                                             headers, body)
+            derived.update(canonical.keyed(match_key(str(out.get(A.REQUEST_METHOD, "POST")),
+                                                     url.path, headers, body)))
     if "response" in parts:
         events = json_or_none(out[A.RESPONSE_EVENTS]) if A.RESPONSE_EVENTS in out else None
         text = (out.get(A.RESPONSE_BODY)

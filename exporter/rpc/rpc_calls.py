@@ -275,7 +275,7 @@ def start(call: RpcCall) -> Followed | None:
         secrets = secret_values(call.metadata, "")
         attrs: dict[str, Any] = {
             A.STEP: step, A.KIND: A.KIND_RPC, A.RPC_SYSTEM: SYSTEM, A.RPC_SERVICE: service,
-            A.RPC_METHOD: method, A.REQUEST_URL: call.url(), A.MATCH_KEY: call.key(),
+            A.RPC_METHOD: method, A.REQUEST_URL: call.url(), **canonical.keyed(call.key()),
             A.REQUEST_HEADERS: json.dumps(
                 {k: rec.redactor(v) for k, v in keep_headers(call.metadata, METADATA_KEPT)
                  .items()}, sort_keys=True),

@@ -160,7 +160,7 @@ class ToolSpec:
                 A.OPERATION: "execute_tool",
                 A.TOOL_NAME: self.name,
                 A.TOOL_TYPE: "function",
-                A.MATCH_KEY: canonical.tool_key(self.name, arguments),
+                **canonical.keyed(canonical.tool_key(self.name, arguments)),
                 A.TOOL_ARGUMENTS: text,
                 A.TOOL_CALL_ARGUMENTS: text,
             }
