@@ -58,9 +58,9 @@ def test_an_unrecorded_host_fails_a_strict_replay_and_nothing_reaches_it(sink, k
     assert sink.accepted == 0
     assert "0 live calls" not in outcome.report.headline() or kind in ("urllib", "http.client")
     if kind in ("socket", "child process"):  # met at the socket: reported with its stack
-        refused = [c for c in outcome.report.connections if c["refused"]]
-        assert refused and refused[0]["port"] == sink.port
-        assert any("<string>:" in frame for frame in refused[0]["stack"])
+        refused = [c for c in outcome.report.connections if c.refused]
+        assert refused and refused[0].port == sink.port
+        assert any("<string>:" in frame for frame in refused[0].stack)
         assert f"no live call; 1 connections refused before they left (127.0.0.1:{sink.port})" \
             in outcome.report.headline()
 
@@ -70,7 +70,7 @@ def test_a_dns_lookup_of_an_unrecorded_host_is_refused_before_it_is_sent():
     outcome = run_command(Cassette(TRACE, []), [sys.executable, "-c", program])
     assert outcome.exit_code == DIVERGED_EXIT
     assert "db.internal.example:5432" in outcome.report.divergence.reason
-    assert outcome.report.connections[0]["kind"] == "dns"
+    assert outcome.report.connections[0].kind == "dns"
 
 
 def test_allowed_hosts_and_the_programs_own_server_pass(sink):
@@ -84,7 +84,7 @@ def test_allowed_hosts_and_the_programs_own_server_pass(sink):
         print("connected to itself")
     """)
     outcome = run_command(Cassette(TRACE, []), [sys.executable, "-c", own])
-    assert outcome.exit_code == 0 and outcome.report.connections == []
+    assert outcome.exit_code == 0 and outcome.report.connections == ()
 
 
 def test_lenient_lets_it_out_and_counts_it_live(sink):

@@ -52,7 +52,7 @@ def test_child_environment_puts_the_bootstrap_first_and_drops_unset_settings():
 def test_a_command_that_is_not_python_is_reported_as_not_installed():
     outcome = run_command(Cassette(TRACE, []), ["sh", "-c", "exit 7"])
     assert outcome.exit_code == 7 and not outcome.installed
-    assert outcome.report == ReplayReport(TRACE, player.STRICT, 0,
+    assert outcome.report == ReplayReport(trace_id=TRACE, mode=player.STRICT, recorded=0,
                                           isolation=sealed.choose(True).describe())
 
 
@@ -77,9 +77,10 @@ def test_a_strict_divergence_in_the_child_comes_back_as_a_typed_report():
 
 
 def test_report_survives_json_with_its_divergence():
-    report = ReplayReport(TRACE, "lenient", 3, 4, 2, 2, Divergence(
-        2, "request differs from the recording", 2, "chat gpt-4o",
-        [FieldDiff("body.messages[0].content", "hi", "hello")]))
+    report = ReplayReport(trace_id=TRACE, mode=player.LENIENT, recorded=3, requests=4,
+                          replayed=2, live=2, divergence=Divergence(
+                              2, "request differs from the recording", 2, "chat gpt-4o",
+                              [FieldDiff("body.messages[0].content", "hi", "hello")]))
     again = ReplayReport.from_json(report.to_json())
     assert again == report
     assert again.divergence is not None

@@ -183,8 +183,8 @@ def test_a_c_level_connect_from_a_replayed_python_program_is_named(capfd):
     assert "refused: 111" in out  # ECONNREFUSED at once, not unreachable
     assert outcome.exit_code == 3
     [attempt] = outcome.report.connections
-    assert (attempt["kind"], attempt["host"], attempt["port"]) == ("tcp", "10.11.12.13", 5432)
-    assert attempt["process"].startswith("python") and attempt["refused"]
+    assert (attempt.kind, attempt.host, attempt.port) == ("tcp", "10.11.12.13", 5432)
+    assert attempt.process.startswith("python") and attempt.refused
 
 
 @named
@@ -194,7 +194,7 @@ def test_a_run_that_reaches_nothing_outside_still_passes_sealed(sink, capfd):
     outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], settings=settings)
     assert "collector-reached" in capfd.readouterr().out
     assert outcome.exit_code == 0
-    assert outcome.report.connections == []
+    assert outcome.report.connections == ()
     assert outcome.summary(strict=True, debug=False).endswith("(strict, sealed), 0 live calls")
 
 
@@ -205,7 +205,7 @@ def test_telemetry_to_a_collector_elsewhere_is_not_counted_as_the_programs():
     settings = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://10.20.30.40:4317"}
     script = "exec 3<>/dev/tcp/10.20.30.40/4317; exec 4<>/dev/tcp/10.20.30.41/4317; true"
     outcome = run_command(Cassette(TRACE, []), ["bash", "-c", script], settings=settings)
-    assert [(c["host"], c["port"]) for c in outcome.report.connections] == [
+    assert [(c.host, c.port) for c in outcome.report.connections] == [
         ("10.20.30.41", 4317)]
     assert outcome.exit_code == 3
 

@@ -124,7 +124,7 @@ def test_a_skipped_tool_call_says_so_not_field_by_field():
     the tool's result) meets the tool step, and the divergence says that in one line."""
     found = Matcher([_tool(0, {"order": "A-17"}), _chat(1, "sys", "hi + tool result")],
                     NEAR).match(_request("sys", "hi"))
-    assert isinstance(found, Divergence) and found.diffs == []
+    assert isinstance(found, Divergence) and found.diffs == ()
     assert found.describe() == (
         "replay diverged at step 0: this run made a model call where the recording has the "
         "tool call lookup (recording expected step 0: execute_tool lookup)")

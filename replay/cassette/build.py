@@ -16,7 +16,13 @@ from rewind.exporter.core import attributes as A
 from rewind.exporter.core import canonical
 from rewind.replay.cassette.calls import has_exchange, is_llm_span, shadows_of
 from rewind.replay.cassette.inbound import inbound_of
-from rewind.replay.cassette.model import Cassette, CassetteError, Interaction, Skipped
+from rewind.replay.cassette.model import (
+    Cassette,
+    CassetteError,
+    Interaction,
+    KeyVersions,
+    Skipped,
+)
 
 NO_RESPONSE = "the call never got a response (transport error)"
 
@@ -216,6 +222,7 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     skipped: list[Skipped] = []
     unanswered: list[Interaction] = []  # asked, never answered: shown by diff, not replayed
     foreign: list[Mapping[str, Any]] = []
+    keyed: list[tuple[Mapping[str, str], Interaction]] = []  # recorded keys, with their spans
     for span in spans:
         if span["SpanId"] in shadows:
             continue
@@ -223,10 +230,12 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
             reason = _why_not_replayable(span["SpanAttributes"])
             if reason is None:
                 interactions.append(interaction_from_span(span))
+                keyed.append((span["SpanAttributes"], interactions[-1]))
             else:
                 skipped.append(Skipped(span["SpanId"], span["SpanName"], reason))
                 if reason == NO_RESPONSE and A.STEP in span["SpanAttributes"]:
                     unanswered.append(interaction_from_span(span))
+                    keyed.append((span["SpanAttributes"], unanswered[-1]))
         elif is_llm_span(span):
             foreign.append(span)
     next_step = max((i.step for i in interactions), default=-1) + 1
@@ -239,7 +248,31 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     _timed(interactions, spans, started_ns)
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
                     inbound=inbound_of(spans), **recorded_command(spans),
-                    proxy_upstreams=proxy_upstreams(spans), unanswered=unanswered)
+                    proxy_upstreams=proxy_upstreams(spans), unanswered=unanswered,
+                    match_keys=rekeyed(keyed))
+
+
+def rekeyed(keyed: Iterable[tuple[Mapping[str, str], Interaction]]) -> KeyVersions | None:
+    """Keys stored under another version of the canonical rules than this host's, or under
+    none, made again here from the recorded request (a key made by other rules would miss
+    and leave the request to looser matching); None when every stored key is this host's."""
+    mine = str(canonical.MATCH_KEY_VERSION)
+    versions: dict[str, None] = {}
+    recomputed = changed = kept = 0
+    for attrs, interaction in keyed:
+        version = str(attrs.get(A.MATCH_KEY_VERSION) or "")
+        if version == mine or not attrs.get(A.MATCH_KEY):
+            continue
+        versions[version] = None
+        if interaction.kind not in (A.KIND_TOOL, A.KIND_DB) and A.REQUEST_BODY not in attrs:
+            kept += 1  # nothing to make it from: the body was not captured
+            continue
+        interaction.match_key = interaction.content_key()
+        recomputed += 1
+        changed += interaction.match_key != attrs[A.MATCH_KEY]
+    if not versions:
+        return None
+    return KeyVersions(tuple(sorted(versions)), mine, recomputed, changed, kept)
 
 
 def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -92,9 +92,58 @@ class Interaction(RecordedBodies):
             self.method, self.url, self.request_headers, self.request_bytes()
         )
 
+    def content_key(self) -> str:
+        """The match key this host makes of the recorded request: what replaces a key stored
+        by rules of another version (``KeyVersions``), so both sides are keyed alike."""
+        from rewind.exporter.core import canonical
+
+        if self.kind == A.KIND_RPC:  # keyed by the message's bytes, as the exporter keys it
+            from rewind.exporter.rpc.rpc_calls import rpc_key
+
+            return rpc_key(self.method, self.request_bytes())
+        if self.kind == A.KIND_TOOL:
+            return canonical.tool_key(self.tool_name, self.request_body)
+        return canonical.match_key(self.canonical_request())
+
     @property
     def tool_name(self) -> str:
         return self.name.removeprefix("execute_tool ")
+
+
+@dataclass(frozen=True)
+class KeyVersions:
+    """Match keys a recording stored under rules of another version than this host's
+    (``canonical.MATCH_KEY_VERSION``), or of none: replaced by keys made here from the
+    recorded requests, and said in the replay's report rather than left to looser matching."""
+
+    recorded: tuple[str, ...]  # the versions on the spans; "": none (recorded before versions)
+    replay: str  # this host's
+    recomputed: int  # keys made here from the recorded request
+    changed: int  # of those, keys other than the stored one
+    kept: int = 0  # stored keys kept: the request itself was not recorded
+
+    def describe(self, trace_id: str) -> str:
+        """One line for the user: both versions, and what came of it."""
+        versions = " and ".join(f"version {v}" if v else "no version (recorded before keys "
+                                "carried one)" for v in self.recorded)
+        line = (f"match keys of trace {trace_id} were stored with {versions}, this replay "
+                f"makes version {self.replay}: {self.recomputed} recomputed from the recorded "
+                f"requests ({self.changed} differ from the stored ones)")
+        if self.kept:
+            line += (f"; {self.kept} kept as stored (their request was not recorded, so they "
+                     "may not match: record again to replay them strictly)")
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recorded": list(self.recorded), "replay": self.replay,
+                "recomputed": self.recomputed, "changed": self.changed, "kept": self.kept}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KeyVersions:
+        return cls(recorded=tuple(str(v) for v in data.get("recorded") or ()),
+                   replay=str(data.get("replay", "")), recomputed=int(data.get("recomputed") or 0),
+                   changed=int(data.get("changed") or 0), kept=int(data.get("kept") or 0))
+
 
 
 # -- which answers wait for which ----------------------------------------------------------
@@ -179,6 +228,9 @@ class Cassette:
     # error), with the request as made: never replayed; diff and bisect show where a run
     # stopped and what it asked there (``timetravel.diff.steps_of``).
     unanswered: list[Interaction] = field(default_factory=list)
+    # Stored match keys of another version, replaced by keys made here (``KeyVersions``);
+    # None: the stored keys are this host's own.
+    match_keys: KeyVersions | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,7 +254,9 @@ class Cassette:
                        command_signature=str(data.get("command_signature") or ""),
                        proxy_upstreams={str(k): str(v) for k, v in
                                         (data.get("proxy_upstreams") or {}).items()},
-                       unanswered=[_interaction(i) for i in data.get("unanswered") or []])
+                       unanswered=[_interaction(i) for i in data.get("unanswered") or []],
+                       match_keys=KeyVersions.from_dict(data["match_keys"])
+                       if data.get("match_keys") else None)
         except (KeyError, TypeError) as error:
             raise CassetteError(f"malformed cassette document: {error}") from error
 

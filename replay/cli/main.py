@@ -248,6 +248,8 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
         warn("the replay was not installed in the command "
              f"({launch.why_not_installed(command)})")
     note(f"rewind: {outcome.summary(strict, debug)}")
+    for line in outcome.report.notices():
+        note(f"rewind: {line}")
     if _console.script and not stores:
         _exit_at_once(outcome.exit_code)
     sys.exit(outcome.exit_code)

@@ -201,6 +201,8 @@ def replay_service(cassettes: list[Any], command: tuple[str, ...], **options: An
         if came > 1:
             summary += f"; its request came {came} times, each answered from its trace"
         note(summary)
+        for line in report.notices():
+            note(f"rewind: {line}")
     for refused in outcome.outside:
         note(f"rewind: refused {refused}")
     if outcome.unrecorded:

@@ -5,7 +5,8 @@ that only reads a replay's report (the CLI) loads this and not the matching.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rewind.exporter.core import canonical
@@ -62,8 +63,11 @@ class Divergence:
     reason: str
     expected_step: int | None = None
     expected_name: str = ""
-    diffs: list[FieldDiff] = field(default_factory=list)
+    diffs: tuple[FieldDiff, ...] = ()
     tolerated: int = 0  # differing fields left out: volatile values or ignored paths only
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "diffs", tuple(self.diffs))  # any sequence given: kept as is
 
     def describe(self) -> str:
         head = f"replay diverged at step {self.step}: {self.reason}"
@@ -98,3 +102,14 @@ class Divergence:
             ],
             "tolerated": self.tolerated,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Divergence:
+        """Back from :meth:`to_dict` (a replay's report, read by the process that ran it)."""
+        diffs = tuple(FieldDiff(d["path"], d.get("expected"), d.get("actual"))
+                      for d in data.get("diffs") or ())
+        expected = data.get("expected_step")
+        return cls(step=int(data["step"]), reason=str(data["reason"]),
+                   expected_step=int(expected) if expected is not None else None,
+                   expected_name=str(data.get("expected_name") or ""), diffs=diffs,
+                   tolerated=int(data.get("tolerated") or 0))

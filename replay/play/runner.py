@@ -24,7 +24,7 @@ from rewind.replay.play.replay_settings import (
     clock,
     replay_mode,
 )
-from rewind.replay.play.report import ReplayReport
+from rewind.replay.play.report import Connection, ReplayReport
 
 DIVERGED_EXIT = guard.DIVERGED_EXIT
 DEFAULT_TIMEOUT_S = 600.0  # a replay answers from the recording: minutes, never hours
@@ -91,10 +91,12 @@ def run_command(
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True
         except FileNotFoundError:
-            report = ReplayReport(cassette.trace_id, mode, len(cassette.interactions))
+            report = ReplayReport(trace_id=cassette.trace_id, mode=chosen.mode,
+                                  recorded=len(cassette.interactions),
+                                  match_keys=cassette.match_keys)
             installed = False
-        _add_connections(report, guard.attempts_in(str(report_path)))
-        report.isolation = sealing.describe()
+        report = _with_connections(report, guard.attempts_in(str(report_path)))
+        report = replace(report, isolation=sealing.describe())
     diverged = report.divergence is not None and mode == STRICT
     early = (mode == STRICT and not diverged and installed and not allow_unused
              and exit_code == 0 and report.replayed < report.recorded)
@@ -111,16 +113,18 @@ def going_live(mode: str, allow_live: Sequence[str]) -> str:
     return ""
 
 
-def _add_connections(report: ReplayReport, connections: list[dict]) -> None:
+def _with_connections(report: ReplayReport, attempts: list[dict[str, Any]]) -> ReplayReport:
     """What the guard met in every process of the run; a refusal in a process that did not
     write the report (a child of the program) still fails a strict run."""
-    report.connections = connections
-    report.live = max(report.live, sum(1 for c in connections if not c.get("refused")))
-    refused = [c for c in connections if c.get("refused")]
+    connections = tuple(Connection.from_dict(a) for a in attempts)
+    report = replace(report, connections=connections,
+                     live=max(report.live, sum(1 for c in connections if not c.refused)))
+    refused = [c for c in connections if c.refused]
     if refused and report.divergence is None and report.mode == STRICT:
         first = refused[0]
-        who = "refused by the seal" if first.get("by") == "seal" else \
+        who = "refused by the seal" if first.by == "seal" else \
             "a child process of the program made it"
-        report.divergence = Divergence(report.requests, (
-            f"{guard.describe(first)} is not in the recording ({who}); a strict replay never "
-            f"makes it: pass --allow-live {first['host']} to let it through"))
+        report = replace(report, divergence=Divergence(report.requests, (
+            f"{guard.describe(first.to_dict())} is not in the recording ({who}); a strict "
+            f"replay never makes it: pass --allow-live {first.host} to let it through")))
+    return report

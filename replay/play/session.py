@@ -379,9 +379,11 @@ class ReplaySession:
 
     # -- reporting --------------------------------------------------------------------------
     def report(self) -> ReplayReport:
-        return ReplayReport(self.cassette.trace_id, self.mode, self.matcher.total,
-                            self.matcher.requests, self.matcher.replayed, self.live_requests,
-                            self.divergence, _recorded_traces(), tools=list(self.tools))
+        return ReplayReport(trace_id=self.cassette.trace_id, mode=self.mode,
+                            recorded=self.matcher.total, requests=self.matcher.requests,
+                            replayed=self.matcher.replayed, live=self.live_requests,
+                            divergence=self.divergence, trace_ids=tuple(_recorded_traces()),
+                            tools=tuple(self.tools), match_keys=self.cassette.match_keys)
 
     def summary(self) -> dict[str, Any]:
         """The report as JSON data (the HTTP API's session status)."""

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 from rewind.exporter.core import attributes as A
@@ -185,8 +186,7 @@ def run_command(cassette: Cassette, command: list[str], mode: str = STRICT,
             exit_code = launch.run(command, env, (), timeout, stdout, sealing)
         finally:
             ending.cancel()
-    report = session.report()
-    report.isolation = sealing.describe()
+    report = replace(session.report(), isolation=sealing.describe())
     diverged = report.divergence is not None and chosen.mode == STRICT
     early = (chosen.mode == STRICT and not diverged and not allow_unused and exit_code == 0
              and report.replayed < report.recorded)

@@ -62,7 +62,9 @@ def _read(report_path: Path, cassettes: Sequence[Cassette], mode: str) -> Servic
     try:
         data = json.loads(report_path.read_text("utf-8"))
     except (FileNotFoundError, ValueError):
-        return ServiceOutcome(0, [ReplayReport(c.trace_id, mode, len(c.interactions))
+        return ServiceOutcome(0, [ReplayReport(trace_id=c.trace_id, mode=replay_mode(mode),
+                                               recorded=len(c.interactions),
+                                               match_keys=c.match_keys)
                                   for c in cassettes], installed=False)
     return ServiceOutcome(0, [ReplayReport.from_dict(r) for r in data.get("reports") or []],
                           int(data.get("unrecorded") or 0),
@@ -102,8 +104,7 @@ def run_service(cassettes: Sequence[Cassette], command: list[str], mode: str = S
     with _prepared(cassettes, mode, speed, debug, allow_live, ignore, clock_mode) as (env, path):
         exit_code = launch.run(command, env, [SCOPED_INSTALLER], sealing=sealing)
         outcome = _read(path, cassettes, mode)
-    for report in outcome.reports:
-        report.isolation = sealing.describe()
+    outcome.reports = [replace(r, isolation=sealing.describe()) for r in outcome.reports]
     diverged = mode == STRICT and (
         bool(outcome.outside) or any(r.divergence is not None for r in outcome.reports))
     outcome.exit_code = DIVERGED_EXIT if diverged else exit_code
@@ -161,9 +162,8 @@ def replay_over_http(cassette: Cassette, url: str, command: list[str],
         finally:
             launch.stop(child)
         served = _read(path, [cassette], mode)
-    reports, outside = served.reports, served.outside
-    for report in reports:
-        report.isolation = sealing.describe()
+    reports = [replace(r, isolation=sealing.describe()) for r in served.reports]
+    outside = served.outside
     if not served.installed:
         raise ServiceError(f"the replay was not installed in {command[0]} "
                            f"({launch.why_not_installed(command)})")
@@ -171,8 +171,8 @@ def replay_over_http(cassette: Cassette, url: str, command: list[str],
     if outside and report.divergence is None and mode == STRICT:
         from rewind.replay.play.divergence import Divergence
 
-        report.divergence = Divergence(0, f"{outside[0]}: the request sent was not matched "
-                                          "with the recorded one")
+        report = replace(report, divergence=Divergence(
+            0, f"{outside[0]}: the request sent was not matched with the recorded one"))
     from rewind.replay.play.session import ReplaySession
 
     session = ReplaySession(cassette, mode=mode, ignore=ignore)
