@@ -1,5 +1,5 @@
 """What ``--help``, ``-h`` and ``--version`` show a user, and the environment variables the
-README lists doing what their flags do."""
+configuration page (docs/configuration.md) lists doing what their flags do."""
 
 from __future__ import annotations
 
@@ -110,9 +110,10 @@ def test_a_usage_error_click_finds_is_one_error_line_too(args, message):
 
 
 def test_every_variable_of_the_configuration_table_is_named_in_some_help():
-    """A variable the README lists is found where a user looks first: some ``--help``."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
-    table = readme.split("## Configuration", 1)[1].split("\n\n**", 1)[0]
+    """A variable the configuration table lists is found where a user looks first: some
+    ``--help``."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text("utf-8")
+    table = page.split("| setting | environment | default |", 1)[1].split("\n\n", 1)[0]
     listed = set(re.findall(r"REWIND_[A-Z_]+", table))
     helps = [rewind("--help").stdout]
 

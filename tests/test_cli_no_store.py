@@ -1,6 +1,6 @@
 """Run where nothing was recorded and with no ``rewind serve`` running, the reading commands
-say so in one line naming the fix, exit 2 (the README's usage error), and leave no store
-behind."""
+say so in one line naming the fix, exit 2 (the usage error of docs/cli.md's exit codes), and
+leave no store behind."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from tests.support.cli import rewind
 from tests.support.js_agents import JS, inspected_totals, need_packages, node, recorded_run
 
 AGENT = JS / "vercel_ai_agent.mjs"
-README = (Path(__file__).parent.parent / "README.md").read_text()
+ANY_LANGUAGE = (Path(__file__).parent.parent / "docs" / "any-language.md").read_text()
 SERVICE = "vercel-ai"
 CALLS = 4
 
@@ -72,7 +72,7 @@ def test_replays_three_times_identically_through_replay_sessions(run):
                             json={"trace_id": trace_id}, timeout=10)
         assert answer.status_code == 201, answer.text
         session = answer.json()
-        documented = README.split("served under the `base_path` it answers")[1].split("`")[1]
+        documented = ANY_LANGUAGE.split("served under the `base_path` it answers")[1].split("`")[1]
         assert session["base_path"] == documented.replace("<session-id>", session["session_id"])
         done = node(AGENT, {**run.env, "LLM_URL": served.api_url + session["base_path"] + "/v1",
                      "OTEL_SERVICE_NAME": "replayed"})

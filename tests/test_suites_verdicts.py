@@ -3,8 +3,8 @@ chat agent (four turns, printing the conversation) recorded twice with ``rewind 
 replayed by the real CLI against the fake LLM. Each run replays its own recorded command; a
 changed system prompt fails both runs once each, with the cause as the JUnit failure's message;
 live mode judges the last model answer and reads the calls from the replayed run's own trace;
-removing a suite forgets its results; a saved window stays relative; README's CI recipe runs
-as written."""
+removing a suite forgets its results; a saved window stays relative; the CI recipe of
+docs/suites.md runs as written."""
 
 from __future__ import annotations
 
@@ -158,14 +158,14 @@ def test_a_removed_suite_forgets_its_results_and_a_saved_window_stays_relative(c
     assert set(chats.traces) <= {m["trace_id"] for m in shown["members"]}
 
 
-def readme_ci_steps() -> list[dict]:
-    """The steps of README's GitHub Actions recipe, as written."""
-    text = (ROOT / "README.md").read_text("utf-8")
+def documented_ci_steps() -> list[dict]:
+    """The steps of the GitHub Actions recipe in docs/suites.md, as written."""
+    text = (ROOT / "docs" / "suites.md").read_text("utf-8")
     block = text.split("A CI job (GitHub Actions)", 1)[1].split("```yaml\n", 1)[1]
     return yaml.safe_load(block.split("```", 1)[0])["jobs"]["incidents"]["steps"]
 
 
-def test_the_ci_recipe_in_the_readme_runs_as_written(chats):
+def test_the_ci_recipe_in_the_docs_runs_as_written(chats):
     checkout = chats.base / "checkout"  # the team's repository, as actions/checkout leaves it
     checkout.mkdir()
     shutil.copy(chats.code / "chat_agent.py", checkout / "agent.py")
@@ -175,7 +175,7 @@ def test_the_ci_recipe_in_the_readme_runs_as_written(chats):
     assert recorded.returncode == 0, recorded.stderr
     trace_id = recorded.stderr.split("recorded trace ")[1].split()[0]
     assert chats.cli("suite", "add", "incidents", trace_id).returncode == 0
-    runs = [s for s in readme_ci_steps() if "run" in s]
+    runs = [s for s in documented_ci_steps() if "run" in s]
     assert [s["run"].split()[:2] for s in runs] == [["pip", "install"], ["rewind", "suite"],
                                                    ["rewind", "suite"]]
     # a CI machine's environment: nothing of ours, none of the agent's variables, rewind and

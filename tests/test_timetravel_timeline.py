@@ -23,7 +23,7 @@ from tests.support.weather_agent import QUESTION, SYSTEM
 
 FOLLOW_UP = "And tomorrow?"
 ROOT = Path(__file__).resolve().parent.parent
-README_FORK = """
+DOCS_FORK = """
 import sys
 from rewind.replay import Timeline
 from tests.support.weather_agent import Clients, Knobs, WeatherAgent
@@ -149,11 +149,11 @@ def test_timeline_and_analysis_through_a_running_worker(recorded):
         assert [(g["value"], g["runs"]) for g in groups] == [("gpt-4o-2024-08-06", 1)]
         bad_period = cli.invoke(main, ["stats", "--api", served.api_url, "--since", "soon"])
         assert bad_period.exit_code == 2 and "not a time: 'soon'" in bad_period.stderr
-        # README's Python time travel, the fork resumed by a callable in process: the new
-        # run loads at once (the fork waits until the worker serves what it sent)
-        (recorded["tmp"] / "readme_fork.py").write_text(README_FORK)
+        # docs/time-travel.md's Python time travel, the fork resumed by a callable in process:
+        # the new run loads at once (the fork waits until the worker serves what it sent)
+        (recorded["tmp"] / "docs_fork.py").write_text(DOCS_FORK)
         forked = subprocess.run(
-            [sys.executable, str(recorded["tmp"] / "readme_fork.py"), chat, recorded["llm"]],
+            [sys.executable, str(recorded["tmp"] / "docs_fork.py"), chat, recorded["llm"]],
             env={**served.env(), "REWIND_URL": served.api_url, "PYTHONPATH": str(ROOT)},
             capture_output=True, text=True, timeout=120)
         assert forked.returncode == 0, forked.stderr

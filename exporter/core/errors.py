@@ -13,7 +13,7 @@ that retry loops in the replayed program cannot swallow it.
 
 from __future__ import annotations
 
-USAGE_EXIT = 2  # the README's code for a usage error: unknown trace, bad flag or file
+USAGE_EXIT = 2  # the code for a usage error (docs/cli.md): unknown trace, bad flag or file
 INTERNAL_EXIT = 70  # a bug in Rewind (EX_SOFTWARE): not the user's to fix
 
 

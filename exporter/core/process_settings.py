@@ -88,7 +88,7 @@ ENV_WORKER_URL = "REWIND_URL"  # the worker the CLI reads through; never recorde
 ENV_SERVERS = "REWIND_SERVERS"
 ENV_GRPC = "REWIND_GRPC"  # off: gRPC channels are neither recorded nor answered (rpc/)
 # What a parent (``rewind record``, ``rewind replay``) sets for its child, never set by hand:
-# not in README's configuration table.
+# not in the configuration table (docs/configuration.md).
 INTERNAL = frozenset({ENV_RECORD, ENV_RECORD_REPORT, ENV_RECORD_NAME, ENV_REPLAY_SOURCE})
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 

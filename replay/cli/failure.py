@@ -1,10 +1,10 @@
 """How a command fails: one line on stderr, ``error: <what went wrong>``, then what fixes it
 when that is known. A user's error (a :class:`~rewind.exporter.core.errors.RewindError`: unknown
-trace, unreachable store, bad flag or file) exits with the status it carries: 2, the README's
-code for a usage error, or as a shell would for a command that cannot be started (127 not
-found, 126 not executable), and so is a module of an extra not installed here or too old
-(the line names the extra). Any other exception is a bug in Rewind: one line saying so and
-naming the file its traceback was written to (``--debug`` prints it), exit status 70.
+trace, unreachable store, bad flag or file) exits with the status it carries: 2, the code for
+a usage error (docs/cli.md's exit codes), or as a shell would for a command that cannot be
+started (127 not found, 126 not executable), and so is a module of an extra not installed here
+or too old (the line names the extra). Any other exception is a bug in Rewind: one line saying
+so and naming the file its traceback was written to (``--debug`` prints it), exit status 70.
 Every command fails through here.
 """
 

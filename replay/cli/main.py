@@ -307,7 +307,7 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
     The recorded process reads REWIND_CAPTURE, REWIND_REDACT, REWIND_MAX_BODY_BYTES,
     REWIND_MATCH_KEY_SALT, REWIND_HTTP, REWIND_HTTP_HOSTS, REWIND_HTTP_EXCLUDE,
     REWIND_FRAMEWORK_TOOLS, REWIND_SERVERS, REWIND_GRPC, REWIND_MAX_QUEUE_BYTES,
-    REWIND_MAX_EXPORT_BYTES, REWIND_CONTENT_AT and the OTEL_* variables (README, Configuration);
+    REWIND_MAX_EXPORT_BYTES, REWIND_CONTENT_AT and the OTEL_* variables (docs/configuration.md);
     under opentelemetry-instrument, REWIND_PROCESS_ROOT too. Each request a web app serves, and
     each @job call, is a trace of its own.
     """
