@@ -20,11 +20,15 @@ Forwarded headers: uvicorn takes ``X-Forwarded-For`` (and ``-Proto``) only from 
 listed in ``REWIND_TRUSTED_PROXIES`` (:func:`proxy_options`); ``Forwarded`` and ``X-Real-IP``
 are never read. Otherwise a guesser could name a fresh address with each wrong token and
 never meet the back-off, which counts per client address.
+
+Both servers bind their listening socket here (:func:`bind_socket`), apart from the receivers,
+so that ``rewind worker``, which receives nothing, does not load them (protobuf, gRPC).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -156,3 +160,19 @@ def proxy_options(proxies: tuple[str, ...]) -> dict[str, Any]:
     at all when there are none (uvicorn would otherwise believe 127.0.0.1's)."""
     return {"proxy_headers": bool(proxies), "forwarded_allow_ips": list(proxies)}
 
+
+
+def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:
+    """Binds before serving so port 0 resolves to a real port we can announce."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
+    # a response written in two parts waits out the client's delayed ACK (40 ms a request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(f"cannot bind {what} on {host}:{port}: {error}") from error
+    sock.listen(512)
+    return sock

@@ -21,7 +21,6 @@ than this host, ``Sec-Fetch-Site`` cross-site) is refused (403), and on loopback
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +37,12 @@ from starlette.types import Scope
 
 from rewind.collector.access.auth import Authenticator, AuthError
 from rewind.collector.access.auth_backoff import TooManyFailures
-from rewind.collector.access.request_origin import RequestGuard, ServedHosts, proxy_options
+from rewind.collector.access.request_origin import (
+    RequestGuard,
+    ServedHosts,
+    bind_socket,
+    proxy_options,
+)
 from rewind.collector.ingest.pipeline import Outcome, Pipeline, Pushback
 from rewind.collector.ingest.receivers_grpc import export_logs_response, export_response
 from rewind.collector.store.server_settings import (
@@ -229,22 +233,6 @@ def _readiness(pipeline: Pipeline) -> dict[str, Any]:
     return status
 
 
-def bind_socket(host: str, port: int, what: str = "the OTLP/HTTP receiver") -> socket.socket:
-    """Binds before serving so port 0 resolves to a real port we can announce."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say TCP, and without it
-    # a response written in two parts waits out the client's delayed ACK (40 ms a request).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(f"cannot bind {what} on {host}:{port}: {error}") from error
-    sock.listen(512)
-    return sock
-
-
 def browser_refusal(scope: Scope, error: RewindError) -> Response:
     """A request the guard refuses, answered as OTLP answers (JSON: no encoding was agreed)."""
     return status_response(error.http_status, code_pb2.PERMISSION_DENIED,
@@ -271,6 +259,7 @@ class HttpServer:
 
                 ssl.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl_module.CERT_REQUIRED)
         config = uvicorn.Config(guarded, log_level="warning", access_log=False,
+                                ws="none",  # OTLP has no WebSocket: no library loaded for it
                                 timeout_graceful_shutdown=10, **proxies, **ssl)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rewind.collector.store.schema import TRACE_COLUMNS, TRACES
-from rewind.collector.store.store import Store, redact_url
+from rewind.collector.store.store import Store, redact_url, rows_only
 from rewind.exporter.core.errors import RewindError
 
 log = logging.getLogger("rewind.collector.ingest.writer")
@@ -85,11 +85,12 @@ def error_code(error: BaseException) -> int | None:
 
 
 def warm_insert_path() -> None:
-    """clickhouse-connect imports its optional dataframe libraries on the first insert, which
-    takes seconds; do it when connecting rather than while a batch waits."""
+    """clickhouse-connect looks its optional libraries up on the first insert: pandas is ruled
+    out (:func:`rows_only`) and numpy looked up now rather than while a batch waits."""
     from clickhouse_connect.driver import options
 
-    getattr(options, "pd", None)
+    rows_only()
+    getattr(options, "np", None)
 
 
 class StoreLink:
@@ -109,13 +110,13 @@ class StoreLink:
         if self._store is None:
             store = self._connect()
             assert store is not None
+            warm_insert_path()  # before the migrations' inserts
             if self._migrate:
                 from rewind.collector.store.migrate import migrate
 
                 applied = migrate(store)
                 if applied:
                     log.info("applied migrations %s to %s", applied, redact_url(store.url))
-            warm_insert_path()
             self._store = store
             self.description = redact_url(store.url)
         return self._store

@@ -31,6 +31,19 @@ class StoreError(RewindError):
     http_status = 503
 
 
+def rows_only() -> None:
+    """Tells clickhouse-connect in this process that pandas is absent. Rewind hands it rows
+    and reads rows, never a DataFrame, yet its first insert imports pandas when installed (chdb
+    installs it): seconds at the first insert and ~45 MB held by every server process. Called
+    by the processes Rewind runs (the collector, its conversion workers, the worker), not by
+    a program that merely opens a store."""
+    from clickhouse_connect.driver import options
+
+    if "pd" not in vars(options):  # not looked up yet (once imported it is in use)
+        options.pd = None
+        options.pd_time_test = None
+
+
 def default_url(cwd: str | None = None) -> str:
     return "chdb://" + str(Path(cwd or os.getcwd(), DEFAULT_DIR).resolve())
 

@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 import click
-from rich.console import Console
 
 from rewind.collector.store.server_settings import (
     ENV,
@@ -29,7 +28,6 @@ from rewind.replay.cli.failure import Command, fail, fix_for
 from rewind.replay.cli.options import clickhouse_option, sourced
 from rewind.replay.sources.locate import TraceSource, open_source
 
-out = Console()
 workers_option = click.option(
     "--workers", envvar=ENV_WORKERS, type=int, default=1, show_default=True,
     help="API processes sharing the port, for reads and replay sessions on several cores; "
@@ -155,7 +153,9 @@ def migrate(clickhouse: str | None, cluster: str, database: str) -> None:
         applied = apply(store, layout=Layout(cluster=cluster, database=database))
     except StoreError as error:
         fail(str(error))
-    where = redact_url(store.url)
+    from rich.console import Console  # here: `rewind serve` and `rewind worker` hold no rich
+
+    out, where = Console(), redact_url(store.url)
     if applied:
         out.print(f"applied migrations {', '.join(map(str, applied))} to {where}")
     else:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import httpx
-
 from rewind.exporter.core.errors import RewindError
 
 PROMPT = ("You grade an AI assistant's answer. Reply with a score from 0 to 1 (1: fully meets "
@@ -32,6 +30,8 @@ class JudgeModel:
         ask = (f"Criterion: {criterion}\nRecorded answer (before the change): {recorded}\n"
                f"New answer: {answer}")
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        import httpx  # here: a worker or a suite that never judges does not load it
+
         try:
             response = httpx.post(f"{self.url.rstrip('/')}/chat/completions", headers=headers,
                                   timeout=TIMEOUT_S, json={

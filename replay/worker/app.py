@@ -3,17 +3,25 @@ files, analysis, replay sessions, the pages), sharing one cassette cache, behind
 when tokens are given and, in front of every route, the one check of Host and Origin
 (``collector/access/request_origin.py``). How a route answers and fails, and which tenant's data it
 sees, is decided once, in :mod:`routing`; ``/mcp`` serves the assistant's tools
-(``assist/streamable.py``) when the mcp extra is installed, else one line naming it."""
+(``assist/streamable.py``) when the mcp extra is installed, else one line naming it. The MCP
+server is loaded on the first ``/mcp`` request, not at start: mcp and pydantic hold ~35 MB that
+a worker nobody asks for its tools would keep for nothing."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup, TaskStatus
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rewind.collector.access.auth import Authenticator
 from rewind.collector.access.request_origin import RequestGuard, ServedHosts
@@ -44,7 +52,7 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         authenticator = Authenticator(tokens)
     served = ServedHosts(allowed_hosts if allowed_hosts is not None else configured_hosts())
     cassettes = CassetteCache(store)
-    assistant = _assistant()
+    assistant = LazyAssistant()
 
     def health(request: Request) -> Any:
         # the store it serves, without credentials: a client tells whether it is the one wanted
@@ -66,10 +74,7 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
         *archives.routes(),
         *analysis.routes(),
         *pages.routes(authenticator),
-        app_route(MCP_PATH, assistant.app, methods=["GET", "POST", "DELETE"]) if assistant
-        else route(MCP_PATH, lambda request, view: PlainTextResponse(
-            f"the MCP tools need the mcp extra: {MCP_EXTRA}\n", status_code=501),
-            methods=["GET", "POST", "DELETE"]),
+        app_route(MCP_PATH, assistant, methods=["GET", "POST", "DELETE"]),
     ]
     app = Starlette(routes=routes,
                     middleware=[Middleware(RequestGuard, served=served, refuse=pages.refused),
@@ -77,20 +82,72 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
                     # a bug outside a route (the auth middleware): answered as a route's is
                     exception_handlers={Exception: lambda request, error: internal_error(error),
                                         404: pages.not_found},
-                    lifespan=(lambda app: assistant.running()) if assistant else None)
+                    lifespan=assistant.lifespan)
     app.state.access = StoreAccess(store, cassettes)
     app.state.cassettes = cassettes
     app.state.token_option = token_option
     return unrecorded(app)
 
 
-def _assistant() -> Any:
-    """The /mcp server, or None when the mcp package is missing here or older than 2.3 (no
-    ``mcp.server.mcpserver``): the worker serves everything else."""
+class LazyAssistant:
+    """``/mcp``: the MCP server made on the first request (its import in a thread, so other
+    requests are served meanwhile), its sessions kept in a task group of the worker's lifespan
+    from then to shutdown; without the mcp extra, one line naming it (501)."""
+
+    def __init__(self) -> None:
+        self._app: ASGIApp | None = None
+        self._missing = False
+        self._group: TaskGroup | None = None
+        self._lock = anyio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                yield
+            finally:
+                self._group = None
+                group.cancel_scope.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self._app or await self._load()
+        if app is None:
+            missing = PlainTextResponse(f"the MCP tools need the mcp extra: {MCP_EXTRA}\n",
+                                        status_code=501)
+            await missing(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    async def _load(self) -> ASGIApp | None:
+        async with self._lock:
+            if self._app is None and not self._missing:
+                made = await anyio.to_thread.run_sync(_assistant_class)
+                if made is None:
+                    self._missing = True
+                    return None
+                if self._group is None:
+                    raise RuntimeError("the worker's lifespan is not running: /mcp has no "
+                                       "task group for its sessions")
+                assistant = made()
+                await self._group.start(_serve_sessions, assistant)
+                self._app = assistant.app
+        return self._app
+
+
+async def _serve_sessions(assistant: Any, *, task_status: TaskStatus[None]) -> None:
+    async with assistant.running():
+        task_status.started()
+        await anyio.sleep_forever()
+
+
+def _assistant_class() -> Any:
+    """The /mcp server's class, or None when the mcp package is missing here or older than
+    2.3 (no ``mcp.server.mcpserver``): the worker serves everything else."""
     try:
         from rewind.replay.assist.streamable import Assistant
     except ImportError as error:
         if (error.name or "").partition(".")[0] not in ("mcp", "mcp_types", "pydantic"):
             raise
         return None
-    return Assistant()
+    return Assistant

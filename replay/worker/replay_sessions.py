@@ -40,7 +40,6 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -205,6 +204,8 @@ async def _live(request: Request, url: str, body: bytes, policy: LivePolicy) -> 
     refused = policy.refusal(urlsplit(url).hostname or "")
     if refused is not None:
         return _provider_error(urlsplit(url).path, 403, refused)
+    import httpx  # here: only a session allowed to go live sends; an idle worker holds no httpx
+
     client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0))
     headers = policy.headers(dict(request.headers))
     try:

@@ -26,9 +26,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from rewind.collector.access.auth import Authenticator, TokenReloader, TokenSource
-from rewind.collector.access.request_origin import proxy_options
-from rewind.collector.ingest.receivers_http import bind_socket
-from rewind.collector.ingest.service import start_ingest
+from rewind.collector.access.request_origin import bind_socket, proxy_options
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.server_settings import (
     ENV,
@@ -42,10 +40,11 @@ from rewind.collector.store.server_settings import (
     token_settings,
     trusted_proxies,
 )
-from rewind.collector.store.store import Store, public_url, redact_url, resolve_url
+from rewind.collector.store.store import Store, public_url, redact_url, resolve_url, rows_only
 from rewind.replay.worker.app import create_app
 
 log = logging.getLogger("rewind.server")
+NO_WS = "none"  # no route speaks WebSocket: uvicorn loads no WebSocket library (~2 MB held)
 
 
 @dataclass
@@ -109,6 +108,7 @@ def api_process_app(file_flag: str = "--auth-tokens-file") -> Starlette:
     own tokens (kept current by its own reloader), from the variables its parent set.
     ``file_flag``: the tokens file's option of the command that started it (for the sign-in
     form)."""
+    rows_only()
     store = Store(store_url())
     tokens_file, inline, reload_s = token_settings()
     if not (tokens_file or inline):
@@ -137,7 +137,7 @@ def run_processes(sock: socket.socket, store: Store, workers: int,
             os.environ[ENV[name]] = value
     # a picklable factory: each process builds its own app
     config = uvicorn.Config(functools.partial(api_process_app, file_flag), factory=True,
-                            workers=workers, log_level="warning", access_log=False,
+                            workers=workers, log_level="warning", access_log=False, ws=NO_WS,
                             **proxy_options(trusted_proxies()))
     Multiprocess(config, sockets=[sock]).run()
 
@@ -163,7 +163,8 @@ def run_api(store: Store, host: str, port: int, authenticator: Authenticator | N
     server = _AnnouncingServer(uvicorn.Config(create_app(store, authenticator=authenticator,
                                                          token_option=option,
                                                          allowed_hosts=allowed_hosts),
-                                              log_level="warning", access_log=False, **proxies),
+                                              log_level="warning", access_log=False, ws=NO_WS,
+                                              **proxies),
                                lambda: announce(port))
     # uvicorn re-raises SIGTERM after its own shutdown: make that unwind to callers' finally.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -216,6 +217,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
     check_workers(options.clickhouse_url, options.workers)
     auth = Authenticator(tokens) if tokens else None
     reloader = TokenReloader(auth, source, options.auth_reload_s) if auth and source else None
+    rows_only()
     store = Store(options.clickhouse_url)
     try:
         migrate(store)
@@ -235,8 +237,11 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
 
 def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> None:
     """Blocks until interrupted (SIGINT/SIGTERM), then stops both servers and the store."""
+    from rewind.collector.ingest.service import start_ingest  # not for `rewind worker`
+
     has_tokens = options.auth_tokens_file or options.auth_tokens
     check_workers(options.clickhouse_url, options.workers)
+    rows_only()
     store = Store(options.clickhouse_url)
     try:
         applied = migrate(store)
