@@ -103,6 +103,9 @@ COMMAND_SIGNATURE = "rewind.command.signature"
 # Resource attribute of spans recorded by the proxy (``rewind proxy``, ``rewind record --proxy``):
 # JSON {endpoint prefix: upstream base URL}; a replay of the run goes through the proxy too.
 PROXY_UPSTREAMS = "rewind.proxy.upstreams"
+# Resource attribute of a run recorded with HTTPS interception (``rewind record --intercept``):
+# JSON {host: endpoint prefix}; a replay of the run intercepts those hosts again.
+PROXY_INTERCEPT = "rewind.proxy.intercept"
 # Never exported: what the export thread still has to derive ("request,response").
 ENRICH = "rewind.enrich"
 

@@ -249,6 +249,7 @@ def build_cassette(trace_id: str, spans: Iterable[Mapping[str, Any]]) -> Cassett
     return Cassette(trace_id, interactions, skipped, shadows=shadows, started_ns=started_ns,
                     inbound=inbound_of(spans), **recorded_command(spans),
                     proxy_upstreams=proxy_upstreams(spans), unanswered=unanswered,
+                    proxy_intercept=proxy_upstreams(spans, A.PROXY_INTERCEPT),
                     match_keys=rekeyed(keyed))
 
 
@@ -286,11 +287,13 @@ def recorded_command(spans: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def proxy_upstreams(spans: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+def proxy_upstreams(spans: Iterable[Mapping[str, Any]],
+                    attribute: str = A.PROXY_UPSTREAMS) -> dict[str, str]:
     """Where each endpoint of the proxy that recorded the run led (``rewind.proxy.upstreams``
-    of a resource), or {} when no proxy recorded it."""
+    of a resource), or {} when no proxy recorded it; with ``attribute``
+    ``rewind.proxy.intercept``, the hosts it intercepted and their endpoints."""
     for span in spans:
-        raw = (span.get("ResourceAttributes") or {}).get(A.PROXY_UPSTREAMS)
+        raw = (span.get("ResourceAttributes") or {}).get(attribute)
         try:
             found = json.loads(raw) if isinstance(raw, str) else None
         except ValueError:

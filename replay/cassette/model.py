@@ -224,6 +224,9 @@ class Cassette:
     # Recorded through the proxy (rewind.proxy.upstreams): endpoint prefix -> upstream base
     # URL; a replay goes through the proxy too. {}: recorded in process.
     proxy_upstreams: dict[str, str] = field(default_factory=dict)
+    # Recorded with HTTPS interception (rewind.proxy.intercept): host -> endpoint prefix; a
+    # replay intercepts those hosts again. {}: none.
+    proxy_intercept: dict[str, str] = field(default_factory=dict)
     # Calls that never got an answer (a replay that stopped at a divergence, a transport
     # error), with the request as made: never replayed; diff and bisect show where a run
     # stopped and what it asked there (``timetravel.diff.steps_of``).
@@ -254,6 +257,8 @@ class Cassette:
                        command_signature=str(data.get("command_signature") or ""),
                        proxy_upstreams={str(k): str(v) for k, v in
                                         (data.get("proxy_upstreams") or {}).items()},
+                       proxy_intercept={str(k): str(v) for k, v in
+                                        (data.get("proxy_intercept") or {}).items()},
                        unanswered=[_interaction(i) for i in data.get("unanswered") or []],
                        match_keys=KeyVersions.from_dict(data["match_keys"])
                        if data.get("match_keys") else None)

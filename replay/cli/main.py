@@ -42,7 +42,7 @@ from rewind.replay.cli.options import (
     seal_option,
     timeout_option,
 )
-from rewind.replay.cli.proxy.listen import proxy_option
+from rewind.replay.cli.proxy.listen import intercept_options, intercepted, proxy_option
 from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import ENV_DEBUG
 from rewind.replay.sources.locate import open_source, resolve_trace_id
@@ -59,7 +59,7 @@ LAZY = {"serve": f"{_SERVERS}:serve", "worker": f"{_SERVERS}:worker",
         "export": "rewind.replay.cli.share:export_trace",
         "import": "rewind.replay.cli.share:import_trace",
         "replay-request": "rewind.replay.cli.requests:replay_request",
-        "suite": "rewind.replay.cli.suites:suite",
+        "suite": "rewind.replay.cli.suites:suite", "init": "rewind.replay.cli.proxy.trust:init",
         "proxy": "rewind.replay.cli.proxy.listen:proxy"}
 
 
@@ -296,9 +296,11 @@ NO_LLM_CALLS = (
               help=f"What to capture. Default: {ENV_CAPTURE} as the recorded process reads "
               "it (an unreadable value means metadata), else full.")
 @proxy_option
+@intercept_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def record(endpoint: str | None, clickhouse: str | None, name: str | None, capture: str | None,
-           proxy: bool, command: tuple[str, ...]) -> None:
+           proxy: bool, intercept: bool, intercept_hosts: tuple[str, ...],
+           command: tuple[str, ...]) -> None:
     """Run COMMAND with every LLM and @tool call recorded, and print the trace id(s).
 
     \b
@@ -321,13 +323,14 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
     )
 
     attempt(lambda: launch.check_command(command))
+    hosts = attempt(lambda: intercepted(intercept, intercept_hosts))
     target = endpoint_for(endpoint)
     reachable = collector_reachable(target)
     if not reachable and not endpoint_named(endpoint):  # no rewind serve: a collector here
         note(f"rewind: nothing answers at {target}; recording through a collector started "
              "here for the run")
         outcome, stored = attempt(lambda: run_recorded_here(list(command), clickhouse, name,
-                                                            capture, proxy))
+                                                            capture, proxy, hosts))
         note(f"rewind: stored in {redact_url(stored)}")
     else:
         if not reachable:
@@ -335,7 +338,7 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
         # Nothing to wait for at exit when nothing listens: the exporter gives up after 1 s.
         quick = {} if reachable or os.environ.get(OTLP_TIMEOUT) else {OTLP_TIMEOUT: "1"}
         outcome = attempt(lambda: run_recorded(list(command), endpoint, name, capture, quick,
-                                               proxy=proxy))
+                                               proxy=proxy, intercept=hosts))
     if not outcome.installed:
         warn(f"recording was not installed in the command ({launch.why_not_installed(command)})")
     totals = outcome.export_totals()

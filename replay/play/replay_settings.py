@@ -15,6 +15,7 @@ import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.process_settings import ENV_REPLAY_SOURCE, ENV_WORKER_URL, host_globs
@@ -34,6 +35,12 @@ ENV_FORK = "REWIND_FORK"  # a forked child: the file holding its checkpoint (``r
 # The proxy a command's calls go through (``rewind record --proxy``, a replay through it): a
 # sealed replay carries it out of the namespace; ``--upstream`` endpoints are under it.
 ENV_PROXY_URL = "REWIND_PROXY_URL"
+# HTTPS interception (``rewind record --intercept``): the intercepting proxy the command is
+# handed through HTTPS_PROXY (carried out of a sealed replay like the proxy), the mitmdump
+# program that runs it, and the directory of the local CA ``rewind init`` makes.
+ENV_INTERCEPT_URL = "REWIND_INTERCEPT_URL"
+ENV_MITMDUMP = "REWIND_MITMDUMP"
+ENV_CA_DIR = "REWIND_CA_DIR"
 INSTALLER = "rewind.replay.play.player:install_from_env"  # what the child's sitecustomize runs
 # A service replayed from several traces, each inbound request answered from its own: the
 # cassette file then holds a list of cassettes.
@@ -41,7 +48,7 @@ SCOPED_INSTALLER = "rewind.replay.play.services.scoped:install_from_env"
 # Set by the parent for its child, never by hand (``REWIND_DEBUG`` is also ``rewind --debug``).
 INTERNAL = frozenset({ENV_CASSETTE, ENV_REPORT, ENV_MODE, ENV_SPEED, ENV_SOURCE, ENV_ALLOW_LIVE,
                       ENV_IGNORE, ENV_CLOCK, ENV_GRACE, ENV_INSTALLERS, ENV_FORK,
-                      ENV_PROXY_URL})
+                      ENV_PROXY_URL, ENV_INTERCEPT_URL})
 
 
 class _Choice(str, enum.Enum):
@@ -143,5 +150,22 @@ def fork_spec() -> str | None:
 
 def handed_in(env: Mapping[str, str]) -> tuple[str, ...]:
     """The URLs a replayed child of environment ``env`` is handed, besides its telemetry: the
-    worker and the proxy answering its calls (a sealed replay carries only these out)."""
-    return tuple(url for url in (env.get(ENV_WORKER_URL), env.get(ENV_PROXY_URL)) if url)
+    worker and the proxies answering its calls (a sealed replay carries only these out)."""
+    return tuple(url for url in (env.get(ENV_WORKER_URL), env.get(ENV_PROXY_URL),
+                                 env.get(ENV_INTERCEPT_URL)) if url)
+
+
+def mitmdump_program(environ: Mapping[str, str] | None = None) -> str:
+    """The mitmdump that intercepts HTTPS (``REWIND_MITMDUMP``, a name on PATH or a path)."""
+    return ((os.environ if environ is None else environ).get(ENV_MITMDUMP) or "").strip() \
+        or "mitmdump"
+
+
+def ca_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``rewind init`` keeps the local CA (``REWIND_CA_DIR``, else ``rewind/ca`` in the
+    user's configuration directory: ``XDG_CONFIG_HOME``, else ``~/.config``)."""
+    env = os.environ if environ is None else environ
+    if given := (env.get(ENV_CA_DIR) or "").strip():
+        return Path(given).expanduser()
+    config = (env.get("XDG_CONFIG_HOME") or "").strip() or str(Path.home() / ".config")
+    return Path(config).expanduser() / "rewind" / "ca"

@@ -23,6 +23,33 @@ proxy_option = click.option(
          "any language (curl, Node). A run recorded so replays through it by itself.")
 
 
+def intercept_options(command: Any) -> Any:
+    """``--intercept`` and ``--intercept-host`` (``rewind record``)."""
+    command = click.option(
+        "--intercept-host", "intercept_hosts", multiple=True, metavar="HOST",
+        help="One more host to intercept (an OpenAI-compatible provider's), an endpoint of "
+             "its own on the proxy; repeatable; implies --intercept.")(command)
+    return click.option(
+        "--intercept", is_flag=True,
+        help="--proxy, and HTTPS to the providers' hosts (api.openai.com, api.anthropic.com, "
+             "generativelanguage.googleapis.com) intercepted too, for programs whose base URL "
+             "cannot be changed: the command runs with HTTPS_PROXY at mitmproxy's mitmdump "
+             "and trusts the local CA `rewind init` made; other hosts pass untouched, "
+             "unread. A run recorded so is intercepted again when replayed.")(command)
+
+
+def intercepted(intercept: bool, hosts: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The hosts to intercept besides the providers' (None: no interception), once mitmdump
+    and the CA are found, so that a missing one fails before anything starts."""
+    if not intercept and not hosts:
+        return None
+    from rewind.replay.play.proxy.intercept.interceptor import check, routes
+
+    routes(hosts)
+    check()
+    return hosts
+
+
 @click.command("proxy", context_settings=HELP_OPTIONS)
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True,
               help="Loopback port to listen on (0: any free one).")

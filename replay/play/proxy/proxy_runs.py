@@ -5,7 +5,9 @@ endpoints answer from the recording, the command sealed as any strict replay is)
 
 The recording's resource says it went through the proxy (``rewind.proxy.upstreams``: where
 each endpoint led, without credentials); a replay of it goes through the proxy by itself and
-hands the command the recorded base paths, so its requests match those recorded.
+hands the command the recorded base paths, so its requests match those recorded. A run recorded
+with HTTPS interception (``--intercept``: ``rewind.proxy.intercept``, the hosts and their
+endpoints) is replayed through mitmdump again (``intercept/``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -45,11 +47,13 @@ class ProxyRecording:
     """A recording proxy on loopback from ``with`` to its end, its spans sent over OTLP to
     ``endpoint`` by a tracer provider of its own (the exporter's pipeline). ``root``: open a
     root span (``invoke_agent {name}``) that calls naming no trace join; ``command``: the
-    command recorded, saved with the run as ``rewind record`` saves it."""
+    command recorded, saved with the run as ``rewind record`` saves it; ``intercept``: the
+    hosts HTTPS interception leads here ({host: endpoint}), marked on the recording."""
 
     def __init__(self, endpoint: str, name: str, capture: str | None = None,
                  command: Sequence[str] = (), upstreams: Mapping[str, str] | None = None,
-                 port: int = 0, root: bool = True, idle_s: float = 60.0) -> None:
+                 port: int = 0, root: bool = True, idle_s: float = 60.0,
+                 intercept: Mapping[str, str] | None = None) -> None:
         from opentelemetry.trace import SpanKind
 
         from rewind.exporter.core import scope
@@ -61,9 +65,15 @@ class ProxyRecording:
         from rewind.replay.sources.commands import sign
 
         settings = capture_settings(capture)
+        if intercept:
+            from rewind.replay.play.proxy.intercept.interceptor import named_upstreams
+
+            upstreams = {**named_upstreams(intercept), **(upstreams or {})}
         self.upstreams = Upstreams.from_env(os.environ, upstreams)
         resource: dict[str, Any] = {
             A.PROXY_UPSTREAMS: json.dumps(self.upstreams.recorded(), sort_keys=True)}
+        if intercept:
+            resource[A.PROXY_INTERCEPT] = json.dumps(dict(intercept), sort_keys=True)
         if command:
             words = masked_argv(command, Redactor(settings.redact))
             resource[A.PROCESS_COMMAND_ARGS] = json.dumps(words)
@@ -121,17 +131,26 @@ class ProxyRecording:
 
 def run_recorded(command: list[str], endpoint: str | None = None, name: str | None = None,
                  capture: str | None = None, settings: Mapping[str, str | None] | None = None,
-                 wait: bool = True, proxy: bool = False) -> RecordOutcome:
+                 wait: bool = True, proxy: bool = False,
+                 intercept: Sequence[str] | None = None) -> RecordOutcome:
     """``recorder.run_recorded``, or with ``proxy`` the command's calls recorded by a proxy
-    in this process."""
+    in this process; ``intercept`` (hosts besides the providers'): HTTPS to those hosts too,
+    through mitmdump."""
     from rewind.replay.play import recorder
 
-    if not proxy:
+    if not proxy and intercept is None:
         return recorder.run_recorded(command, endpoint, name, capture, settings, wait=wait)
     chosen = recorder.endpoint_for(endpoint)
+    hosts = None
+    if intercept is not None:
+        from rewind.replay.play.proxy.intercept.interceptor import routes
+
+        hosts = routes(intercept)
     with ProxyRecording(chosen, name or recorder.run_name(command), capture,
-                        command) as running:
-        exit_code = launch.run(command, {**running.child_env(), **(settings or {})})
+                        command, intercept=hosts) as running, \
+            _intercepting(running.url, hosts) as intercepted:
+        exit_code = launch.run(command, {**running.child_env(), **intercepted,
+                                         **(settings or {})})
     outcome = recorder.RecordOutcome(exit_code, chosen, [running.report()])
     if wait:
         recorder.wait_until_readable(outcome)
@@ -139,14 +158,16 @@ def run_recorded(command: list[str], endpoint: str | None = None, name: str | No
 
 
 def run_recorded_here(command: list[str], url: str | None, name: str | None,
-                      capture: str | None, proxy: bool = False) -> tuple[RecordOutcome, str]:
-    """``recorder.run_recorded_here``, through a proxy when asked."""
+                      capture: str | None, proxy: bool = False,
+                      intercept: Sequence[str] | None = None) -> tuple[RecordOutcome, str]:
+    """``recorder.run_recorded_here``, through a proxy (and mitmdump) when asked."""
     from rewind.replay.play import recorder
 
-    if not proxy:
+    if not proxy and intercept is None:
         return recorder.run_recorded_here(command, url, name, capture)
     with recorder.collector_here(url) as (endpoint, stored):
-        outcome = run_recorded(command, endpoint, name, capture, wait=False, proxy=True)
+        outcome = run_recorded(command, endpoint, name, capture, wait=False, proxy=True,
+                               intercept=intercept)
     return outcome, stored
 
 
@@ -177,11 +198,13 @@ def run_command(cassette: Cassette, command: list[str], mode: str = STRICT,
                  else Upstreams.from_env(os.environ))
     children: list[subprocess.Popen] = []
     ending = _Ending(children)
-    sealing = sealed.choose(seal, runner.going_live(chosen.mode, allow_live))
+    goes_live = runner.going_live(chosen.mode, allow_live)
+    sealing = sealed.choose(seal, goes_live)
     with Listener(ReplayingProxy(session, upstreams, ending.arm)) as listener, \
+            _intercepting(listener.url, cassette.proxy_intercept, not goes_live) as intercepted, \
             launch.watching(children.append):
         env = {**upstreams.child_env(listener.url), ENV_PROXY_URL: listener.url,
-               **(settings or {})}
+               **intercepted, **(settings or {})}
         try:
             exit_code = launch.run(command, env, (), timeout, stdout, sealing)
         finally:
@@ -192,6 +215,20 @@ def run_command(cassette: Cassette, command: list[str], mode: str = STRICT,
              and report.replayed < report.recorded)
     return ReplayOutcome(DIVERGED_EXIT if diverged or early else exit_code, report, True,
                          early, sealing)
+
+
+@contextlib.contextmanager
+def _intercepting(proxy_url: str, hosts: Mapping[str, str] | None,
+                  refuse: bool = False) -> Iterator[dict[str, str]]:
+    """mitmdump leading ``hosts`` to the proxy at ``proxy_url`` for the duration (``refuse``:
+    every other host refused), and the command's variables; none without ``hosts``."""
+    if not hosts:
+        yield {}
+        return
+    from rewind.replay.play.proxy.intercept.interceptor import Interception
+
+    with Interception(proxy_url, hosts, refuse) as running:
+        yield running.child_env()
 
 
 class _Ending:
