@@ -14,22 +14,30 @@ the tests skip, except under ``CI=true``."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from rewind.collector.store.server_settings import ENV as SERVER_ENV
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import BIN, rewind, user_env
+from tests.support.cli import BIN, rewind
 from tests.support.ports import free_port
+from tests.support.proxy_runs import (
+    Run,
+    check_exchanges,
+    llm_calls,
+    needs,
+    record_run,
+    replays_identically,
+    run_env,
+    secrets_stored,
+    spans_of,
+)
 from tests.support.sink import Sink
 
 JS = Path(__file__).parent / "js"
@@ -53,22 +61,10 @@ curl -sS --fail-with-body "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTH
 
 
 def _needs(*programs: str, node_package: bool = False) -> None:
-    missing = [p for p in programs if shutil.which(p) is None]
+    missing = []
     if node_package and not (JS / "node_modules" / "openai").is_dir():
         missing.append("tests/js/node_modules/openai (npm install --prefix tests/js)")
-    if missing:
-        message = f"needs {', '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@dataclass
-class Run:
-    command: list[str]
-    trace_id: str
-    output: str
-    asked: int  # requests the fake LLM answered while it was recorded
+    needs(*programs, missing=missing)
 
 
 @pytest.fixture(scope="module")
@@ -80,9 +76,7 @@ def lab(tmp_path_factory):
     script = tmp / "agent.sh"
     script.write_text(CURL_SCRIPT % "hello there")
     script.chmod(0o755)
-    env = user_env(tmp / "store", OPENAI_API_KEY=API_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
-    env = {k: v for k, v in env.items() if not k.startswith("OTEL_")}
-    env[SERVER_ENV["grpc_port"]] = str(free_port())  # no `rewind serve`: a collector per run
+    env = run_env(tmp / "store", OPENAI_API_KEY=API_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     with FakeLLMServer() as llm:
         env["OPENAI_BASE_URL"] = f"{llm.base_url}/v1"
         env["ANTHROPIC_BASE_URL"] = llm.base_url
@@ -96,27 +90,14 @@ def lab(tmp_path_factory):
 
 
 def _record(command: list[str], env: dict[str, str], llm: FakeLLMServer) -> Run:
-    before = len(llm.requests)
-    done = rewind("record", "--proxy", "--", *command, env=env)
-    assert done.returncode == 0, done.stderr
-    assert "warning" not in done.stderr, done.stderr  # installed: nothing to warn about
-    [trace_id] = [line.split()[-1] for line in done.stderr.splitlines()
-                  if line.startswith("rewind: recorded trace ")]
-    return Run(command, trace_id, done.stdout, len(llm.requests) - before)
+    return record_run(command, env, llm, "--proxy")
 
 
 def _spans(lab: dict, trace_id: str) -> list[dict]:
-    store = Store(f"chdb://{lab['tmp'] / 'store'}")
-    try:
-        return StoreSource(store).spans(trace_id)
-    finally:
-        store.close()
+    return spans_of(lab["tmp"] / "store", trace_id)
 
 
-def _calls(spans: list[dict]) -> list[dict]:
-    return sorted((s["SpanAttributes"] for s in spans
-                   if s["SpanAttributes"].get(A.KIND) == A.KIND_LLM),
-                  key=lambda attrs: int(attrs[A.STEP]))
+_calls = llm_calls
 
 
 def _run(lab: dict, name: str) -> Run:
@@ -146,17 +127,7 @@ def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
     [root] = [s for s in spans if not s["ParentSpanId"]]
     assert root["SpanName"] == f"invoke_agent {Path(run.command[0]).name}"
     recorded = _calls(spans)
-    assert [int(c[A.STEP]) for c in recorded] == list(range(calls))
-    for attrs in recorded:
-        anthropic = attrs[A.PROVIDER] == "anthropic"
-        assert attrs[A.REQUEST_URL] == (f"{lab['env']['ANTHROPIC_BASE_URL']}/v1/messages"
-                                        if anthropic else
-                                        f"{lab['env']['OPENAI_BASE_URL']}/chat/completions")
-        assert json.loads(attrs[A.REQUEST_BODY])["model"] in ("gpt-4o", "claude-x")
-        assert attrs[A.MATCH_KEY] and (anthropic or attrs[A.PROVIDER] == "openai")
-        streamed = json.loads(attrs[A.REQUEST_BODY]).get("stream", False)
-        assert (A.RESPONSE_EVENTS in attrs) == streamed and (A.RESPONSE_BODY in attrs) != streamed
-        assert json.loads(attrs[A.REQUEST_HEADERS])["content-type"] == "application/json"
+    check_exchanges(recorded, lab["env"], calls)
     if name == "java":  # the second turn carries the first answer
         assert json.loads(recorded[1][A.REQUEST_BODY])["messages"][1] == {
             "role": "assistant", "content": "echo: what is the weather in Paris?"}
@@ -168,39 +139,14 @@ def test_each_call_is_recorded_once_with_its_whole_exchange(lab, name, calls):
 
 
 def test_the_credential_is_in_no_column(lab):
-    store = Store(f"chdb://{lab['tmp'] / 'store'}")
-    try:
-        tables = [row["name"] for row in store.query(
-            "SELECT name FROM system.tables WHERE database = currentDatabase()")]
-        hits = {}
-        for table in tables:
-            for secret in (API_KEY, ANTHROPIC_KEY, "Bearer"):
-                [row] = store.query(f"SELECT count() AS n FROM `{table}` "
-                                    "WHERE position(toString(tuple(*)), {s:String}) > 0",
-                                    {"s": secret})
-                if row["n"]:
-                    hits[(table, secret)] = row["n"]
-        [seen] = store.query("SELECT count() AS n FROM otel_traces "  # the check sees values
-                             "WHERE position(toString(tuple(*)), 'hello there') > 0")
-    finally:
-        store.close()
-    assert hits == {}
-    assert seen["n"] > 0
+    assert secrets_stored(lab["tmp"] / "store", (API_KEY, ANTHROPIC_KEY, "Bearer"),
+                          seen="hello there") == {}
 
 
 @pytest.mark.parametrize("name", ["curl", "node", "java"])
 def test_replays_identically_with_the_model_gone(lab, name):
     run = _run(lab, name)
-    with Sink(lab["port"]) as sink:
-        for _ in range(3):
-            done = rewind("--trace-id", run.trace_id, "--", *run.command, env=lab["env"],
-                          program="rewind-replay")
-            assert done.returncode == 0, done.stderr
-            assert done.stdout == run.output
-            steps = len(_calls(_spans(lab, run.trace_id)))
-            assert f"replayed {steps}/{steps} recorded steps" in done.stderr
-            assert "warning" not in done.stderr, done.stderr
-    assert sink.accepted == 0
+    replays_identically(run, lab["env"], lab["port"], lab["tmp"] / "store")
 
 
 def test_a_request_not_recorded_is_a_divergence(lab):
