@@ -17,7 +17,6 @@ a process that does not use aiohttp costs nothing.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sys
 import weakref
@@ -125,6 +124,7 @@ def _replayed_response(aiohttp: Any, status: int, headers: dict[str, str], conte
                        request: RequestView) -> Any:
     """A real ``ClientResponse`` reading ``content`` (bytes, or an async iterator of chunks
     fed as the recording timed them)."""
+    import asyncio  # loaded with aiohttp; not at import, where it is most of this module's cost
     from types import SimpleNamespace
 
     from aiohttp.helpers import TimerNoop

@@ -11,11 +11,14 @@ below ``HTTPResponse`` (its ``fp``), the file every read path drains, urllib3's 
 
 A request an outer hook already handles (requests over urllib3 over ``http.client``) passes
 through untouched: :func:`transport.inside` says so.
+
+``http.client`` is patched when it is imported, as the other libraries are: a process that
+never speaks HTTP through it (the replayed child of most agents until their SDK loads) does not
+import it for Rewind.
 """
 
 from __future__ import annotations
 
-import http.client
 import io
 from typing import Any
 
@@ -67,6 +70,8 @@ def _dechunked(body: bytes) -> bytes:
 
 
 def _scheme(conn: Any) -> str:
+    import http.client  # imported already: conn is one of its connections
+
     https = isinstance(conn, getattr(http.client, "HTTPSConnection", ())) or \
         getattr(type(conn), "default_port", 80) == 443
     return "https" if https else "http"
@@ -235,13 +240,10 @@ class HttpClientFlavor(Flavor):
             lines.append(f"Content-Length: {len(content)}")
         lines.append("Connection: close")  # a streamed body ends with the recording
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        response = http.client.HTTPResponse(_RecordedSocket(_ChunksRaw(head, content)),
+        response = self.module.HTTPResponse(_RecordedSocket(_ChunksRaw(head, content)),
                                             method=request.method)  # type: ignore[arg-type]
         response.begin()
         return response
-
-
-_flavor = HttpClientFlavor(http.client)
 
 
 def _holding() -> bool:
@@ -280,8 +282,9 @@ def _patch_class(cls: type) -> None:
 
 def _patch_base(module: Any) -> None:
     base = module.HTTPConnection
-    if (base, "send") in _state["originals"]:
+    if not _state["wanted"] or (base, "send") in _state["originals"]:
         return
+    flavor = HttpClientFlavor(module)
     send, getresponse = base.send, base.getresponse
 
     def send_(self: Any, data: Any) -> None:
@@ -308,9 +311,9 @@ def _patch_base(module: Any) -> None:
             _let_through(self, sent)
             return getresponse(self)
 
-        response = transport.exchange(_flavor, request, live)
+        response = transport.exchange(flavor, request, live)
         if isinstance(self.sock, _HeldSocket):  # answered from the recording: ready for more
-            self._HTTPConnection__state = http.client._CS_IDLE  # type: ignore[attr-defined]
+            self._HTTPConnection__state = module._CS_IDLE
             self._HTTPConnection__response = None
         return response
 
@@ -329,8 +332,9 @@ def _patch_urllib3(module: Any) -> None:
 
 
 def install() -> None:
+    """Patch ``http.client`` now if it is imported, else as soon as it is."""
     _state["wanted"] = True
-    _patch_base(http.client)
+    when_imported("http.client", _patch_base)
     when_imported("urllib3.connection", _patch_urllib3)
 
 
