@@ -25,9 +25,9 @@ def init(force: bool) -> None:
         rewind init
         rewind record --intercept -- ./agent
 
-    mitmproxy's mitmdump makes it (install mitmproxy first), in REWIND_CA_DIR, else
-    rewind/ca in your configuration directory (~/.config): the directory 0700, the key
-    0600. Prints the certificate's path and the key's.
+    mitmproxy's mitmdump makes it (install mitmproxy first; REWIND_MITMDUMP names another
+    binary), in REWIND_CA_DIR, else rewind/ca in your configuration directory (~/.config):
+    the directory 0700, the key 0600. Prints the certificate's path and the key's.
     """
     from rewind.replay.play.proxy.intercept.authority import make
 
