@@ -8,7 +8,6 @@ module is the same for both.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -64,6 +63,8 @@ def store_id(url: str) -> str:
     """A digest of the store's public URL: what a worker with tokens says on its public
     ``/health`` instead of the URL (its path or host is nobody's business before signing in),
     still enough for a client to tell whether it serves the store wanted."""
+    import hashlib  # here: the CLI names a store at every start, and digests one seldom
+
     return hashlib.sha256(public_url(url).encode("utf-8")).hexdigest()[:24]
 
 

@@ -52,7 +52,6 @@ import contextlib
 import enum
 import fnmatch
 import json
-import logging
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -60,10 +59,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewind.exporter.core import attributes as A
-from rewind.exporter.core.canonical import salted_match_key
 from rewind.exporter.core.errors import InvalidValue
 
-log = logging.getLogger("rewind.exporter")
+
+def _warn(message: str, *args: Any) -> None:
+    """A setting that cannot be read, said in the log; logging is loaded then, not with the
+    settings (the CLI and a replayed child read them at every start)."""
+    import logging
+
+    logging.getLogger("rewind.exporter").warning(message, *args)
+
 
 ENV_CAPTURE = "REWIND_CAPTURE"
 ENV_REDACT = "REWIND_REDACT"
@@ -156,7 +161,7 @@ def positive_int(name: str, default: int) -> int:
     try:
         value = int(os.environ.get(name, "") or default)
     except ValueError:
-        log.warning("rewind: %s is not an integer; using %d", name, default)
+        _warn("rewind: %s is not an integer; using %d", name, default)
         return default
     return value if value > 0 else default
 
@@ -230,6 +235,8 @@ class CaptureSettings:
         out = {k: v for k, v in attrs.items() if k not in dropped}
         key = attrs.get(A.MATCH_KEY)
         if not self.keeps_content and self.match_key_salt and key:
+            from rewind.exporter.core.canonical import salted_match_key  # a salt is rare
+
             out[A.MATCH_KEY] = salted_match_key(str(key), self.match_key_salt)
             if A.MATCH_KEY_VERSION in attrs:  # the salted key still says its rules
                 out[A.MATCH_KEY_VERSION] = attrs[A.MATCH_KEY_VERSION]
@@ -280,7 +287,7 @@ def settings(
         try:
             chosen = CaptureMode(raw)
         except ValueError:
-            log.warning("rewind: %s=%r is not full/content/metadata; capturing metadata only",
+            _warn("rewind: %s=%r is not full/content/metadata; capturing metadata only",
                         ENV_CAPTURE, raw)
             chosen, private = CaptureMode.METADATA, True
     if redact is not None:
@@ -290,13 +297,13 @@ def settings(
             raw_patterns = env.get(ENV_REDACT, "").strip()
             patterns = compile_patterns(_env_patterns(raw_patterns)) if raw_patterns else ()
         except ValueError as error:
-            log.warning("rewind: %s: %s; capturing metadata only", ENV_REDACT, error)
+            _warn("rewind: %s: %s; capturing metadata only", ENV_REDACT, error)
             patterns, private = (), True
     if max_body_bytes is None:
         try:
             max_body_bytes = int(env.get(ENV_MAX_BODY, "") or DEFAULT_MAX_BODY_BYTES)
         except ValueError:
-            log.warning("rewind: %s is not an integer; using %d", ENV_MAX_BODY,
+            _warn("rewind: %s is not an integer; using %d", ENV_MAX_BODY,
                         DEFAULT_MAX_BODY_BYTES)
             max_body_bytes = DEFAULT_MAX_BODY_BYTES
     if max_body_bytes <= 0:
@@ -321,7 +328,7 @@ def _content_at(given: str | None, env: Mapping[str, str]) -> str:
         return given
     raw = env.get(ENV_CONTENT_AT, "").strip().lower() or "process"
     if raw not in CONTENT_AT:
-        log.warning("rewind: %s=%r is not process/collector; deriving content here",
+        _warn("rewind: %s=%r is not process/collector; deriving content here",
                     ENV_CONTENT_AT, raw)
         return "process"
     return raw

@@ -15,7 +15,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -139,6 +138,8 @@ def missing_extra(error: Exception, what: str) -> RewindError | None:
     top = (getattr(error, "name", None) or "").partition(".")[0]
     if not isinstance(error, ImportError) or top not in EXTRAS:
         return None
+    from importlib import metadata  # here: ~5 ms at every start for a failing import's line
+
     try:
         version = metadata.version(top.replace("_", "-"))
     except metadata.PackageNotFoundError:

@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.exporter.core import canonical
-
 MISSING = "<missing>"
 
 
@@ -50,6 +48,8 @@ def shorten(value: Any, limit: int = 160, quote: bool = True) -> str:
     """A value as at most ``limit`` characters, cut with "…": a string quoted (unless not
     ``quote``, for text shown as it is), anything else as canonical JSON. Divergence reports,
     diffs, bisections and the CLI's tables all show values this way."""
+    from rewind.exporter.core import canonical  # not at import: the CLI would load hashlib
+
     text = canonical.dumps(value) if not isinstance(value, str) else repr(value) if quote else value
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rewind.exporter.capture import transport
 from rewind.exporter.core import telemetry
 from rewind.exporter.core.process_settings import host_matches
 from rewind.replay.play.divergence import Divergence
@@ -78,6 +77,15 @@ def _stack() -> list[str]:
     return [f"{f.filename}:{f.lineno} in {f.name}" for f in frames[-_STACK_FRAMES:]]
 
 
+def _hooked() -> bool:
+    """A hook of Rewind's is sending this request (one it let through). The transport is
+    imported here, not with this module: the CLI, which reads what guards wrote, loads no HTTP
+    hook (in the child the player has loaded it before any guard is installed)."""
+    from rewind.exporter.capture import transport
+
+    return transport.inside()
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host.split("%")[0])
@@ -108,7 +116,7 @@ class Guard:
         return host_matches(host, self.session.allow_live)
 
     def _passes_inet(self, host: str, port: int | None) -> bool:
-        if transport.inside() or telemetry.is_telemetry(host, port):
+        if _hooked() or telemetry.is_telemetry(host, port):
             return True  # a hook let it through, or Rewind's own telemetry
         if host in self.allowed_ips or self._allowed_host(host):
             return True
@@ -117,7 +125,7 @@ class Guard:
 
     def _passes_unix(self, path: Any) -> bool:
         text = os.fsdecode(path) if isinstance(path, (str, bytes)) else str(path)
-        return transport.inside() or text in self.own_paths or \
+        return _hooked() or text in self.own_paths or \
             os.path.basename(os.path.dirname(text)).startswith("pymp-")  # multiprocessing's
 
     def check(self, kind: str, host: str, port: int | None) -> None:
@@ -158,7 +166,7 @@ class Guard:
         name = host.decode() if isinstance(host, bytes) else str(host or "")
         number = port if isinstance(port, int) else int(port) if str(port or "").isdigit() \
             else None
-        if not name or _is_ip(name) or _loopback(name) or transport.inside():
+        if not name or _is_ip(name) or _loopback(name) or _hooked():
             return
         if self.session.mode != STRICT or self.session.live:
             return  # lenient: the connection that follows is what counts

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters, to_query
 from rewind.collector.store.server_settings import (
     ENV_API_TOKEN,
     NO_WORKER,
@@ -30,12 +29,12 @@ from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
+    from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
     from rewind.collector.store.reader import TraceRow
     from rewind.collector.store.reader_runs import RunSummary
     from rewind.collector.store.reader_usage import Usage
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
-
 
 
 ENV_HINT = (f"point at a store with --clickhouse chdb:///path ({ENV_URL}) or at a running "
@@ -87,6 +86,7 @@ class ApiSource:
 
     def _query(self, path: str, filters: TraceFilters | UsageFilters | RunFilters) -> Any:
         """A route's JSON for ``filters``, sent as the query parameters the worker reads."""
+        from rewind.collector.store.filters import to_query  # a replay by whole id lists none
         return self._send("GET", path, params=to_query(filters)).json()
 
     def _send(self, method: str, path: str, params: dict[str, Any] | None = None,
@@ -115,6 +115,7 @@ class ApiSource:
         return self._send(method, path, content=content).json()
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
+        from rewind.collector.store.filters import TraceFilters
         from rewind.collector.store.reader import TraceRow
 
         rows = self._query("/v1/traces", filters or TraceFilters())["traces"]
@@ -133,6 +134,7 @@ class ApiSource:
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
         """Ids starting with ``prefix`` among the newest traces the worker lists (its listing
         is what a caller may see), and where they were looked for."""
+        from rewind.collector.store.filters import TraceFilters
         rows = self.list_traces(TraceFilters(limit=PREFIX_SCAN))
         ids = [r.trace_id for r in rows if r.trace_id.startswith(prefix)]
         return ids, f"the {PREFIX_SCAN:,} newest traces at {self.url}"
