@@ -9,6 +9,12 @@ them) is decoded with the very decoders Rewind's own capture uses, so a call reb
 is matched exactly as a recorded one; otherwise the flattened ``llm.input_messages.*`` /
 ``llm.output_messages.*`` are read. ``EMBEDDING``, ``TOOL`` and ``AGENT`` spans get their
 operation and names. Pure.
+
+An ``LLM`` span is read as a call only when it says something a call says (messages, a prompt,
+token counts, a finish reason, the provider's request): OpenInference's LlamaIndex
+instrumentation marks the span of every method of an LLM object ``LLM``, so a helper
+(``OpenAI._prepare_chat_with_tools``) and a wrapper (``OpenAI.predict_and_call``) around the
+real ``OpenAI.chat`` are ``LLM`` spans too, and would each count as one more call.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ _MESSAGE = re.compile(r"^(\d+)\.message\.(.+)$")
 _TOOL_CALL = re.compile(r"^tool_calls\.(\d+)\.tool_call\.(.+)$")
 _CONTENTS = re.compile(r"^contents\.(\d+)\.message_content\.(.+)$")
 _TOOL_SCHEMA = re.compile(r"^(\d+)\.tool\.json_schema$")
+# Attributes only a span of a call to a model carries.
+_CALL_SIGNS = (A.OI_INPUT_MESSAGES, A.OI_OUTPUT_MESSAGES, A.OI_PROMPTS, A.OI_TOKEN_COUNTS,
+               A.OI_FINISH_REASON)
 
 
 def read_openinference(attrs: dict[str, str]) -> dict[str, str]:
@@ -38,6 +47,8 @@ def read_openinference(attrs: dict[str, str]) -> dict[str, str]:
     if not kind:
         return attrs
     if kind == "LLM":
+        if not _says_a_call(attrs):
+            return attrs
         derived = _llm(attrs)
     elif kind == "EMBEDDING":
         derived = {A.OPERATION: "embeddings",
@@ -65,6 +76,15 @@ def _json(text: str | None) -> Any:
         return json.loads(text) if text else None
     except ValueError:
         return None
+
+
+def _says_a_call(attrs: dict[str, str]) -> bool:
+    """Whether an ``LLM`` span carries what only a call to a model has (hidden content still
+    leaves its token counts or finish reason)."""
+    if any(key.startswith(_CALL_SIGNS) for key in attrs):
+        return True
+    request = _json(attrs.get(A.OI_INPUT_VALUE))
+    return _endpoint(_provider(attrs), request) is not None
 
 
 def _provider(attrs: dict[str, str]) -> str:
@@ -99,7 +119,7 @@ def _llm(attrs: dict[str, str]) -> dict[str, Any]:
 
 def _endpoint(provider: str, request: Any) -> providers.Endpoint | None:
     """The endpoint whose decoders read ``request``, when it is that provider's JSON."""
-    if not isinstance(request, dict):
+    if not isinstance(request, dict) or not _provider_json(request):
         return None
     if provider in ("openai", "azure", "") and "input" in request and "messages" not in request:
         path = _RESPONSES_PATH
@@ -108,6 +128,13 @@ def _endpoint(provider: str, request: Any) -> providers.Endpoint | None:
     else:
         return None
     return providers.detect("", path) if path else None
+
+
+def _provider_json(request: dict[str, Any]) -> bool:
+    """Whether ``messages``, if any, are the provider's JSON: LlamaIndex's ``input.value`` has
+    ``messages`` too, as the reprs of its own ``ChatMessage`` objects."""
+    messages = request.get("messages", [])
+    return isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
 
 
 def _usage(attrs: dict[str, str]) -> dict[str, str]:
