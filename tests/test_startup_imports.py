@@ -1,0 +1,104 @@
+"""What start-up loads, as facts a user can check (the timings are in bench/startup_budget.py and
+bench/memory.py): the replayed child's hook and ``rewind-replay`` load no module the replay does
+not use, and an idle ``rewind worker`` or ``rewind serve`` has mapped no library it needs only
+for a request it has not had (pandas never: Rewind hands the engine rows; the MCP server's
+pydantic until ``/mcp`` is asked; gRPC in a worker, which receives nothing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import user_env, weather_run_file
+from tests.support.harness import start_serve
+from tests.support.ports import free_port
+from tests.support.services import BIN, start
+
+# Loaded by a replay's start-up only for a program that imports them itself.
+NOT_IN_THE_HOOK = ("asyncio", "ssl", "http.client", "email", "importlib.metadata", "click",
+                   "rich", "httpx", "pandas", "rewind.collector", "rewind.replay.cassette.build")
+# Not loaded by rewind-replay before it looks for the trace (http.client comes with the lookup).
+NOT_IN_THE_CLI = ("importlib.metadata", "hashlib", "logging", "asyncio", "ssl", "http.client",
+                  "rewind.exporter.capture", "rewind.collector.store.filters", "rich")
+# Shared libraries an idle server must not have mapped, by the package that ships them.
+PANDAS, PYDANTIC, GRPC = "/pandas/", "/pydantic_core/", "/grpc/"
+
+
+def loaded(names: set[str], unneeded: tuple[str, ...]) -> set[str]:
+    return {x for x in unneeded if any(m == x or m.startswith(x + ".") for m in names)}
+
+
+def imported(importtime: str) -> set[str]:
+    """Module names from ``python -X importtime`` output."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def mapped(pid: int, packages: tuple[str, ...]) -> set[str]:
+    """Which of ``packages`` (path parts) have a file mapped into process ``pid``."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return {p for p in packages if p in maps}
+
+
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            children = [int(c) for c in task.read_text().split()]
+            found += children
+            todo += children
+    return found
+
+
+def test_the_replayed_child_starts_without_what_its_program_does_not_use(tmp_path: Path):
+    run = weather_run_file(tmp_path)
+    script = tmp_path / "modules.py"
+    script.write_text("import json, sys\nprint(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([str(BIN / "rewind-replay"), "--cassette", str(run), "--allow-unused",
+                           "--", sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=user_env())
+    assert done.returncode == 0, done.stderr
+    child = set(json.loads(done.stdout))
+    assert "rewind.replay.play.player" in child and "time_machine" in child  # it replayed
+    assert loaded(child, NOT_IN_THE_HOOK) == set()
+
+
+def test_rewind_replay_starts_without_what_a_replay_does_not_use():
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import sys; sys.argv = ['rewind-replay', "
+         "'--help']; from rewind.replay.cli.main import replay_main; replay_main()"],
+        capture_output=True, text=True, timeout=60, env=user_env())
+    assert done.returncode == 0 and "--trace-id" in done.stdout, done.stderr
+    modules = imported(done.stderr)
+    assert "rewind.replay.play.launch" in modules
+    assert loaded(modules, NOT_IN_THE_CLI) == set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
+def test_an_idle_worker_maps_no_dataframe_mcp_or_grpc_library(tmp_path: Path):
+    port = free_port()
+    worker = start([str(BIN / "rewind"), "worker", "--clickhouse", f"chdb://{tmp_path}/store",
+                    "--port", str(port)], tmp_path, user_env(), port=port)
+    try:
+        assert mapped(worker.process.pid, ("/chdb",)) == {"/chdb"}  # the store is open
+        assert mapped(worker.process.pid, (PANDAS, PYDANTIC, GRPC)) == set()
+    finally:
+        worker.process.send_signal(2)
+        worker.process.wait(timeout=60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
+def test_an_idle_serve_maps_no_dataframe_or_mcp_library_in_any_process(tmp_path: Path):
+    served = start_serve(tmp_path / "store")
+    try:
+        processes = [served.process.pid, *descendants(served.process.pid)]
+        assert len(processes) > 1  # the collector's conversion workers are running
+        assert {pid: mapped(pid, (PANDAS, PYDANTIC)) for pid in processes} == \
+            {pid: set() for pid in processes}
+        assert mapped(served.process.pid, (GRPC,)) == {GRPC}  # it receives OTLP over gRPC
+    finally:
+        served.stop()
