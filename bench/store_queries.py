@@ -51,9 +51,14 @@ import store_fill
 
 from rewind.collector.store import reader
 from rewind.collector.store.filters import TraceFilters, UsageFilters
-from rewind.collector.store.llm_steps import LLM_STEPS, calls_counted, llm_steps_view, shadowed_by
+from rewind.collector.store.llm_steps import (
+    LLM_CALLS_IN_TRACE,
+    LLM_STEPS,
+    calls_counted,
+    llm_steps_view,
+    shadowed_by,
+)
 from rewind.collector.store.migrations.m005_trace_list import ROOT_KEY
-from rewind.collector.store.reader import LLM_CALLS_IN_TRACE
 from rewind.collector.store.reader_usage import usage
 from rewind.collector.store.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
 from rewind.collector.store.store import Store

@@ -86,7 +86,7 @@ def test_a_store_filled_before_the_migration_lists_the_same_after_it(tmp_path):
         writer = TraceWriter(store)
         writer.write(agent_run()[:3], "before-1")
         writer.write(agent_run()[3:] + shop_run(), "before-2")
-        assert migrate(store) == [5, 6, 7, 8, 9, 10, 11]
+        assert migrate(store) == [5, 6, 7, 8, 9, 10, 11, 12]
         assert listed(store) == [SHOP_ROW, AGENT_ROW]
         # A span arriving after the migration joins its trace's row.
         writer.write([span(AGENT, "0" * 15 + "6", "0" * 15 + "1", "chat gpt-4o", 12, 1,

@@ -59,6 +59,12 @@ def parse_when(text: str | None, now: datetime | None = None,
     return moment
 
 
+def epoch_ns(moment: datetime | None, default: int) -> int:
+    """``moment`` in nanoseconds since the epoch, as queries compare times; ``default`` when
+    there is none."""
+    return default if moment is None else int(moment.timestamp() * 1e9)
+
+
 @dataclass(frozen=True)
 class TraceFilters:
     """The trace listing (``rewind traces``, ``GET /v1/traces``, the runs page). ``since`` and

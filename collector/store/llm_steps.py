@@ -12,13 +12,19 @@ the pure rule also requires, is not in these rows: two concurrent calls to one m
 by different instrumentations and neither by Rewind can be taken for one call.
 
 ``rewind_llm_steps`` (migration 4) is ``rewind_llm_calls`` without the shadows; ``stats``,
-``rewind_llm_costs`` and the dashboards read it. ``reader.LLM_CALLS_IN_TRACE`` counts the calls
-of one trace in a query over ``otel_traces`` grouped by trace (listings, in ``reader``).
+``rewind_llm_costs`` and the dashboards read it. :data:`LLM_CALLS_IN_TRACE` counts the calls of
+one trace in a query over ``otel_traces`` grouped by trace.
 """
 
 from __future__ import annotations
 
-from rewind.collector.store.schema import LLM_CALLS, SINGLE_NODE, Layout, span_attribute
+from rewind.collector.store.schema import (
+    IS_LLM_CALL,
+    LLM_CALLS,
+    SINGLE_NODE,
+    Layout,
+    span_attribute,
+)
 from rewind.exporter.core import attributes as A
 
 LLM_STEPS = "rewind_llm_steps"
@@ -69,6 +75,10 @@ def calls_counted(rows: str) -> str:
     each counted once."""
     return (f"arrayCount(c -> NOT arrayExists(p -> {shadowed_by('p', *_LAMBDA_ROW)}, {rows}), "
             f"{rows})")
+
+
+# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
+LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
 
 
 def steps_by_trace(where: str, facts: str, table: str = LLM_CALLS, counted: str = "1",

@@ -1,8 +1,8 @@
 """Reads traces back: one trace's spans and trace listings, through ``rewind_traces`` (one row
-per trace, see ``migrations``), so no read goes through every span's attribute map unless a
-filter looks into the spans (a model, a text). With ``reader_usage`` (tokens and cost) and
-``reader_runs`` (runs for bisect, runs made from a run) this is every read query of the store;
-listings come back as typed rows (:class:`TraceRow`).
+per trace, see ``migrations``) newest first, so a listing reads about a page of traces however
+large the store, and no read goes through every span's attribute map. With ``reader_usage``
+(tokens and cost) and ``reader_runs`` (runs for bisect, runs made from a run) this is every
+read query of the store; listings come back as typed rows (:class:`TraceRow`).
 
 Every read takes ``tenant``: given, only spans stamped with that tenant (resource attribute
 ``rewind.tenant``, set by the collector from the sender's token) are seen, so another tenant's
@@ -16,30 +16,22 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rewind.collector.conventions import genai_events
-from rewind.collector.store.filters import TraceFilters
-from rewind.collector.store.llm_steps import SPAN_CALL_ROW, calls_counted
+from rewind.collector.store.filters import TraceFilters, epoch_ns
+from rewind.collector.store.llm_steps import calls_counted
 from rewind.collector.store.migrations.m011_span_marks import made_from_run
+from rewind.collector.store.migrations.m012_span_models import naming_model
 from rewind.collector.store.schema import (
-    IS_LLM_CALL,
     LOGS,
     MADE_FROM_RUN,
     SINGLE_NODE,
     TRACE_LIST,
+    TRACE_LOOKUP,
     TRACES,
     span_attribute,
     sql_string,
 )
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
-
-# A span of a run Rewind made from another: a replay's calls carry its source, a fork's root
-# span its source and step. mapContains reads the span-attribute key index (bloom filter).
-# In a query over otel_traces grouped by TraceId: the trace's LLM calls, each counted once.
-LLM_CALLS_IN_TRACE = calls_counted(f"groupArrayIf(({', '.join(SPAN_CALL_ROW)}), {IS_LLM_CALL})")
-_FORK = span_attribute(A.FORK_SOURCE_TRACE_ID)
-_REPLAY = span_attribute(A.REPLAY_SOURCE_TRACE_ID)
-_FORK_STEP = span_attribute(A.FORK_STEP)
-_MODELS = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
 
 Row = TypeVar("Row", bound="StoreRow")
 
@@ -192,56 +184,46 @@ def _trace_list_filters(tenant: str | None, service: str | None,
 
 def list_traces(store: Store, filters: TraceFilters | None = None,
                 tenant: str | None = None) -> list[TraceRow]:
-    """One row per trace, newest first. With ``service``, only that service's spans count.
+    """One row per trace, newest first. With ``service``, only that service's spans count;
+    ``since`` and ``until`` bound a trace's start; every filter applies before ``offset``.
 
-    Read from ``rewind_traces`` (see ``migrations``): the newest traces are picked from its
-    narrow columns, then only their rows are summed up, LLM calls included (by trace id, its
-    sort key). A model or text filter looks into the spans: :func:`_searched`. Every filter
-    applies before ``offset`` and ``limit``; runs made from a run are left out by their marks
-    (migration 11) with ``originals``."""
+    The page is picked from ``rewind_traces`` newest first, a window of time at a time
+    (:func:`_newest`); a model is looked up in ``rewind_span_models`` (migration 12), text
+    and routes in the window's spans; runs made from a run are left out by their marks
+    (migration 11). Then only the listed traces' rows are summed up, LLM calls included."""
     filters = filters or TraceFilters()
-    if filters.model or filters.text or filters.route:
-        return [TraceRow.from_columns(row)
-                for row in _with_inbound(store, _searched(store, filters, tenant))]
-    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
+    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters),
+                              "since": epoch_ns(filters.since, 0),
+                              "until": epoch_ns(filters.until, 2**62)}
     where = _trace_list_filters(tenant, filters.service, params)
-    picked = where
-    if filters.originals:
-        after = "Timestamp >= {since:DateTime64(9)}" if filters.since else "1"
-        picked += f" AND TraceId NOT IN ({made_from_run(SINGLE_NODE, after)})"
-    having = ["1"]
+    picked, having = " AND ".join(_matching(filters, tenant, params)), ["1"]
     if filters.errors:
         having.append("sum(Errors) > 0")
     if filters.since:
-        having.append("min(Start) >= {since:DateTime64(9)}")
-        params["since"] = filters.since
+        having.append("min(Start) >= fromUnixTimestamp64Nano({since:Int64})")
     if filters.until:
-        having.append("min(Start) <= {until:DateTime64(9)}")
-        params["until"] = filters.until
-    rows = store.query(
-        f"""
-SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, Start,
-       End - toUnixTimestamp64Nano(Start) AS DurationNs, Spans, LlmCalls, Errors
+        having.append("min(Start) <= fromUnixTimestamp64Nano({until:Int64})")
+    page = _newest(store, where, picked, " AND ".join(having), params)
+    rows = store.query(f"""
+SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, First AS Start,
+       Last - toUnixTimestamp64Nano(First) AS DurationNs, Spans, LlmCalls, Errors
 FROM (
-    SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS Start, max(End) AS End,
+    SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS First, max(End) AS Last,
            sum(Spans) AS Spans, {calls_counted('groupArrayMerge(Calls)')} AS LlmCalls,
            sum(Errors) AS Errors
     FROM {TRACE_LIST}
-    WHERE {where} AND TraceId IN (
-        SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
-        GROUP BY TraceId HAVING {' AND '.join(having)}
-        ORDER BY min(Start) DESC, TraceId LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}})
+    WHERE {where} AND Start >= fromUnixTimestamp64Nano({{first:Int64}})
+      AND TraceId IN {{ids:Array(String)}}
     GROUP BY TraceId)
-ORDER BY Start DESC, TraceId
-""",
-        params,
-    )
+ORDER BY First DESC, TraceId
+""", {**params, "ids": [r["TraceId"] for r in page],
+      "first": min((r["First"] for r in page), default=0)}) if page else []
     if filters.count:
         matching = params["offset"] + len(rows)
         if len(rows) >= filters.limit or (not rows and params["offset"]):
             matching = store.query(f"""
-SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {picked}
-    GROUP BY TraceId HAVING {' AND '.join(having)})""", params)[0]["n"]
+SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {where} AND {picked}
+    GROUP BY TraceId HAVING {' AND '.join(having)})""", {**params, "lo": params["since"]})[0]["n"]
         rows = [{**row, "Matching": matching} for row in rows]
     return [TraceRow.from_columns(row) for row in _with_inbound(store, _with_lineage(store, rows))]
 
@@ -251,61 +233,81 @@ def _offset(filters: TraceFilters) -> int:
     return min(max(0, int(filters.offset)), 2**32 - 1)
 
 
-def _searched(store: Store, filters: TraceFilters, tenant: str | None) -> list[dict[str, Any]]:
-    """The listing filtered by a model or by text said anywhere in a run: spans grouped by
-    trace, their attribute maps read."""
-    params: dict[str, Any] = {"limit": int(filters.limit), "offset": _offset(filters)}
-    where = ["TraceId != ''", tenant_condition(tenant, params)]
-    if filters.since:
-        where.append("Timestamp >= {since:DateTime64(9)}")
-        params["since"] = filters.since
-    if filters.service:
-        where.append("ServiceName = {service:String}")
-        params["service"] = filters.service
-    having = []
-    if filters.until:
-        having.append("Start <= {until:DateTime64(9)}")
-        params["until"] = filters.until
-    if filters.errors:
-        having.append("Errors > 0")
-    if filters.originals:
-        having.append(f"countIf({MADE_FROM_RUN}) = 0")
+# A span holding the text: any attribute's value, in any case.
+_TEXT = ("arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) > 0, "
+         "mapValues(SpanAttributes))")
+
+
+def _matching(filters: TraceFilters, tenant: str | None, params: dict[str, Any]) -> list[str]:
+    """Conditions on a listed trace's id: a span in the window (from ``{lo:Int64}`` on) in
+    the listing's service and tenant names the model, holds the text or serves the route;
+    and no span of it was made from a run. A trace starting in the window has all its spans
+    there, so these say the same as asking all of its spans."""
+    when = "Timestamp >= fromUnixTimestamp64Nano({lo:Int64})"
+    scope = [when, *(["ServiceName = {service:String}"] if filters.service else [])]
+    picked = ["1"]
     if filters.model:
-        having.append(f"countIf({_MODELS[0]} = {{model:String}} "
-                      f"OR {_MODELS[1]} = {{model:String}}) > 0")
         params["model"] = filters.model
+        named = naming_model(SINGLE_NODE, " AND ".join(
+            [*scope, *(["Tenant = {tenant:String}"] if tenant is not None else [])]))
+        picked.append(f"TraceId IN ({named})")
+    spans = [*scope, "TraceId != ''", tenant_condition(tenant, params)]
     if filters.text:
-        having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) "
-                      "> 0, mapValues(SpanAttributes))) > 0")
         params["text"] = filters.text
-    if filters.route:  # as listed (method and route), or the route or path alone
-        having.append(f"countIf(mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) AND "
-                      f"({_INBOUND_PICKS['Route']} = {{route:String}} OR "
-                      f"{_ROUTE_ALONE} = {{route:String}})) > 0")
+        picked.append(f"TraceId IN (SELECT TraceId FROM {TRACES} "
+                      f"WHERE {' AND '.join(spans)} AND {_TEXT})")
+    if filters.route:
         params["route"] = filters.route
-    return store.query(f"""
-SELECT
-    TraceId,
-    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
-        AS RootSpan,
-    any(ServiceName) AS Service,
-    min(Timestamp) AS Start,
-    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
-        AS DurationNs,
-    count() AS Spans,
-    {LLM_CALLS_IN_TRACE} AS LlmCalls,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors,
-    anyIf({_REPLAY}, {_REPLAY} != '') AS ReplaySource,
-    anyIf({_FORK}, {_FORK} != '') AS ForkSource,
-    anyIf({_FORK_STEP}, {_FORK_STEP} != '') AS ForkStep{
-        ", count() OVER () AS Matching" if filters.count else ""}
-FROM {TRACES}
-WHERE {' AND '.join(where)}
-GROUP BY TraceId
-{'HAVING ' + ' AND '.join(having) if having else ''}
-ORDER BY Start DESC, TraceId
-LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
-""", params)
+        picked.append(
+            f"TraceId IN (SELECT TraceId FROM {TRACES} WHERE {' AND '.join(spans)} "
+            f"AND mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) AND "
+            f"({_INBOUND_PICKS['Route']} = {{route:String}} OR {_ROUTE_ALONE} = {{route:String}}))")
+    if filters.originals:
+        picked.append(f"TraceId NOT IN ({made_from_run(SINGLE_NODE, when)})")
+    return picked
+
+
+def _newest(store: Store, where: str, picked: str, having: str,
+            params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The page's trace ids and starts (``First``, ns), newest first: ranked by the rows of
+    ``rewind_traces`` (``where``) starting in a window that grows back from the newest start
+    (or ``until``) until the page is full or the window holds every trace.
+
+    A trace starting in the window has all its rows there; one ranked by a row in the window
+    but with an earlier row (it *straddles* the window's edge) started before, so it is
+    dropped: among the rest, the newest are exactly the newest of all. The first window holds
+    about twice the traces needed at the store's average rate, each next one is 4 times as
+    long (ten minutes at least)."""
+    want = params["offset"] + params["limit"]
+    store_range = store.query(
+        f"SELECT toUnixTimestamp64Nano(min(Start)) AS first, "
+        f"toUnixTimestamp64Nano(max(Start)) AS last, "
+        f"(SELECT count() FROM {TRACE_LOOKUP}) AS traces FROM {TRACE_LIST}")[0]
+    if not store_range["traces"] or not want:
+        return []
+    first, top = max(store_range["first"], params["since"]), min(store_range["last"],
+                                                               params["until"])
+    span = max(store_range["last"] - store_range["first"], 1)
+    n = want + params["limit"]  # room for the traces straddling
+    width = max(span * 2 * n // store_range["traces"], 600 * 10**9)
+    while True:
+        lo = max(top - width, first)
+        ranked = store.query(f"""
+SELECT TraceId, toUnixTimestamp64Nano(min(Start)) AS First FROM {TRACE_LIST}
+WHERE {where} AND Start >= fromUnixTimestamp64Nano({{lo:Int64}}) AND {picked}
+GROUP BY TraceId HAVING {having}
+ORDER BY First DESC, TraceId LIMIT {{n:UInt32}}""", {**params, "lo": lo, "n": n})
+        if ranked and lo > store_range["first"]:
+            straddling = {r["TraceId"] for r in store.query(f"""
+SELECT DISTINCT TraceId FROM {TRACE_LIST}
+WHERE {where} AND TraceId IN {{ids:Array(String)}} AND Start < fromUnixTimestamp64Nano({{lo:Int64}})
+  AND Start >= (SELECT toDateTime64(min(Start), 9) FROM {TRACE_LOOKUP}
+                WHERE TraceId IN {{ids:Array(String)}})""",
+                {**params, "lo": lo, "ids": [r["TraceId"] for r in ranked]})}
+            ranked = [r for r in ranked if r["TraceId"] not in straddling]
+        if len(ranked) >= want or lo <= first:
+            return ranked[params["offset"]:want]
+        width *= 4
 
 
 def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:

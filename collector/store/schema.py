@@ -28,6 +28,8 @@ USAGE_TOUCHED = "rewind_usage_touched"  # when spans last arrived that change an
 USAGE_TOUCHED_MV = "rewind_usage_touched_mv"
 SPAN_MARKS = "rewind_span_marks"  # spans made from a run, calls without reported usage
 SPAN_MARKS_MV = "rewind_span_marks_mv"
+SPAN_MODELS = "rewind_span_models"  # the spans naming each model, by time (listings by model)
+SPAN_MODELS_MV = "rewind_span_models_mv"
 SUITES = "rewind_suites"  # named sets of recorded runs (``rewind suite``)
 SUITE_RESULTS = "rewind_suite_results"  # what each run of a suite did, each time it ran
 
@@ -160,6 +162,24 @@ MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRAC
 # A dated or "-latest" model name is priced as its family when it has no row of its own
 # (every trailing version is dropped: a proxy may append its own date to the upstream name).
 MODEL_VERSION_SUFFIX = "(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$"
+
+
+def kept_from_spans(layout: Layout, table: str, view: str, create: str,
+                    select: Callable[[str], str]) -> tuple[str, ...]:
+    """A table of ours kept from the spans by a materialized view: ``create`` (and the
+    Distributed table over it), the view (each shard's spans), then the spans stored before,
+    those inserted meanwhile once more: ``select`` reads a span table, and its rows are read
+    with ``IN``, so a row entered twice changes no answer."""
+    return (
+        create,
+        *layout.distributed(table),
+        f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(view)}{layout.on_cluster}
+TO {layout.local(table)}
+AS {select(layout.local(TRACES))}
+""",
+        f"INSERT INTO {layout.name(table)} {select(layout.name(TRACES))}",
+    )
 
 
 def migrations_table(layout: Layout = SINGLE_NODE) -> str:

@@ -623,3 +623,32 @@ WHERE (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContai
 
 INSERT INTO default.rewind_schema_migrations (Version, Description)
 VALUES (11, 'rewind_span_marks: replays\' spans and unreported usage, apart');
+
+CREATE TABLE IF NOT EXISTS default.rewind_span_models_local ON CLUSTER rewind (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String),
+    Tenant LowCardinality(String),
+    Model LowCardinality(String)
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/rewind_span_models_local', '{replica}')
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (Model, Timestamp, TraceId)
+SETTINGS replicated_deduplication_window = 10000;
+
+CREATE TABLE IF NOT EXISTS default.rewind_span_models ON CLUSTER rewind AS default.rewind_span_models_local
+ENGINE = Distributed(rewind, 'default', rewind_span_models_local, cityHash64(TraceId));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS default.rewind_span_models_mv ON CLUSTER rewind
+TO default.rewind_span_models_local
+AS SELECT Timestamp, TraceId, ServiceName,
+    ResourceAttributes['rewind.tenant'] AS Tenant, arrayJoin(arrayDistinct(arrayFilter(m -> m != '', [SpanAttributes['gen_ai.response.model'], SpanAttributes['gen_ai.request.model']]))) AS Model
+FROM default.otel_traces_local
+WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
+
+INSERT INTO default.rewind_span_models SELECT Timestamp, TraceId, ServiceName,
+    ResourceAttributes['rewind.tenant'] AS Tenant, arrayJoin(arrayDistinct(arrayFilter(m -> m != '', [SpanAttributes['gen_ai.response.model'], SpanAttributes['gen_ai.request.model']]))) AS Model
+FROM default.otel_traces
+WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
+
+INSERT INTO default.rewind_schema_migrations (Version, Description)
+VALUES (12, 'rewind_span_models: the spans naming each model, by time');

@@ -598,3 +598,29 @@ WHERE (mapContains(SpanAttributes, 'rewind.replay.source_trace_id') OR mapContai
 
 INSERT INTO rewind_schema_migrations (Version, Description)
 VALUES (11, 'rewind_span_marks: replays\' spans and unreported usage, apart');
+
+CREATE TABLE IF NOT EXISTS rewind_span_models (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String),
+    Tenant LowCardinality(String),
+    Model LowCardinality(String)
+) ENGINE = MergeTree()
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (Model, Timestamp, TraceId)
+SETTINGS non_replicated_deduplication_window = 10000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS rewind_span_models_mv
+TO rewind_span_models
+AS SELECT Timestamp, TraceId, ServiceName,
+    ResourceAttributes['rewind.tenant'] AS Tenant, arrayJoin(arrayDistinct(arrayFilter(m -> m != '', [SpanAttributes['gen_ai.response.model'], SpanAttributes['gen_ai.request.model']]))) AS Model
+FROM otel_traces
+WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
+
+INSERT INTO rewind_span_models SELECT Timestamp, TraceId, ServiceName,
+    ResourceAttributes['rewind.tenant'] AS Tenant, arrayJoin(arrayDistinct(arrayFilter(m -> m != '', [SpanAttributes['gen_ai.response.model'], SpanAttributes['gen_ai.request.model']]))) AS Model
+FROM otel_traces
+WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
+
+INSERT INTO rewind_schema_migrations (Version, Description)
+VALUES (12, 'rewind_span_models: the spans naming each model, by time');

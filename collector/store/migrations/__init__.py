@@ -17,6 +17,7 @@ from rewind.collector.store.migrations import (
     m009_suites,
     m010_usage_rollup,
     m011_span_marks,
+    m012_span_models,
 )
 from rewind.collector.store.schema import Migration
 
@@ -32,4 +33,5 @@ MIGRATIONS: tuple[Migration, ...] = (
     m009_suites.MIGRATION,
     m010_usage_rollup.MIGRATION,
     m011_span_marks.MIGRATION,
+    m012_span_models.MIGRATION,
 )

@@ -17,9 +17,9 @@ from rewind.collector.store.schema import (
     SINGLE_NODE,
     SPAN_MARKS,
     SPAN_MARKS_MV,
-    TRACES,
     Layout,
     Migration,
+    kept_from_spans,
     span_attribute,
 )
 from rewind.exporter.core import attributes as A
@@ -52,14 +52,6 @@ FROM {source}
 WHERE {MADE_FROM_RUN} OR {_UNREPORTED}"""
 
 
-def marks_view(layout: Layout = SINGLE_NODE) -> str:
-    return f"""
-CREATE MATERIALIZED VIEW IF NOT EXISTS {layout.name(SPAN_MARKS_MV)}{layout.on_cluster}
-TO {layout.local(SPAN_MARKS)}
-AS {_marked(layout.local(TRACES))}
-"""
-
-
 def made_from_run(layout: Layout, when: str) -> str:
     """The traces with a span made from a run whose ``Timestamp`` matches ``when``."""
     return f"SELECT TraceId FROM {layout.name(SPAN_MARKS)} WHERE Mark = {MADE_FROM} AND ({when})"
@@ -79,14 +71,7 @@ def marks(layout: Layout, peers: str, lineage: str) -> tuple[str, str]:
 
 
 def statements(layout: Layout) -> tuple[str, ...]:
-    """The view first, then the spans stored before it, those inserted meanwhile once more:
-    a mark counted twice changes no answer (they are read with ``IN``)."""
-    return (
-        marks_table(layout),
-        *layout.distributed(SPAN_MARKS),
-        marks_view(layout),
-        f"INSERT INTO {layout.name(SPAN_MARKS)} {_marked(layout.name(TRACES))}",
-    )
+    return kept_from_spans(layout, SPAN_MARKS, SPAN_MARKS_MV, marks_table(layout), _marked)
 
 
 MIGRATION = Migration(11, "rewind_span_marks: replays' spans and unreported usage, apart",

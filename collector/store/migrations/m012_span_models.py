@@ -1,0 +1,67 @@
+"""Migration 12: which spans name which model, by time.
+
+The trace listing filtered by a model (``rewind traces --model``, the runs page) asked every
+span of the store for its request and response model, reading every span's attribute map
+(request and response bodies included): seconds at a million spans, more as the store grew.
+``rewind_span_models``, kept by a materialized view, holds one narrow row per span and model it
+names (any span: an agent's span may name the model too), with its trace, service and tenant,
+sorted by model and time; so a listing reads the model's newest rows only, window by window
+(``reader.list_traces``). Spans stored before are entered by the migration.
+"""
+
+from __future__ import annotations
+
+from rewind.collector.store.schema import (
+    SINGLE_NODE,
+    SPAN_MODELS,
+    SPAN_MODELS_MV,
+    Layout,
+    Migration,
+    kept_from_spans,
+    span_attribute,
+    sql_string,
+)
+from rewind.exporter.core import attributes as A
+
+_NAMED = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
+
+
+def models_table(layout: Layout = SINGLE_NODE) -> str:
+    return f"""
+CREATE TABLE IF NOT EXISTS {layout.local(SPAN_MODELS)}{layout.on_cluster} (
+    Timestamp DateTime64(9) CODEC(Delta(8), ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String),
+    Tenant LowCardinality(String),
+    Model LowCardinality(String)
+) ENGINE = {layout.engine("MergeTree", SPAN_MODELS)}
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (Model, Timestamp, TraceId)
+SETTINGS {layout.dedup}
+"""
+
+
+def _named(source: str) -> str:
+    """A row per span of ``source`` and distinct model it names (response or request)."""
+    models = f"arrayDistinct(arrayFilter(m -> m != '', [{', '.join(_NAMED)}]))"
+    keys = " OR ".join(f"mapContains(SpanAttributes, {sql_string(name)})"
+                       for name in (A.RESPONSE_MODEL, A.REQUEST_MODEL))
+    return f"""SELECT Timestamp, TraceId, ServiceName,
+    ResourceAttributes[{sql_string(A.TENANT)}] AS Tenant, arrayJoin({models}) AS Model
+FROM {source}
+WHERE TraceId != '' AND ({keys})"""
+
+
+def naming_model(layout: Layout, where: str) -> str:
+    """The traces with a span naming ``{model:String}`` among the rows matching ``where``
+    (on ``Timestamp``, ``ServiceName``, ``Tenant``)."""
+    return (f"SELECT TraceId FROM {layout.name(SPAN_MODELS)} "
+            f"WHERE Model = {{model:String}} AND ({where})")
+
+
+def statements(layout: Layout) -> tuple[str, ...]:
+    return kept_from_spans(layout, SPAN_MODELS, SPAN_MODELS_MV, models_table(layout), _named)
+
+
+MIGRATION = Migration(12, "rewind_span_models: the spans naming each model, by time",
+                      statements)
