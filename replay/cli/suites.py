@@ -346,27 +346,34 @@ def _todays_runs(source: Any, live: bool) -> Any:
 
 
 def _progress(total: int) -> Any:
-    """One line per finished run on stderr (rich on a terminal; recorded text escaped)."""
+    """Each run told in one block on stderr once it has ended (rich on a terminal; recorded
+    text escaped): its line, what its command and its replay said (kept apart while it ran,
+    so runs replayed side by side never mix their lines), then the cause."""
+    import threading
+
     from rich.console import Console
     from rich.markup import escape
 
     console = Console(stderr=True)
     done = [0]
+    lock = threading.Lock()
 
     def show(result: Any) -> None:
-        done[0] += 1
         mark = {True: "[green]pass[/]", False: "[red]FAIL[/]"}[result.passed]
         lines = result.message.splitlines()
+        headline = lines[0] if lines else ""
         named = f"{result.label} ({result.trace_id})" if result.label else result.trace_id
-        console.print(f"[{done[0]}/{total}] {mark} {escape(named)} {result.status}: "
-                      f"{escape(lines[0] if lines else '')}", highlight=False, soft_wrap=True)
-        if result.passed:
-            return
-        # a strict divergence's fields were printed by the replay itself as it stopped: its
-        # cause is added here, each line once
-        said = [line for line in lines[1:] if line.startswith("cause: ")] \
-            if result.status == "diverged" and result.step is not None else lines[1:]
-        for line in said:
-            console.print(f"    {escape(line)}", highlight=False, soft_wrap=True)
+        # the replay's own first line says what the run's line says already
+        said = [line for line in result.output.rstrip().splitlines()
+                if line.strip() and line != f"rewind: {headline}"]
+        if not result.passed:
+            # a strict divergence's fields are in what the replay said: its cause is added
+            said += [line for line in lines[1:] if line.startswith("cause: ")] \
+                if result.status == "diverged" and result.step is not None else lines[1:]
+        with lock:
+            done[0] += 1
+            block = [f"[{done[0]}/{total}] {mark} {escape(named)} {result.status}: "
+                     f"{escape(headline)}", *(f"    {escape(line)}" for line in said)]
+            console.print("\n".join(block), highlight=False, soft_wrap=True)
 
     return show

@@ -128,17 +128,20 @@ def watching(started: Any) -> Iterator[None]:
 
 def start(command: Sequence[str], settings: Settings,
           installers: Sequence[str] = (), stdout: IO[Any] | None = None,
-          sealing: sealed.Sealing | None = None) -> subprocess.Popen:
+          sealing: sealed.Sealing | None = None, stderr: IO[Any] | None = None
+          ) -> subprocess.Popen:
     """Start ``command`` with that environment and return at once (its standard output into
-    ``stdout`` when given: a suite keeps each run's answer); in a network namespace of its
-    own when ``sealing`` says so (:mod:`.sealed`)."""
+    ``stdout`` when given: a suite keeps each run's answer; its standard error into
+    ``stderr``: a suite prints each run's as one block, never interleaved with another run
+    replayed beside it); in a network namespace of its own when ``sealing`` says so
+    (:mod:`.sealed`)."""
     env = environment(settings, installers)
     try:
         if sealing is not None and sealing.sealed:
             child = sealed.popen(command, env, stdout, sealed.endpoints(env),
-                                 sealing.serves)
+                                 sealing.serves, stderr)
         else:
-            child = subprocess.Popen(list(command), env=env, stdout=stdout)
+            child = subprocess.Popen(list(command), env=env, stdout=stdout, stderr=stderr)
     except FileNotFoundError:
         raise _not_found(command[0]) from None
     except PermissionError:
@@ -151,12 +154,12 @@ def start(command: Sequence[str], settings: Settings,
 
 def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = (),
         timeout: float | None = None, stdout: IO[Any] | None = None,
-        sealing: sealed.Sealing | None = None) -> int:
+        sealing: sealed.Sealing | None = None, stderr: IO[Any] | None = None) -> int:
     """Run ``command`` to its end with that environment; its exit code (128 + N when signal
     N ended it, as a shell says). SIGINT and SIGTERM sent to this process reach the child
     (:func:`forwarded_to`), which ends its own way, so the caller still reads its report and prints
     the summary. Past ``timeout`` seconds it is killed: :class:`LaunchTimeout`."""
-    child = start(command, settings, installers, stdout, sealing)
+    child = start(command, settings, installers, stdout, sealing, stderr)
     with forwarded_to(child):
         try:
             code = child.wait(timeout)

@@ -65,12 +65,14 @@ def run_command(
     ignore: Sequence[str] = (), clock_mode: str = CLOCK_RECORDED,
     timeout: float | None = DEFAULT_TIMEOUT_S, stdout: IO[Any] | None = None,
     settings: launch.Settings | None = None, allow_unused: bool = False, seal: bool = True,
+    stderr: IO[Any] | None = None,
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
     ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
     command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
-    goes (default: this process's); ``settings``: more of the child's environment (a suite
+    goes (default: this process's), ``stderr`` where what it and the replay say goes (a suite
+    prints each run's at once); ``settings``: more of the child's environment (a suite
     records the replayed run: ``rewind record``'s settings); ``allow_unused``: a strict run
     that exits without asking every recorded call still passes; ``seal``: in a network
     namespace of its own where the kernel allows and the replay never goes live."""
@@ -86,7 +88,7 @@ def run_command(
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
         sealing = sealed.choose(seal, going_live(mode, allow_live))
         exit_code = launch.run(command, {**child.to_env(), **(settings or {})}, [INSTALLER],
-                               timeout, stdout, sealing)
+                               timeout, stdout, sealing, stderr)
         try:
             report = ReplayReport.from_json(report_path.read_text("utf-8"))
             installed = True

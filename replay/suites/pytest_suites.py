@@ -14,6 +14,7 @@ takes: ``live=True`` with ``evaluators=[...]`` judges the answer instead.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,9 @@ class SuiteCase:
     def replay(self, command: list[str] | tuple[str, ...] = (), **options: Any) -> RunResult:
         """The run replayed (``options``: :class:`SuiteOptions`' fields); its result."""
         given = {"evaluators": self.evaluators, **options, "command": tuple(command)}
-        return run_one(self.run, self.cassette, SuiteOptions(**given))
+        result = run_one(self.run, self.cassette, SuiteOptions(**given))
+        sys.stderr.write(result.output)  # pytest shows it with the test, as it shows its own
+        return result
 
     def check(self, command: list[str] | tuple[str, ...] = (), **options: Any) -> RunResult:
         """As :meth:`replay`, failing the test unless the run passes."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import IO, Any
 
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import RewindError
@@ -72,6 +72,7 @@ class RunResult:
     fail_below: float = 0.5
     label: str = ""  # what a reader knows the run by: its route, or what it was first asked
     ended_ns: int = 0  # when today's run made its last call (its scores are put there)
+    output: str = ""  # what the replayed command and its replay said on stderr, kept whole
 
     @property
     def passed(self) -> bool:
@@ -127,7 +128,7 @@ def command_of(run: SuiteRun, cassette: Cassette, options: SuiteOptions,
                            "run: `rewind suite add NAME TRACE_ID --command \"CMD\"`")
 
 
-def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
+def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions, err: IO[bytes]
             ) -> tuple[Any, str, list[str]]:
     command = command_of(run, cassette, options)
     today = options.today
@@ -137,7 +138,7 @@ def _script(run: SuiteRun, cassette: Cassette, options: SuiteOptions
                               allow_live=options.allow_live, ignore=options.ignore,
                               timeout=options.timeout, stdout=out, seal=options.seal,
                               settings=today.settings(report, run_name(list(command)))
-                              if today else None)
+                              if today else None, stderr=err)
         out.seek(0)
         recorded = today.traces(report) if today else []
         return outcome, out.read().decode("utf-8", "replace"), recorded
@@ -165,6 +166,18 @@ def _request(run: SuiteRun, cassette: Cassette, options: SuiteOptions,
 
 
 def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResult:
+    """The run replayed and told; what its command said on stderr is kept in ``output``
+    (runs replayed side by side would otherwise write theirs line by line into each
+    other's), for whoever tells the run to print once it has ended."""
+    with tempfile.TemporaryFile() as err:
+        result = _replayed(run, cassette, options, err)
+        err.seek(0)
+        result.output = err.read().decode("utf-8", "replace")
+    return result
+
+
+def _replayed(run: SuiteRun, cassette: Cassette, options: SuiteOptions, err: IO[bytes]
+              ) -> RunResult:
     result = RunResult(run.trace_id, ERRORED, fail_below=options.fail_below,
                        label=label(cassette))
     began = time.monotonic()
@@ -178,7 +191,7 @@ def run_one(run: SuiteRun, cassette: Cassette, options: SuiteOptions) -> RunResu
             exit_code = 0 if outcome.same or options.live else outcome.exit_code
             differs, ended_early = outcome.diffs, False
         else:
-            outcome, answer, recorded = _script(run, cassette, options)
+            outcome, answer, recorded = _script(run, cassette, options, err)
             exit_code, differs, ended_early = outcome.exit_code, [], outcome.ended_early
     except RewindError as error:
         result.message = str(error) + (f" ({error.hint})" if error.hint else "")

@@ -99,7 +99,8 @@ def telemetry_hosts(env: Mapping[str, str]) -> frozenset[str]:
 
 
 def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None,
-          targets: Mapping[int, tuple[str, int]], serves: bool = False) -> subprocess.Popen:
+          targets: Mapping[int, tuple[str, int]], serves: bool = False,
+          stderr: IO[Any] | None = None) -> subprocess.Popen:
     """Start ``command`` sealed, ``targets`` carried out, and when it ``serves`` (a replayed
     service) the ports it listens on reachable from outside; the relays are closed by
     :func:`done`; what else it sends out is refused and, as root, written with the replay's
@@ -116,7 +117,8 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
         kernel.enter(ports, child_end, nameservers)
 
     try:
-        child = subprocess.Popen(list(command), env=dict(env), stdout=stdout, preexec_fn=enter)
+        child = subprocess.Popen(list(command), env=dict(env), stdout=stdout, stderr=stderr,
+                                 preexec_fn=enter)
         child_end.close()
         said, fds, _, _ = socket.recv_fds(parent_end, 64, 4 * len(ports) + len(nameservers) + 4)
     finally:
