@@ -4,6 +4,8 @@ mixed with the other's. The agent (the real ``openai`` SDK against the fake LLM,
 ``rewind record``) logs three lines to stderr before asking the model; both replays wait for
 each other before they log, so their lines are written at the same time."""
 
+# weight: process
+
 from __future__ import annotations
 
 import re
