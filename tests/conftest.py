@@ -64,12 +64,11 @@ def _async_clients_finalised_outside_a_loop(request) -> None:
 
 @pytest.fixture
 def store(tmp_path):
-    """A fresh embedded store (the real ClickHouse engine through chDB), migrated."""
-    from rewind.collector.store.migrate import migrate
-    from rewind.collector.store.store import Store
+    """A fresh embedded store (the real ClickHouse engine through chDB), migrated: a copy of
+    this process's migrated template (``tests/support/stores.py``)."""
+    from tests.support.stores import migrated_store
 
-    opened = Store(f"chdb://{tmp_path / 'store'}")
-    migrate(opened)
+    opened = migrated_store(tmp_path / "store")
     yield opened
     opened.close()
 

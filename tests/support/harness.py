@@ -33,13 +33,13 @@ import httpx
 from opentelemetry.sdk.trace import TracerProvider
 
 from rewind.collector.ingest.store_exporter import store_provider
-from rewind.collector.store.migrate import migrate
 from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support.ports import free_port
+from tests.support.stores import migrated_store
 from tests.support.weather_agent import Clients, Knobs, WeatherAgent
 
 READY = re.compile(r"otlp-grpc=(\S+):(\d+) api=(\S+) ")
@@ -332,8 +332,7 @@ class Lab:
 @contextmanager
 def lab_in(directory: Path) -> Iterator[Lab]:
     """A lab on a fresh store in ``directory`` (one embedded store per process at a time)."""
-    store = Store(f"chdb://{directory / 'store'}")
-    migrate(store)
+    store = migrated_store(directory / "store")
     lab = Lab(store)
     try:
         yield lab

@@ -21,12 +21,12 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from starlette.testclient import TestClient
 
 from rewind.collector.ingest.service import IngestHandle, start_ingest
-from rewind.collector.store.migrate import migrate
 from rewind.collector.store.server_settings import IngestOptions
 from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.testing.fakellm import FakeLLMServer
 from rewind.replay.worker.app import create_app
+from tests.support.stores import migrated_store
 
 # token -> tenant; a token without a tenant is an operator's
 TOKENS: dict[str, str | None] = {"tok-a": "team-a", "tok-b": "team-b", "tok-op": None}
@@ -49,8 +49,7 @@ class Tenancy:
 
 @contextmanager
 def tenancy(directory: Path) -> Iterator[Tenancy]:
-    store = Store(f"chdb://{directory / 'store'}")
-    migrate(store)
+    store = migrated_store(directory / "store")
     ingest = start_ingest(store, IngestOptions(grpc_port=0, http_port=0,
                                                spool_dir=directory / "spool",
                                                auth_tokens=TOKENS))
