@@ -16,6 +16,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from rewind.collector.conventions.openinference import read_openinference
+from rewind.collector.conventions.own_spans import read_own
 from rewind.collector.conventions.pending_content import derive_pending
 from rewind.collector.conventions.traceloop import read_traceloop
 from rewind.collector.conventions.vercel_ai import read_vercel_ai
@@ -105,8 +106,8 @@ def span_rows(
             for span in scope_spans.spans:
                 start, end = span.start_time_unix_nano, _end(span)
                 name = span.name
-                attributes = read_vercel_ai(read_traceloop(read_openinference(
-                    attribute_map(span.attributes))))
+                attributes = read_own(scope.name, name, read_vercel_ai(read_traceloop(
+                    read_openinference(attribute_map(span.attributes)))))
                 if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
                     name, attributes = derive_pending(name, attributes)
                 if masked := masked_url_attributes(attributes):  # whoever's span it is
