@@ -1,24 +1,30 @@
 """Concurrency benchmark: how a worker's throughput grows with concurrent clients, as ratios
-to one client measured in the same run.
+to one client measured in the same rounds.
 
 Two loads against one `rewind serve`: replay sessions over HTTP (each client opens a session
 for a recorded 10-call run and makes its calls with the real ``openai`` SDK, as a replayed
-agent does) and reads (each client loads a run's page and the runs listing, in turn). Clients
-are separate processes, so the client side never shares one interpreter's lock. Printed for
-1, 4 and 16 clients: calls (or requests) per second, the ratio to one client, the median
-latency, and the cores the machine has.
+agent does; the session's opening counts in the time) and reads (each client loads a run's
+page and the runs listing, in turn). Clients are separate processes, so the client side never
+shares one interpreter's lock. Rounds interleave the client counts (``rounds.py``: each round
+runs every count of both loads, in the other order the next round), so load that shifts during
+the run hits every count alike. Printed per count: calls (or requests) per second, the median
+and range of the per-round ratio to one client, the median latency, and the load average.
+
+On 2 cores the clients' own work (the SDK, in their processes) shares the cores with the
+server: about 2x is the ceiling there.
 
 The default is the embedded store: one process serves it (reads and replay sessions in
-threads), so Python's work there uses one core. Against a ClickHouse server give
+threads, queries on several engine handles at once). Against a ClickHouse server give
 ``--clickhouse http://...`` and ``--workers N``: N API processes share the port.
 
-    python bench/concurrency.py [--clients 1,4,16] [--rounds 8]
+    python bench/concurrency.py [--clients 1,2,4,16] [--rounds 5] [--replays 3]
         [--clickhouse http://user:pass@host:8123/db --workers 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import statistics
@@ -32,6 +38,7 @@ from pathlib import Path
 
 import httpx
 import openai
+from rounds import interleaved, load, ratios, spread
 
 from rewind.replay.testing.fakellm import FakeLLMServer
 
@@ -98,13 +105,13 @@ def record(serve: Serve, directory: Path, llm: FakeLLMServer) -> str:
 Timed = tuple[float, float, list[float]]  # a client's first start, last end, each call's time
 
 
-def replay_client(api: str, trace_id: str, rounds: int) -> Timed:
-    """``rounds`` replays of the run, each in its own session, with the openai SDK."""
+def replay_client(api: str, trace_id: str, replays: int) -> Timed:
+    """``replays`` replays of the run, each in its own session, with the openai SDK."""
     timings: list[float] = []
     first = 0.0  # perf_counter is the system's monotonic clock: the same in every process
     sdk = openai.OpenAI(base_url=api, api_key="sk-replay", max_retries=0)  # one connection pool
     with httpx.Client(timeout=60) as http:
-        for round_ in range(rounds + 1):  # round 0 warms the SDK and the connections: untimed
+        for round_ in range(replays + 1):  # replay 0 warms the SDK and the connections: untimed
             first = time.perf_counter() if round_ == 1 else first
             session = http.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id})
             session.raise_for_status()
@@ -117,12 +124,12 @@ def replay_client(api: str, trace_id: str, rounds: int) -> Timed:
     return first, time.perf_counter(), timings
 
 
-def read_client(api: str, trace_id: str, rounds: int) -> Timed:
-    """``rounds`` x (the run's page, the runs listing)."""
+def read_client(api: str, trace_id: str, pairs: int) -> Timed:
+    """``pairs`` x (the run's page, the runs listing)."""
     timings: list[float] = []
     first = 0.0
     with httpx.Client(timeout=60) as http:
-        for round_ in range(rounds + 1):  # round 0 warms the connection: untimed
+        for round_ in range(pairs + 1):  # pair 0 warms the connection: untimed
             first = time.perf_counter() if round_ == 1 else first
             for path in (f"/traces/{trace_id}", "/"):
                 started = time.perf_counter()
@@ -149,42 +156,47 @@ def measure(pool: ProcessPoolExecutor, clients: int, job, *args) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", default="1,4,16")
-    parser.add_argument("--rounds", type=int, default=8,
-                        help="replays (and page + listing pairs) per client")
+    parser.add_argument("--clients", default="1,2,4,16")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (after one "
+                        "that warms up and is not counted)")
+    parser.add_argument("--replays", type=int, default=3,
+                        help="replays (and page + listing pairs) per client in each round")
     parser.add_argument("--clickhouse", default=None, help="a ClickHouse server URL; "
                         "default: an embedded store in a temporary directory")
     parser.add_argument("--workers", type=int, default=1, help="API processes (a server only)")
     options = parser.parse_args()
-    counts = [int(n) for n in options.clients.split(",")]
+    counts = sorted({1, *(int(n) for n in options.clients.split(","))})
+    jobs = {"replay": replay_client, "reads": read_client}
+    before = load()
     with tempfile.TemporaryDirectory(prefix="rewind-bench-concurrency-") as tmp, \
             FakeLLMServer() as llm:
         store = options.clickhouse or f"chdb://{tmp}/store"
         serve = Serve(store, options.workers)
         try:
             trace_id = record(serve, Path(tmp), llm)
-            rows = []
             with ProcessPoolExecutor(max(counts)) as pool:
                 list(pool.map(_ready, range(max(counts) * 2)))
-                replay_client(serve.api, trace_id, 1)  # the worker's caches are warm
-                read_client(serve.api, trace_id, 1)
-                for clients in counts:
-                    rows.append((clients,
-                                 measure(pool, clients, replay_client, serve.api, trace_id,
-                                         options.rounds),
-                                 measure(pool, clients, read_client, serve.api, trace_id,
-                                         options.rounds)))
+                sides = {(kind, n): functools.partial(measure, pool, n, job, serve.api,
+                                                      trace_id, options.replays)
+                         for kind, job in jobs.items() for n in counts}
+                figures = interleaved(sides, options.rounds)
         finally:
             serve.stop()
     kind = "a ClickHouse server" if options.clickhouse else "the embedded store"
-    print(f"rewind serve on {kind}, {options.workers} API process(es); {os.cpu_count()} cores; "
-          f"clients are processes; {options.rounds} rounds per client")
-    print(f"{'clients':>7}  {'replay calls/s':>14} {'ratio':>6} {'p50 ms':>7}  "
-          f"{'reads/s':>8} {'ratio':>6} {'p50 ms':>7}")
-    (_, (replay_one, _), (read_one, _)) = rows[0]
-    for clients, (replay, replay_p50), (reads, read_p50) in rows:
-        print(f"{clients:>7}  {replay:>14.1f} {replay / replay_one:>5.2f}x {replay_p50:>7.1f}  "
-              f"{reads:>8.1f} {reads / read_one:>5.2f}x {read_p50:>7.1f}")
+    print(f"rewind serve on {kind}, {options.workers} API process(es); clients are processes; "
+          f"{options.rounds} rounds of {options.replays} replays (or page + listing pairs) "
+          f"per client; {before} at the start, {load()} at the end")
+    print(f"{'clients':>7}  {'replay calls/s':>14} {'ratio to 1 client':>19} {'p50 ms':>7}  "
+          f"{'reads/s':>8} {'ratio to 1 client':>19} {'p50 ms':>7}")
+    for n in counts:
+        cells = []
+        for kind in jobs:
+            rates = [rate for rate, _ in figures[(kind, n)]]
+            ones = [rate for rate, _ in figures[(kind, 1)]]
+            p50 = statistics.median(latency for _, latency in figures[(kind, n)])
+            cells.append(f"{statistics.median(rates):>{8 if kind == 'reads' else 14}.1f} "
+                         f"{spread(ratios(rates, ones)):>19} {p50:>7.1f}")
+        print(f"{n:>7}  " + "  ".join(cells))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -22,6 +22,10 @@ from rewind.exporter.core.errors import RewindError
 # 2262-04-11).
 MAX_TIME_NS = 2**63 - 1
 DEFAULT_DIR = ".rewind/store"
+# Statements ended that may have changed an embedded store's data, by its path: shared by every
+# Store on the path in this process, the only process that can open it (Store.written).
+_WRITES: dict[str, int] = {}
+_WRITES_LOCK = threading.Lock()
 
 
 class StoreError(RewindError):
@@ -95,18 +99,96 @@ def check_url(url: str) -> None:
         )
 
 
+class _Handles:
+    """The embedded engine's connection handles. chDB runs statements of several handles at
+    once (without Python's lock) but one at a time on each (clickhouse-connect locks a handle),
+    so one shared handle queued every read behind the slowest statement and every insert.
+    A statement takes a free handle; when all are busy another is opened, up to ``limit``
+    (each holds ~1 MB; an idle process keeps the first only)."""
+
+    def __init__(self, first: Any, open_handle: Callable[[], Any], limit: int) -> None:
+        self.first = first
+        self._free = [first]  # last in, first out: light use keeps reusing the first
+        self._opened = 1
+        self._open = open_handle
+        self._limit = limit
+        self._changed = threading.Condition()
+        self._closed = False
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Any]:
+        if self._closed:  # a late caller meets the closed client, as before
+            yield self.first
+            return
+        with self._changed:
+            while not self._free and self._opened >= self._limit:
+                self._changed.wait()
+            handle = self._free.pop() if self._free else None
+            self._opened += handle is None
+        if handle is None:
+            try:
+                handle = self._open()
+            except BaseException:
+                with self._changed:
+                    self._opened -= 1
+                    self._changed.notify()
+                raise
+        try:
+            yield handle
+        finally:
+            with self._changed:
+                self._free.append(handle)
+                self._changed.notify()
+
+    def close(self) -> None:
+        """Once the statements under way end: every handle."""
+        with self._changed:
+            while len(self._free) < self._opened:
+                self._changed.wait()
+            if not self._closed:
+                self._closed = True
+                for handle in self._free:
+                    handle.close()
+
+
 class Store:
-    """Thread-safe wrapper: the embedded engine takes one statement at a time; a server takes
-    statements from several threads at once (no session, so none waits on another's)."""
+    """Thread-safe: statements from several threads run at once, on the embedded engine (a
+    handle each, :class:`_Handles`) as on a server (no session, so none waits on another's;
+    the client's connection pool serves each thread)."""
+
+    HANDLES = 4  # embedded: statements at once; past the cores, a short read still passes a
+    # long listing or insert instead of queueing behind it
 
     def __init__(self, url: str | None = None) -> None:
         self.url = resolve_url(url)
         self.embedded = self.url.startswith("chdb:")
         self.database = "default"
-        # a server's client is shared without a lock: its connection pool serves each thread
-        self._lock: Any = threading.RLock() if self.embedded else contextlib.nullcontext()
         self._closed = False
         self._client = self._connect()
+        self._handles = _Handles(self._client, self._connect, self.HANDLES) \
+            if self.embedded else None
+        self._path = public_url(self.url)  # what _WRITES is keyed by
+
+    @contextlib.contextmanager
+    def _handle(self, writes: bool = False) -> Iterator[Any]:
+        """A client for one statement; ``writes``: it may change data (counted as it ends,
+        however it ends: :meth:`written`)."""
+        try:
+            if self._handles is None:
+                yield self._client
+            else:
+                with self._handles.use() as client:
+                    yield client
+        finally:
+            if writes and self.embedded:
+                with _WRITES_LOCK:
+                    _WRITES[self._path] = _WRITES.get(self._path, 0) + 1
+
+    def written(self) -> int | None:
+        """A count that moves whenever a statement that may change the embedded store's data
+        ends (through any Store on its path): while it stays the same, what was read from it
+        is still current. None for a server, which other processes write too."""
+        return _WRITES.get(self._path, 0) if self.embedded else None
 
     def _connect(self) -> Any:
         import clickhouse_connect
@@ -135,12 +217,12 @@ class Store:
             raise StoreError(f"cannot open ClickHouse at {where}: {error}") from error
 
     def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
-        with self._lock:
-            return self._client.command(sql, parameters=parameters)
+        with self._handle(writes=True) as client:  # any command may write
+            return client.command(sql, parameters=parameters)
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            result = self._client.query(sql, parameters=parameters)
+        with self._handle() as client:
+            result = client.query(sql, parameters=parameters)
             return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
 
     def insert(
@@ -154,8 +236,8 @@ class Store:
         settings = dict(extra or {})
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
-        with self._lock:
-            self._client.insert(
+        with self._handle(writes=True) as client:
+            client.insert(
                 table, rows, column_names=list(columns), settings=settings or None
             )
 
@@ -167,7 +249,7 @@ class Store:
         settings = dict(extra or {})
         if dedup_token:
             settings["insert_deduplication_token"] = dedup_token
-        with self._lock:
+        with self._handle(writes=True) as client:
             if self.embedded:
                 from rewind.collector.store.schema import (
                     sql_string,  # the schema is not needed to name a store
@@ -176,17 +258,18 @@ class Store:
                 cols = ", ".join(f"`{name}`" for name in columns)
                 clause = ", ".join(f"{key} = {sql_string(str(value))}"
                                    for key, value in settings.items())
-                self._client.command(
+                client.command(
                     f"INSERT INTO {table} ({cols}) FROM INFILE {sql_string(str(path))}"
                     f"{' SETTINGS ' + clause if clause else ''} FORMAT Native")
                 return
             with open(path, "rb") as block:
-                self._client.raw_insert(table, list(columns), insert_block=block,
-                                        fmt="Native", settings=settings or None)
+                client.raw_insert(table, list(columns), insert_block=block,
+                                  fmt="Native", settings=settings or None)
 
     def close(self) -> None:
         """Idempotent: a store handed to several owners may be closed by each."""
-        with self._lock:
-            if not self._closed:
-                self._closed = True
-                self._client.close()
+        if self._handles is not None:
+            self._handles.close()
+        elif not self._closed:
+            self._closed = True
+            self._client.close()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -76,6 +77,8 @@ NEW_RUN_HINT = (" (a new run starts from the top when its first request is the r
                 "first; DELETE /v1/replay/sessions/{trace_id} resets this trace's session)")
 ONE_RUN_HINT = (" (a session made with POST /v1/replay/sessions serves one run: make another "
                 "for the next)")
+INLINE_BYTES = 64 << 10  # a request body up to this is matched on the event loop (_answer)
+URL_TABLES = 64  # cassettes whose recorded URLs (RecordedUrls) are kept
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class SessionRegistry:
         self._sessions: dict[SessionKey, ReplaySession] = {}
         self._lock = threading.Lock()
         self._limit = limit
+        # by id of a cassette, held so that the id stays its own
+        self._urls: OrderedDict[int, tuple[Cassette, RecordedUrls]] = OrderedDict()
 
     def create(self, view: TenantView, trace_id: str, session_id: str | None = None,
                **settings: Any) -> tuple[str, ReplaySession]:
@@ -128,6 +133,22 @@ class SessionRegistry:
         return next((key for key in self._sessions
                      if key[1] == session_id and view.can_see(key[0])), None)
 
+    def urls(self, cassette: Cassette) -> RecordedUrls:
+        """Where ``cassette``'s recording sent its requests, worked out once for the sessions
+        of a trace (they share its cassette) and all their calls."""
+        with self._lock:
+            kept = self._urls.get(id(cassette))
+            if kept is None:
+                kept = self._urls[id(cassette)] = (cassette, RecordedUrls(cassette))
+                while len(self._urls) > URL_TABLES:  # the oldest goes
+                    self._urls.popitem(last=False)
+            return kept[1]
+
+    def current(self, view: TenantView, trace_id: str) -> ReplaySession | None:
+        """The caller's default session of the trace, if it has one (no store read)."""
+        with self._lock:
+            return self._sessions.get((view.tenant, trace_id))
+
     def get(self, view: TenantView, session_id: str) -> ReplaySession | None:
         with self._lock:
             key = self._key(view, session_id)
@@ -135,18 +156,17 @@ class SessionRegistry:
 
     def default(self, view: TenantView, trace_id: str) -> ReplaySession:
         """The caller's own default session of the trace (never another tenant's)."""
-        with self._lock:
-            session = self._sessions.get((view.tenant, trace_id))
-        return session or self.create(view, trace_id, session_id=trace_id)[1]
+        return self.current(view, trace_id) or self.create(view, trace_id, session_id=trace_id)[1]
 
-    def decide_default(self, view: TenantView, trace_id: str, method: str, url: str,
-                       headers: dict[str, str], body: bytes
+    def decide_default(self, view: TenantView, trace_id: str, arrived: ReplaySession,
+                       method: str, url: str, headers: dict[str, str], body: bytes
                        ) -> tuple[ReplaySession, Decision]:
         """A request to the trace's implicit session, and the session that took it: a fresh
         one when the current one cannot answer it and either the recording's first step does
         or the current run has ended in a divergence (a new run, counted from its own first
-        request), else the current one."""
-        session = self.default(view, trace_id)
+        request), else the current one (``arrived``, the one found when the request came, if
+        it has been dropped since: no store read here, on the event loop)."""
+        session = self.current(view, trace_id) or arrived
         ended = session.divergence is not None
         found = session.decide(method, url, headers, body)
         if not isinstance(found, Diverged):
@@ -171,27 +191,30 @@ class SessionRegistry:
             return key is not None and self._sessions.pop(key, None) is not None
 
 
-
 def _first_llm_step(cassette: Cassette) -> Interaction | None:
     return min((i for i in cassette.interactions if i.kind == A.KIND_LLM),
                key=lambda i: i.step, default=None)
 
 
-def _recorded_url(cassette: Cassette, path: str, query: str) -> str:
-    """Where the recording sent a request for ``path``: the host and base path of its call to
-    the same endpoint, else the host of its first LLM call (``http://replay/`` with none)."""
-    path = "/" + path.lstrip("/")
-    calls = sorted((i for i in cassette.interactions if i.kind == A.KIND_LLM),
-                   key=lambda i: i.step)
-    same = next((urlsplit(i.url) for i in calls if urlsplit(i.url).path.endswith(path)), None)
-    if same is not None:
-        where = f"{same.scheme}://{same.netloc}{same.path}"
-    elif calls:
-        first = urlsplit(calls[0].url)
-        where = f"{first.scheme}://{first.netloc}{path}"
-    else:
-        where = f"http://replay{path}"
-    return f"{where}?{query}" if query else where
+class RecordedUrls:
+    """Where the recording sent a request for a path: the host and base path of its call to
+    the same endpoint, else the host of its first LLM call (``http://replay/`` with none).
+    The recorded calls are sorted and split once per cassette, not at every request."""
+
+    def __init__(self, cassette: Cassette) -> None:
+        self._calls = [urlsplit(i.url) for i in sorted(
+            (i for i in cassette.interactions if i.kind == A.KIND_LLM), key=lambda i: i.step)]
+
+    def url(self, path: str, query: str) -> str:
+        path = "/" + path.lstrip("/")
+        same = next((url for url in self._calls if url.path.endswith(path)), None)
+        if same is not None:
+            where = f"{same.scheme}://{same.netloc}{same.path}"
+        elif self._calls:
+            where = f"{self._calls[0].scheme}://{self._calls[0].netloc}{path}"
+        else:
+            where = f"http://replay{path}"
+        return f"{where}?{query}" if query else where
 
 
 _NOT_SENT_ON = frozenset({"host", "content-length", "connection", "transfer-encoding",
@@ -260,26 +283,30 @@ def _provider_error(path: str, status: int, message: str) -> Response:
 Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
 
 
-async def _answer(decide: Decide, cassette: Cassette, request: Request, policy: LivePolicy,
+async def _answer(decide: Decide, urls: RecordedUrls, request: Request, policy: LivePolicy,
                   hint: str = "") -> Response:
     """``decide``: the session's answer for the request (the session, and what it found);
-    ``hint``: what a 409 adds (how this kind of session starts a new run)."""
+    ``hint``: what a 409 adds (how this kind of session starts a new run). Matching and the
+    answer take ~0.2 ms for a body of a few KB: on the loop, since a thread hop (waiting to be
+    scheduled on a busy machine) costs more and Python's lock runs one at a time anyway; a
+    body over :data:`INLINE_BYTES` goes to a thread, so the loop keeps serving meanwhile."""
     path = request.path_params["path"]
     climbing = _dot_segment(path)
     if climbing is not None:
         return _provider_error(path, 400, climbing)
     body = await request.body()
-    url = _recorded_url(cassette, path, request.url.query)
-    # matching and building the answer are CPU work: in a thread, so the loop keeps serving
-    session, decision = await run_in_threadpool(decide, request.method, url,
-                                                dict(request.headers), body)
+    url = urls.url(path, request.url.query)
+    inline = len(body) <= INLINE_BYTES
+    asked = (request.method, url, dict(request.headers), body)
+    session, decision = decide(*asked) if inline else await run_in_threadpool(decide, *asked)
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
     if isinstance(decision, Live) and session.allow_live:
         return await _live(request, url, body, policy)
     if not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
-    answer = await run_in_threadpool(recorded_answer, decision.interaction, body, url)
+    answer = recorded_answer(decision.interaction, body, url) if inline else \
+        await run_in_threadpool(recorded_answer, decision.interaction, body, url)
     hold = session.hold(decision.interaction)  # calls in flight together: the recorded order
     if hold is not None:
         await hold.wait_async()
@@ -293,13 +320,14 @@ async def _answer(decide: Decide, cassette: Cassette, request: Request, policy: 
 def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_trace(request: Request, view: TenantView) -> Response:
         trace_id = request.path_params["trace_id"]
-        # reads the store once
-        session = await run_in_threadpool(sessions.default, view, trace_id)
+        # the first call reads the store (in a thread), the rest find the session
+        session = sessions.current(view, trace_id) or \
+            await run_in_threadpool(sessions.default, view, trace_id)
 
         def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
-            return sessions.decide_default(view, trace_id, *asked)
+            return sessions.decide_default(view, trace_id, session, *asked)
 
-        return await _answer(decide, session.cassette, request, sessions.live,
+        return await _answer(decide, sessions.urls(session.cassette), request, sessions.live,
                              NEW_RUN_HINT.format(trace_id=trace_id))
 
     def known(request: Request, view: TenantView) -> ReplaySession:
@@ -311,7 +339,8 @@ def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_session(request: Request, view: TenantView) -> Response:
         session = known(request, view)
         return await _answer(lambda *asked: (session, session.decide(*asked)),
-                             session.cassette, request, sessions.live, ONE_RUN_HINT)
+                             sessions.urls(session.cassette), request, sessions.live,
+                             ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
         payload = await json_object(request)

@@ -4,8 +4,9 @@ With the embedded store this is the only way to both ingest and read: chDB opens
 process at a time. Both sides share one set of tokens (the collector's settings): the tenant a
 token stamps on the spans it sends is the tenant whose traces it reads.
 
-One process serves reads and replay sessions in threads; Python's work in them (pages,
-matching, answers) uses one core. Against a ClickHouse server, ``--workers N`` serves the API
+One process serves reads (in threads, their statements on several engine handles at once) and
+replay sessions (on the event loop); Python's work in them (pages, matching, answers) uses one
+core. Against a ClickHouse server, ``--workers N`` serves the API
 from N processes sharing the port (each with its own connection and tokens), so throughput
 grows with cores; the embedded store cannot be opened by several processes, and says so.
 """
@@ -88,8 +89,8 @@ def check_workers(store_url: str | None, workers: int) -> None:
     if workers > 1 and url.startswith("chdb:"):
         raise ConfigError(
             f"--workers {workers}: the embedded store {public_url(url)} can be opened by one "
-            "process only, so one process serves it (reads and replay sessions in threads; "
-            "their Python work uses one core)",
+            "process only, so one process serves it (reads in threads, replay sessions on its "
+            "event loop; their Python work uses one core)",
             hint="to use more cores, keep the spans in a ClickHouse server (--clickhouse "
             f"http://user:password@host:8123/db, {ENV_CLICKHOUSE_URL}) and run `rewind serve` or "
             "`rewind worker` with --workers N against it (several workers, on several machines "
