@@ -3,15 +3,18 @@ official OpenTelemetry instrumentation (``opentelemetry-instrumentation-genai-op
 capture ``SPAN_ONLY``), each under the pipeline ``instrument()`` builds and under one the
 application built itself (the SDK's batch processor and OTLP exporter), all measured in one
 run: wall time per call and CPU per call with every thread of the process counted (the export
-thread included: each round ends with a flush inside the CPU window), and CPU ours / theirs.
+thread included: each round ends with a flush inside the CPU window), and CPU ours / theirs as
+the median and range of the per-round ratios, beside the load average.
 
     python bench/exporter_overhead.py [--calls 200] [--rounds 5] [--prompt-kb 8]
 
 The real ``openai`` SDK calls the fake LLM server (its own process) with ~8 KB prompts, plain
 and streamed. Spans go over OTLP/gRPC to a span sink in a third process that accepts and
 discards, so export costs (serialisation, the batch thread) are inside the figures. Variants are
-interleaved round by round so machine noise hits them alike; the figure per variant is the
-median wall time per call over all rounds. Targets: ours adds no more than the official
+interleaved round by round (each round starting one variant further on) so machine noise hits
+them alike; the wall figure per variant is the median time per call over all rounds, the CPU
+figure of a pair the median of its per-round ratios with their range (CPU, not wall, is the
+figure to trust on a loaded machine). Targets: ours adds no more than the official
 instrumentation (while also keeping the raw bytes), and under 15 % over none.
 
 Install the peer with ``pip install -e '.[bench]'`` (a pre-release: ``pip install --pre
@@ -30,6 +33,8 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from typing import Any
+
+from rounds import load, ratios
 
 os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
 os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
@@ -138,6 +143,7 @@ def main() -> int:
     if args.sink:
         serve_sink()
         return 0
+    args.started_load = load()
 
     import openai
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -220,7 +226,7 @@ def intake_cost(client: Any, prompt: str) -> str:
 def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
            args: argparse.Namespace) -> None:
     print(f"{args.rounds} rounds x {args.calls} calls per variant, {args.prompt_kb:g} KB "
-          f"prompts, fake LLM and span sink in their own processes\n")
+          f"prompts, fake LLM and span sink in their own processes; {args.started_load}\n")
     for mode in ("plain", "stream"):
         base = statistics.median(measured[0].timings[mode])
         print(f"{mode:>6}  {'variant':<{W}}{'median ms/call':>15}{'vs none':>10}")
@@ -243,11 +249,13 @@ def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
     for variant in measured:
         cpu = cpus[variant.name] = statistics.median(variant.cpu)
         print(f"{'':>6}  {variant.name:<{W}}{cpu * 1000:>15.3f}{cpu / base_cpu:>9.3f}x")
+    by_name = {variant.name: variant.cpu for variant in measured}
     for ours, theirs in PAIRS:
         if theirs in cpus:
-            print(f"{'':>6}  {ours} / {theirs}: {cpus[ours] / cpus[theirs]:.3f}x CPU "
-                  f"(target: <= 1)")
-    print()
+            each = ratios(by_name[ours], by_name[theirs])
+            print(f"{'':>6}  {ours} / {theirs}: {statistics.median(each):.3f}x CPU "
+                  f"({min(each):.3f}-{max(each):.3f} over rounds; target: <= 1)")
+    print(f"\n{args.started_load} at the start, {load()} at the end")
     if missing:
         print(f"official instrumentation not measured: {missing}")
         print("install it with: pip install --pre opentelemetry-instrumentation-genai-openai")

@@ -21,8 +21,14 @@ from rewind.exporter.otlp import otlp_encoding
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 
-class _BytesStub:
-    """The trace service stub, taking a request already encoded."""
+def _serialized(request: Any) -> bytes:
+    """A request already encoded as it is; one of the stock encoder's, serialised."""
+    return request if isinstance(request, bytes) else request.SerializeToString()
+
+
+class BytesStub:
+    """The trace service stub, taking a request already encoded (or, as the generated stub
+    does, a request message)."""
 
     def __init__(self, channel: Any) -> None:
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -30,7 +36,7 @@ class _BytesStub:
         )
 
         self.Export = channel.unary_unary(  # the generated stub's name
-            EXPORT_METHOD, request_serializer=None,
+            EXPORT_METHOD, request_serializer=_serialized,
             response_deserializer=ExportTraceServiceResponse.FromString)
 
 
@@ -44,10 +50,10 @@ def _grpc_class() -> type[SpanExporter]:
 
         def _initialize_channel_and_stub(self) -> None:
             super()._initialize_channel_and_stub()
-            self._client = _BytesStub(self._channel)
+            self._client = BytesStub(self._channel)
 
         def _translate_data(self, data: Sequence[ReadableSpan]) -> Any:
-            if isinstance(getattr(self, "_client", None), _BytesStub):
+            if isinstance(getattr(self, "_client", None), BytesStub):
                 return otlp_encoding.request(data)
             return encode_spans(data)
 

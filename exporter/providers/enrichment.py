@@ -4,11 +4,14 @@ Decoding a provider payload into ``gen_ai.*`` attributes (and hashing the canoni
 ``rewind.match_key``) means parsing and re-serialising every prompt and answer. Where that runs:
 
 * **inline**, in the application's thread as the call ends — whenever spans go to a pipeline the
-  application built (any tracer provider of its own), or capture is ``content``/``metadata``;
-* **at export**, in the batch-export thread just before the span is sent — when spans go to the
-  pipeline ``instrument()`` built and capture is ``full``. The application's thread then only
-  copies bytes; the span waits in the queue carrying ``rewind.enrich`` (the parts still to
-  derive), which never leaves the process;
+  application built (any tracer provider of its own) with a processor or exporter other than
+  the SDK's batch processor and OTLP/gRPC exporter, or capture is ``content``/``metadata``;
+* **at export**, in the batch-export thread just before the span is sent — when capture is
+  ``full`` and spans go to the pipeline ``instrument()`` built, or to an application's whose
+  every processor is the SDK's batch processor with the SDK's OTLP/gRPC exporter (which then
+  sends our encoding: ``otlp/app_exporters.py``). The application's thread then only copies
+  bytes; the span waits in the queue carrying ``rewind.enrich`` (the parts still to derive),
+  which does not leave the process;
 * **in the collector**, at intake, with ``REWIND_CONTENT_AT=collector`` (full capture, no
   redaction patterns), whichever pipeline the spans leave by: they leave carrying
   ``rewind.enrich`` and ``rewind.collector.conventions.pending_content`` calls :func:`derive`

@@ -41,6 +41,7 @@ def instrument(
     from rewind.exporter.core import attributes as A
     from rewind.exporter.core import scope
     from rewind.exporter.core.process_settings import replay_source, settings
+    from rewind.exporter.otlp import app_exporters
     from rewind.exporter.otlp.otel_pipeline import ensure_provider, exports_through_us
     from rewind.exporter.providers import enrichment
     from rewind.exporter.work import tools
@@ -54,12 +55,15 @@ def instrument(
     if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" and not tracer_provider:
         return None
     provider = tracer_provider or ensure_provider(service_name, endpoint)
+    app_exporters.release()
+    app_exporters.adopt(provider)  # an application's own OTLP/gRPC exporter: our encoding
     extra = {}
     source = replay_source()
     if source:
         extra[A.REPLAY_SOURCE_TRACE_ID] = source
     recorder = Recorder(provider, extra, chosen,
-                        defer=exports_through_us(provider) or chosen.derives_in_collector)
+                        defer=(exports_through_us(provider) or app_exporters.exports_all(provider)
+                               or chosen.derives_in_collector))
     enrichment.configure(chosen, recorder.redactor)
     transport.set_recorder(recorder)
     tools.configure(provider, chosen)
@@ -87,9 +91,11 @@ def uninstrument() -> None:
     from rewind.exporter.capture import transport
     from rewind.exporter.core import scope
     from rewind.exporter.databases import db_calls as databases
+    from rewind.exporter.otlp import app_exporters
     from rewind.exporter.work import tools
 
     transport.set_recorder(None)
+    app_exporters.release()
     tools.configure(None)
     databases.configure(None)
     from rewind.exporter.rpc import rpc_calls
