@@ -20,7 +20,21 @@ from tests.support.services import BIN, start
 
 # Loaded by a replay's start-up only for a program that imports them itself.
 NOT_IN_THE_HOOK = ("asyncio", "ssl", "http.client", "email", "importlib.metadata", "click",
-                   "rich", "httpx", "pandas", "rewind.collector", "rewind.replay.cassette.build")
+                   "rich", "httpx", "pandas", "unittest", "argparse", "decimal",
+                   "rewind.collector", "rewind.replay.cassette.build")
+# A program of test cases that time-machine dates itself, replayed (the recorded clock is
+# time-machine's too): unittest is the real one, and the dated class sees its own date.
+DATED_TESTS = """
+import datetime, unittest
+import time_machine
+
+@time_machine.travel(datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc), tick=False)
+class Dated(unittest.TestCase):
+    def test_year(self):
+        self.assertEqual(datetime.date.today().year, 2020)
+
+unittest.main()
+"""
 # Not loaded by rewind-replay before it looks for the trace (http.client comes with the lookup).
 NOT_IN_THE_CLI = ("importlib.metadata", "hashlib", "logging", "asyncio", "ssl", "http.client",
                   "rewind.exporter.capture", "rewind.collector.store.filters", "rich")
@@ -65,6 +79,17 @@ def test_the_replayed_child_starts_without_what_its_program_does_not_use(tmp_pat
     child = set(json.loads(done.stdout))
     assert "rewind.replay.play.player" in child and "time_machine" in child  # it replayed
     assert loaded(child, NOT_IN_THE_HOOK) == set()
+
+
+def test_a_replayed_program_dating_its_test_cases_with_time_machine_still_can(tmp_path: Path):
+    run = weather_run_file(tmp_path)
+    script = tmp_path / "test_dated.py"
+    script.write_text(DATED_TESTS)
+    done = subprocess.run([str(BIN / "rewind-replay"), "--cassette", str(run), "--allow-unused",
+                           "--", sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=user_env())
+    assert done.returncode == 0, done.stderr
+    assert "Ran 1 test" in done.stderr and "\nOK" in done.stderr
 
 
 def test_rewind_replay_starts_without_what_a_replay_does_not_use():

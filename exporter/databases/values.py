@@ -7,35 +7,49 @@ from __future__ import annotations
 
 import base64
 import datetime
-import decimal
-import uuid
+import functools
 from collections.abc import Callable
 from typing import Any
 
-_TO_TEXT: tuple[tuple[type, str, Callable[[Any], str]], ...] = (
-    (bytes, "$bytes", lambda v: base64.b64encode(v).decode("ascii")),
-    (bytearray, "$bytes", lambda v: base64.b64encode(bytes(v)).decode("ascii")),
-    (memoryview, "$bytes", lambda v: base64.b64encode(bytes(v)).decode("ascii")),
-    (decimal.Decimal, "$decimal", str),
-    (datetime.datetime, "$datetime", datetime.datetime.isoformat),
-    (datetime.date, "$date", datetime.date.isoformat),
-    (datetime.time, "$time", datetime.time.isoformat),
-    (datetime.timedelta, "$timedelta", lambda v: repr(v.total_seconds())),
-    (uuid.UUID, "$uuid", str),
-)
-_FROM_TEXT: dict[str, Callable[[str], Any]] = {
-    "$bytes": base64.b64decode,
-    "$decimal": decimal.Decimal,
-    "$datetime": datetime.datetime.fromisoformat,
-    "$date": datetime.date.fromisoformat,
-    "$time": datetime.time.fromisoformat,
-    "$timedelta": lambda text: datetime.timedelta(seconds=float(text)),
-    "$uuid": uuid.UUID,
-    "$float": float,  # NaN and the infinities, which JSON has no words for
-    "$tuple": lambda items: tuple(revived(v) for v in items),  # type: ignore[arg-type]
-    "$set": lambda items: {revived(v) for v in items},  # type: ignore[arg-type]
-    "$dict": lambda pairs: {revived(k): revived(v) for k, v in pairs},  # type: ignore[arg-type]
-}
+
+@functools.cache
+def _to_text() -> tuple[tuple[type, str, Callable[[Any], str]], ...]:
+    """The tagged types, built with the first value that needs them: ``decimal`` and ``uuid``
+    (with ``platform``) are not loaded at the start of every replayed process."""
+    import decimal
+    import uuid
+
+    return (
+        (bytes, "$bytes", lambda v: base64.b64encode(v).decode("ascii")),
+        (bytearray, "$bytes", lambda v: base64.b64encode(bytes(v)).decode("ascii")),
+        (memoryview, "$bytes", lambda v: base64.b64encode(bytes(v)).decode("ascii")),
+        (decimal.Decimal, "$decimal", str),
+        (datetime.datetime, "$datetime", datetime.datetime.isoformat),
+        (datetime.date, "$date", datetime.date.isoformat),
+        (datetime.time, "$time", datetime.time.isoformat),
+        (datetime.timedelta, "$timedelta", lambda v: repr(v.total_seconds())),
+        (uuid.UUID, "$uuid", str),
+    )
+
+
+@functools.cache
+def _from_text() -> dict[str, Callable[[Any], Any]]:
+    import decimal
+    import uuid
+
+    return {
+        "$bytes": base64.b64decode,
+        "$decimal": decimal.Decimal,
+        "$datetime": datetime.datetime.fromisoformat,
+        "$date": datetime.date.fromisoformat,
+        "$time": datetime.time.fromisoformat,
+        "$timedelta": lambda text: datetime.timedelta(seconds=float(text)),
+        "$uuid": uuid.UUID,
+        "$float": float,  # NaN and the infinities, which JSON has no words for
+        "$tuple": lambda items: tuple(revived(v) for v in items),
+        "$set": lambda items: {revived(v) for v in items},
+        "$dict": lambda pairs: {revived(k): revived(v) for k, v in pairs},
+    }
 
 
 def tagged(value: Any) -> Any:
@@ -54,7 +68,7 @@ def tagged(value: Any) -> Any:
         return {"$set": [tagged(v) for v in value]}
     if isinstance(value, list):
         return [tagged(v) for v in value]
-    for kind, tag, text in _TO_TEXT:  # datetime before date: it is one
+    for kind, tag, text in _to_text():  # datetime before date: it is one
         if isinstance(value, kind):
             return {tag: text(value)}
     return {"$repr": repr(value)}
@@ -67,8 +81,9 @@ def revived(value: Any) -> Any:
     if isinstance(value, dict):
         if len(value) == 1:
             (tag, text), = value.items()
-            if tag in _FROM_TEXT:
-                return _FROM_TEXT[tag](text)
+            revive = _from_text().get(tag)
+            if revive is not None:
+                return revive(text)
             if tag == "$repr":
                 return text
         return {k: revived(v) for k, v in value.items()}
