@@ -43,7 +43,7 @@ from rewind.replay.cli.options import (
     timeout_option,
 )
 from rewind.replay.cli.proxy.listen import intercept_options, intercepted, proxy_option
-from rewind.replay.play import launch
+from rewind.replay.play import launch, sealed
 from rewind.replay.play.replay_settings import ENV_DEBUG
 from rewind.replay.sources.locate import open_source, resolve_trace_id
 
@@ -204,6 +204,8 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
              "(--trace-id repeated, or --since/--until, for a service's requests)")
     if command:
         attempt(lambda: launch.check_command(command))
+    if strict and not allow_live and not no_seal:  # sealed: the kernel is asked meanwhile
+        sealed.ask_early()
     stores: list[Any] = []  # a store opened here (no worker answered): closed the normal way
 
     def load() -> list[Any]:

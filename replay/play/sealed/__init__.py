@@ -52,6 +52,12 @@ class Sealing:
 GUARDED_BY_CHOICE = Sealing(False, "--no-seal")
 
 
+def ask_early() -> None:
+    """Ask the kernel now whether it seals (:func:`choose` takes the answer later): a command
+    that will be sealed has its probe made while the caller fetches what it replays."""
+    kernel.ask_early()
+
+
 def choose(wanted: bool, goes_live: str = "", serves: bool = False) -> Sealing:
     """Seal when ``wanted``, the replay never goes live (``goes_live`` says why it may) and
     the kernel allows it; ``serves``: the command is a service to send requests to."""

@@ -221,13 +221,15 @@ def enter(ports: tuple[int, ...], channel: socket.socket,
     channel.close()
 
 
-@functools.lru_cache(maxsize=1)
-def _probe() -> tuple[str, bool]:
-    """Why a command cannot be sealed here ('' when it can), and whether the seal names what
-    it refuses (a TUN device: root). Asked once per process, of a forked child that tries
-    and exits (a few milliseconds)."""
-    if not sys.platform.startswith("linux"):
-        return f"network namespaces are Linux's ({sys.platform} has none)", False
+_asked: list[tuple[int, int]] = []  # the probe under way: (child pid, its pipe)
+
+
+def ask_early() -> None:
+    """Start the probe now, in a forked child, and take its answer when a command is about to
+    be sealed: the kernel makes the child's namespace while this process does other work (the
+    CLI fetches the cassette meanwhile). Once per process; the main thread only (it forks)."""
+    if _asked or _probe.cache_info().currsize or not sys.platform.startswith("linux"):
+        return
     libc()
     read, write = os.pipe()
     pid = os.fork()
@@ -243,6 +245,19 @@ def _probe() -> tuple[str, bool]:
             code = 2
         os._exit(code)
     os.close(write)
+    _asked.append((pid, read))
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[str, bool]:
+    """Why a command cannot be sealed here ('' when it can), and whether the seal names what
+    it refuses (a TUN device: root). Asked once per process, of a forked child that tries
+    and exits (a few milliseconds; started earlier by :func:`ask_early`, or now)."""
+    if not sys.platform.startswith("linux"):
+        return f"network namespaces are Linux's ({sys.platform} has none)", False
+    if not _asked:
+        ask_early()
+    pid, read = _asked.pop()
     with os.fdopen(read, "rb") as pipe:
         said = pipe.read().decode(errors="replace")
     _, status = os.waitpid(pid, 0)
