@@ -23,8 +23,7 @@ from typing import Any
 from rewind.exporter.core.imports import when_imported
 from rewind.exporter.core.process_settings import servers_enabled
 
-from . import asgi, propagation, wsgi
-from .capture import note_route, unrecorded
+from .own import unrecorded
 
 __all__ = ["install", "unrecorded"]
 
@@ -32,6 +31,8 @@ _installed = False
 
 
 def _note(route: Callable[[Any, Any], Any], owner: Any, args: tuple[Any, ...]) -> None:
+    from .capture import note_route
+
     with contextlib.suppress(Exception):  # naming the route never fails the request
         note_route(route(owner, args[0] if args else None))
 
@@ -85,36 +86,48 @@ def _patch(cls: type, wrap: Callable[[Any], Any]) -> None:
         cls.__call__ = wrap(call)  # type: ignore[method-assign]
 
 
+def _asgi(call: Any) -> Any:
+    from . import asgi  # with the framework: the capture is not loaded for nothing
+
+    return asgi.wrap(call)
+
+
+def _wsgi(call: Any) -> Any:
+    from . import wsgi
+
+    return wsgi.wrap(call)
+
+
 def _starlette(module: ModuleType) -> None:
-    _patch(module.Starlette, asgi.wrap)
+    _patch(module.Starlette, _asgi)
 
 
 def _fastapi(module: ModuleType) -> None:
-    _patch(module.FastAPI, asgi.wrap)  # its native telemetry runs before Starlette's entry
+    _patch(module.FastAPI, _asgi)  # its native telemetry runs before Starlette's entry
 
 
 def _flask(module: ModuleType) -> None:
-    _patch(module.Flask, wsgi.wrap)
+    _patch(module.Flask, _wsgi)
     _after(module.Flask, "full_dispatch_request", _flask_rule)
 
 
 def _django_wsgi(module: ModuleType) -> None:
-    _patch(module.WSGIHandler, wsgi.wrap)
+    _patch(module.WSGIHandler, _wsgi)
 
 
 def _django_asgi(module: ModuleType) -> None:
-    _patch(module.ASGIHandler, asgi.wrap)
+    _patch(module.ASGIHandler, _asgi)
 
 
 def _otel_asgi(module: ModuleType) -> None:
     """OpenTelemetry's ASGI middleware, wrapped around an app by hand: the outermost entry
     then, so the request's trace starts there and the middleware's span is in it (else it
     would start under the process root, every request's in one trace)."""
-    _patch(module.OpenTelemetryMiddleware, asgi.wrap)
+    _patch(module.OpenTelemetryMiddleware, _asgi)
 
 
 def _otel_wsgi(module: ModuleType) -> None:
-    _patch(module.OpenTelemetryMiddleware, wsgi.wrap)
+    _patch(module.OpenTelemetryMiddleware, _wsgi)
 
 
 def _django_base(module: ModuleType) -> None:
@@ -139,5 +152,7 @@ def install() -> bool:
         _installed = True
         for name, patch in HOOKS.items():
             when_imported(name, patch)
+        from . import propagation
+
         propagation.install()
     return True

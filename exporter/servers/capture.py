@@ -39,21 +39,12 @@ from rewind.exporter.providers.decoding import decoder_for
 from rewind.exporter.providers.sse import SSESplitter
 from rewind.exporter.work import units
 
+from .own import is_unrecorded
+
 log = logging.getLogger("rewind.exporter")
 
 _active: contextvars.ContextVar[InboundExchange | None] = contextvars.ContextVar(
     "rewind_inbound", default=None)
-
-
-_UNRECORDED = "__rewind_unrecorded__"
-
-
-def unrecorded(app: Any) -> Any:
-    """Marks an app whose requests are never units of work: Rewind's own servers (collector,
-    worker, fake LLM), which a recorded process may host; recording the collector's intake
-    would record the recording."""
-    setattr(app, _UNRECORDED, True)
-    return app
 
 
 _recorded = [0]  # requests this process recorded, each its own trace
@@ -75,8 +66,7 @@ def recorder(app: Any) -> Any:
     (None: they pass through)."""
     from rewind.exporter.capture.transport import hooks
 
-    inner = getattr(app, "app", None)  # a middleware around the app
-    if getattr(app, _UNRECORDED, False) or getattr(inner, _UNRECORDED, False):
+    if is_unrecorded(app):
         return None
     return hooks.recorder
 
