@@ -2,7 +2,7 @@
 
 Commands are loaded when they run (``LAZY`` names where each lives): ``rewind-replay`` and
 ``rewind replay`` import the replay path only, not the time-travel commands, the collector,
-rich or an HTTP library.
+rich or an HTTP library (nor, for ``--help``, the launcher and the trace lookup).
 """
 
 from __future__ import annotations
@@ -43,9 +43,7 @@ from rewind.replay.cli.options import (
     timeout_option,
 )
 from rewind.replay.cli.proxy.listen import intercept_options, intercepted, proxy_option
-from rewind.replay.play import launch, sealed
 from rewind.replay.play.replay_settings import ENV_DEBUG
-from rewind.replay.sources.locate import open_source, resolve_trace_id
 
 OTLP_TIMEOUT = "OTEL_EXPORTER_OTLP_TIMEOUT"  # seconds, as the Python exporters read it
 _TIME_TRAVEL = "rewind.replay.cli.time_travel"
@@ -134,6 +132,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
 
     from rewind.collector.store.filters import TraceFilters, parse_when
     from rewind.replay.cli.render import trace_rows, traces_table
+    from rewind.replay.sources.locate import open_source
 
     filters = attempt(lambda: TraceFilters(
         service=service, errors=errors, model=model, text=text, route=route, limit=limit,
@@ -195,8 +194,10 @@ def replay(trace_ids: tuple[str, ...], cassette_file: str | None, since: str | N
            clock_mode: str, allow_unused: bool, run_recorded: bool, no_seal: bool,
            proxy: bool, api: str | None, clickhouse: str | None,
            command: tuple[str, ...]) -> None:
+    from rewind.replay.play import launch, sealed
     from rewind.replay.play.proxy.proxy_runs import run_command
     from rewind.replay.play.replay_settings import LENIENT, STRICT
+    from rewind.replay.sources.locate import open_source, resolve_trace_id
 
     enable_debug(debug)
     if (not trace_ids and not since) == (cassette_file is None):
@@ -316,6 +317,7 @@ def record(endpoint: str | None, clickhouse: str | None, name: str | None, captu
     each @job call, is a trace of its own.
     """
     from rewind.collector.store.store import redact_url
+    from rewind.replay.play import launch
     from rewind.replay.play.proxy.proxy_runs import run_recorded, run_recorded_here
     from rewind.replay.play.recorder import (
         READABLE_TIMEOUT,
