@@ -3,8 +3,9 @@
 replaying the same runs from 100 cassette files (a fresh process per run, the same number at
 a time). For each ``-j`` the two sides are interleaved round by round, taking turns to go
 first (round 0 warms up and is not counted); printed: the median and range of the per-round
-ratio of vcrpy's time to Rewind's (its speed relative to vcrpy) and the load average. Targets:
-faster than vcrpy at ``-j 1``, and scaling with cores at ``-j 4``.
+ratio of vcrpy's time to Rewind's (its speed relative to vcrpy), per round too the ratio of
+the first ``-j``'s time to each other's (scaling; every ``-j`` of both sides runs in each
+round), and the load average. Targets: at least 1.2x vcrpy at ``-j 1``, and scaling with cores.
 
     python bench/suite.py [--runs 100] [--calls 10] [--jobs 1,4] [--rounds 3]
 """
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -107,32 +109,36 @@ def main() -> None:
         llm.stop()  # neither replay may reach it
         print(f"{args.runs} runs of {args.calls} openai calls (8 KB prompts), fresh process "
               "per run:")
-        rates: dict[int, float] = {}
-        for jobs in (int(j) for j in args.jobs.split(",")):
-            def ours(jobs: int = jobs) -> float:
-                started = time.perf_counter()
-                done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
-                                       str(jobs), "--", sys.executable, str(tmp / "agent.py")],
-                                      env=env, capture_output=True, text=True, timeout=3600)
-                if done.returncode:
-                    raise RuntimeError(f"suite run failed:\n{done.stderr[-3000:]}")
-                return time.perf_counter() - started
+        jobs_list = [int(j) for j in args.jobs.split(",")]
 
-            times = interleaved({"rewind": ours, "vcrpy": lambda jobs=jobs: vcrpy_runs(
-                tmp, args.runs, jobs, env)}, args.rounds)
-            speed = ratios(times["vcrpy"], times["rewind"])
-            rate = args.runs / statistics.median(times["rewind"]) * 60
-            print(f"  -j {jobs}: rewind suite run {rate:7.0f} runs/min, vcrpy "
-                  f"{args.runs / statistics.median(times['vcrpy']) * 60:7.0f} runs/min "
+        def ours(jobs: int) -> float:
+            started = time.perf_counter()
+            done = subprocess.run([str(BIN / "rewind"), "suite", "run", str(folder), "-j",
+                                   str(jobs), "--", sys.executable, str(tmp / "agent.py")],
+                                  env=env, capture_output=True, text=True, timeout=3600)
+            if done.returncode:
+                raise RuntimeError(f"suite run failed:\n{done.stderr[-3000:]}")
+            return time.perf_counter() - started
+
+        sides: dict[str, Callable[[], float]] = {}
+        for jobs in jobs_list:  # every -j of both sides in each round: scaling is per round too
+            sides[f"rewind {jobs}"] = lambda jobs=jobs: ours(jobs)
+            sides[f"vcrpy {jobs}"] = lambda jobs=jobs: vcrpy_runs(tmp, args.runs, jobs, env)
+        times = interleaved(sides, args.rounds)
+        for jobs in jobs_list:
+            mine, theirs = times[f"rewind {jobs}"], times[f"vcrpy {jobs}"]
+            print(f"  -j {jobs}: rewind suite run {args.runs / statistics.median(mine) * 60:7.0f} "
+                  f"runs/min, vcrpy {args.runs / statistics.median(theirs) * 60:7.0f} runs/min "
                   f"(medians of {args.rounds} interleaved rounds)")
-            print(f"        rewind = {spread(speed)} vcrpy's speed per round (target > 1); "
-                  f"{load()}")
-            rates[jobs] = rate
-        if len(rates) > 1:
-            least, most = min(rates), max(rates)
-            print(f"  scaling: -j {most} / -j {least} = {rates[most] / rates[least]:.2f}x on "
-                  f"{os.cpu_count()} cores")
-
+            print(f"        rewind = {spread(ratios(theirs, mine))} vcrpy's speed per round "
+                  "(target > 1)")
+        least = min(jobs_list)
+        for jobs in (j for j in jobs_list if j != least):
+            print(f"  scaling: rewind -j {jobs} / -j {least} = "
+                  f"{spread(ratios(times[f'rewind {least}'], times[f'rewind {jobs}']))} "
+                  f"speed per round on {os.cpu_count()} cores (vcrpy "
+                  f"{spread(ratios(times[f'vcrpy {least}'], times[f'vcrpy {jobs}']))})")
+        print(f"  {load()}")
 
 if __name__ == "__main__":
     main()

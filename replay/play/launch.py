@@ -162,16 +162,39 @@ def run(command: Sequence[str], settings: Settings, installers: Sequence[str] = 
     child = start(command, settings, installers, stdout, sealing, stderr)
     with forwarded_to(child):
         try:
-            code = child.wait(timeout)
+            code = _wait(child, timeout)
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
             raise LaunchTimeout(f"{command[0]} ran past --timeout {timeout:g} s and was "
                                 "stopped", TIMEOUT_EXIT, "give it more time with --timeout, "
                                 "or look for what it waits on") from None
         finally:
             sealed.done(child)
     return 128 - code if code < 0 else code  # ended by a signal: the shell's 128 + N
+
+
+def _wait(child: subprocess.Popen, timeout: float | None) -> int:
+    """The child's exit code as soon as it ends: ``Popen.wait(timeout)`` polls, sleeping up
+    to 50 ms between looks, which a suite paid after every run; a timer kills it past
+    ``timeout`` (``TimeoutExpired``) while this thread blocks in ``waitpid``."""
+    if timeout is None:
+        return child.wait()
+    fired = threading.Event()
+
+    def expire() -> None:
+        fired.set()
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        code = child.wait()
+    finally:
+        timer.cancel()
+    if fired.is_set():
+        raise subprocess.TimeoutExpired(child.args, timeout)
+    return code
 
 
 def why_not_installed(command: Sequence[str]) -> str:

@@ -14,10 +14,8 @@ from xml.etree import ElementTree as ET
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from rewind.collector.ingest.store_exporter import store_provider
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
-from rewind.exporter.otlp.otel_pipeline import build_provider, otlp_exporter
 from rewind.replay.suites.running import ERRORED, RunResult
 
 SERVICE = "rewind-suite"
@@ -62,6 +60,9 @@ def store_scores(where_to: Store | str, suite: str,
     """Each judged run's scores as events of one span, written into ``where_to`` (a store, or
     the OTLP endpoint of the worker's receiver); recorded trace -> the trace holding them (the
     replayed run's when it recorded itself)."""
+    from rewind.collector.ingest.store_exporter import store_provider  # live runs only
+    from rewind.exporter.otlp.otel_pipeline import build_provider, otlp_exporter
+
     if isinstance(where_to, Store):
         provider = store_provider(where_to, SERVICE)
     else:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import RewindError
@@ -30,7 +30,9 @@ from rewind.replay.suites.cause import cause_of
 from rewind.replay.suites.evaluators import Judged, Score
 from rewind.replay.suites.judge import JudgeModel
 from rewind.replay.suites.spec import SuiteRun
-from rewind.replay.suites.today import TodaysRuns
+
+if TYPE_CHECKING:  # its collector's imports are paid only by a suite that records its runs
+    from rewind.replay.suites.today import TodaysRuns
 
 SAME, DIVERGED, ERRORED, JUDGED = "same", "diverged", "errored", "judged"
 _IN_PROCESS = threading.Lock()

@@ -16,10 +16,9 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from rewind.collector.ingest.service import IngestHandle, start_ingest
 from rewind.collector.store.reader_usage import TraceUsage, usage_by_trace
 from rewind.collector.store.server_settings import IngestOptions
 from rewind.collector.store.store import Store
@@ -30,6 +29,9 @@ from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
 from rewind.replay.sources.locate import SourceError, StoreSource
+
+if TYPE_CHECKING:
+    from rewind.collector.ingest.service import IngestHandle
 
 FLUSH_TIMEOUT_S = 30.0
 WORKER_WAIT_S = 15.0  # the worker's collector writes a batch within its batch timeout
@@ -58,6 +60,8 @@ class TodaysRuns:
         self._scratch = ""  # the temporary store's folder (``scratch``)
         self.store = store
         if store is not None:
+            from rewind.collector.ingest.service import start_ingest
+
             self._ingest = start_ingest(store, IngestOptions(
                 grpc_port=0, http_port=0, spool_dir=Path(self._tmp.name, "spool"),
                 migrate=False))
