@@ -8,10 +8,15 @@ page and the runs listing, in turn). Clients are separate processes, so the clie
 shares one interpreter's lock. Rounds interleave the client counts (``rounds.py``: each round
 runs every count of both loads, in the other order the next round), so load that shifts during
 the run hits every count alike. Printed per count: calls (or requests) per second, the median
-and range of the per-round ratio to one client, the median latency, and the load average.
+and range of the per-round ratio to one client, the median latency, the CPU each call (or
+read) took in the server and in a client, and the load average.
 
-On 2 cores the clients' own work (the SDK, in their processes) shares the cores with the
-server: about 2x is the ceiling there.
+The CPU figures say where the cores go, whatever the load: the clients' own work (the SDK, in
+their processes) shares the cores with the server, so on 2 cores about 2x is the ceiling; and
+the server's Python runs on one core, so it caps throughput at 1 / (its CPU per call). On a
+machine busy with other work, each busy thread gets its share of the cores: one client and the
+server, taking turns, are served as they wake; many clients keep the server's one thread busy,
+and it gets one share.
 
 The default is the embedded store: one process serves it (reads and replay sessions in
 threads, queries on several engine handles at once). Against a ClickHouse server give
@@ -33,8 +38,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import openai
@@ -83,9 +90,24 @@ class Serve:
                 return
         raise SystemExit("rewind serve did not start")
 
+    def cpu_seconds(self) -> float:
+        """CPU time its processes (the API processes of ``--workers`` too) have used so far;
+        0 where ``/proc`` is not there to say."""
+        pid = self.process.pid
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            return sum(_cpu_seconds(int(each)) for each in [pid, *children])
+        except OSError:
+            return 0.0
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=60)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def record(serve: Serve, directory: Path, llm: FakeLLMServer) -> str:
@@ -102,17 +124,19 @@ def record(serve: Serve, directory: Path, llm: FakeLLMServer) -> str:
 
 # -- what one client process does: timings of each call ---------------------------------------
 
-Timed = tuple[float, float, list[float]]  # a client's first start, last end, each call's time
+# a client's first start, last end, each call's time, its CPU seconds in between
+Timed = tuple[float, float, list[float], float]
 
 
 def replay_client(api: str, trace_id: str, replays: int) -> Timed:
     """``replays`` replays of the run, each in its own session, with the openai SDK."""
     timings: list[float] = []
-    first = 0.0  # perf_counter is the system's monotonic clock: the same in every process
+    first = cpu = 0.0  # perf_counter is the system's monotonic clock: the same in every process
     sdk = openai.OpenAI(base_url=api, api_key="sk-replay", max_retries=0)  # one connection pool
     with httpx.Client(timeout=60) as http:
         for round_ in range(replays + 1):  # replay 0 warms the SDK and the connections: untimed
-            first = time.perf_counter() if round_ == 1 else first
+            if round_ == 1:
+                first, cpu = time.perf_counter(), time.process_time()
             session = http.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id})
             session.raise_for_status()
             client = sdk.with_options(base_url=api + session.json()["base_path"] + "/v1")
@@ -121,22 +145,23 @@ def replay_client(api: str, trace_id: str, replays: int) -> Timed:
                 client.chat.completions.create(model="gpt-4o", messages=question(i))
                 if round_:
                     timings.append(time.perf_counter() - started)
-    return first, time.perf_counter(), timings
+    return first, time.perf_counter(), timings, time.process_time() - cpu
 
 
 def read_client(api: str, trace_id: str, pairs: int) -> Timed:
     """``pairs`` x (the run's page, the runs listing)."""
     timings: list[float] = []
-    first = 0.0
+    first = cpu = 0.0
     with httpx.Client(timeout=60) as http:
         for round_ in range(pairs + 1):  # pair 0 warms the connection: untimed
-            first = time.perf_counter() if round_ == 1 else first
+            if round_ == 1:
+                first, cpu = time.perf_counter(), time.process_time()
             for path in (f"/traces/{trace_id}", "/"):
                 started = time.perf_counter()
                 http.get(api + path).raise_for_status()
                 if round_:
                     timings.append(time.perf_counter() - started)
-    return first, time.perf_counter(), timings
+    return first, time.perf_counter(), timings, time.process_time() - cpu
 
 
 def _ready(_: int) -> None:
@@ -146,12 +171,24 @@ def _ready(_: int) -> None:
     _ = client.chat.completions.with_raw_response
 
 
-def measure(pool: ProcessPoolExecutor, clients: int, job, *args) -> tuple[float, float]:
-    """(operations per second, median latency in ms) for ``clients`` processes at once."""
+class Figures(NamedTuple):
+    rate: float  # operations per second, all clients together
+    p50_ms: float  # median latency of one operation
+    server_ms: float  # the server's CPU per operation (its opening of sessions included)
+    client_ms: float  # a client's CPU per operation (the SDK's work, opening sessions too)
+
+
+def measure(pool: ProcessPoolExecutor, serve: Serve, clients: int, job: Callable[..., Timed],
+            *args: object) -> Figures:
+    """``job`` in ``clients`` processes at once."""
+    before = serve.cpu_seconds()
     results = list(pool.map(job, *([arg] * clients for arg in args)))
-    elapsed = max(end for _, end, _ in results) - min(start for start, _, _ in results)
-    timings = [t for _, _, result in results for t in result]
-    return len(timings) / elapsed, statistics.median(timings) * 1000
+    server = serve.cpu_seconds() - before
+    elapsed = max(end for _, end, _, _ in results) - min(start for start, _, _, _ in results)
+    timings = [t for _, _, result, _ in results for t in result]
+    client = sum(cpu for _, _, _, cpu in results)
+    return Figures(len(timings) / elapsed, statistics.median(timings) * 1000,
+                   server / len(timings) * 1000, client / len(timings) * 1000)
 
 
 def main() -> None:
@@ -176,27 +213,27 @@ def main() -> None:
             trace_id = record(serve, Path(tmp), llm)
             with ProcessPoolExecutor(max(counts)) as pool:
                 list(pool.map(_ready, range(max(counts) * 2)))
-                sides = {(kind, n): functools.partial(measure, pool, n, job, serve.api,
+                sides = {(kind, n): functools.partial(measure, pool, serve, n, job, serve.api,
                                                       trace_id, options.replays)
                          for kind, job in jobs.items() for n in counts}
-                figures = interleaved(sides, options.rounds)
+                results = interleaved(sides, options.rounds)
         finally:
             serve.stop()
     kind = "a ClickHouse server" if options.clickhouse else "the embedded store"
     print(f"rewind serve on {kind}, {options.workers} API process(es); clients are processes; "
           f"{options.rounds} rounds of {options.replays} replays (or page + listing pairs) "
           f"per client; {before} at the start, {load()} at the end")
-    print(f"{'clients':>7}  {'replay calls/s':>14} {'ratio to 1 client':>19} {'p50 ms':>7}  "
-          f"{'reads/s':>8} {'ratio to 1 client':>19} {'p50 ms':>7}")
-    for n in counts:
-        cells = []
-        for kind in jobs:
-            rates = [rate for rate, _ in figures[(kind, n)]]
-            ones = [rate for rate, _ in figures[(kind, 1)]]
-            p50 = statistics.median(latency for _, latency in figures[(kind, n)])
-            cells.append(f"{statistics.median(rates):>{8 if kind == 'reads' else 14}.1f} "
-                         f"{spread(ratios(rates, ones)):>19} {p50:>7.1f}")
-        print(f"{n:>7}  " + "  ".join(cells))
+    for kind, unit in (("replay", "calls/s"), ("reads", "reads/s")):
+        print(f"\n{kind:>7} {unit:>9} {'ratio to 1 client':>19} {'p50 ms':>7}  "
+              f"{'CPU ms per op: server':>21} {'client':>6}")
+        ones = [figures.rate for figures in results[(kind, 1)]]
+        for n in counts:
+            rows = results[(kind, n)]
+            rates = [figures.rate for figures in rows]
+            print(f"{n:>7} {statistics.median(rates):>9.1f} {spread(ratios(rates, ones)):>19} "
+                  + " ".join(f"{statistics.median(getattr(f, name) for f in rows):>{width}.2f}"
+                             for name, width in (("p50_ms", 7), ("server_ms", 22),
+                                                 ("client_ms", 6))))
 
 
 if __name__ == "__main__":

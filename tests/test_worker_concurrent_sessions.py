@@ -1,6 +1,6 @@
-"""One `rewind serve` on the embedded store, many callers at once: replay sessions of two runs
+"""One `rewind serve` on the embedded store, many callers at once: replay sessions of three runs
 opened and played from several threads together (the real ``openai`` SDK) each answer their
-own run's replies in order, never the other run's, while other threads read the runs' pages,
+own run's replies in order, never another run's, while other threads read the runs' pages,
 their spans and the listing; and a run still being recorded, replayed while it grows, is
 answered from what it holds at each session's start (the worker keeps cassettes while nothing
 is written, so this is what says it notices a write)."""
@@ -48,7 +48,9 @@ RUN = textwrap.dedent(
 )
 
 RUNS = {"alpha": ("alpha: a flight to Lisbon", "alpha: a hotel by the river", "alpha: a car"),
-        "beta": ("beta: a train to Porto", "beta: a table for two", "beta: a taxi")}
+        "beta": ("beta: a train to Porto", "beta: a table for two", "beta: a taxi"),
+        # bodies over 64 KiB: matched in a thread, beside the others matched on the event loop
+        "gamma": ("gamma: the contract " + "clause " * 10_000, "gamma: sign it")}
 
 
 def start_run(served: Served, tmp: Path, llm: FakeLLMServer, name: str,
@@ -152,7 +154,7 @@ def test_sessions_and_reads_at_once_each_get_their_own_run(runs):
                 assert set(ids.values()) <= {t["TraceId"] for t in listed["traces"]}
 
     together([player(name) for name in RUNS for _ in range(4)] + [reader, reader])
-    assert len(played) == 2 * 4 * 3
+    assert len(played) == len(RUNS) * 4 * 3
     for name, replies, status in played:
         assert replies == [f"echo: {q}" for q in RUNS[name]]
         assert status["replayed"] == len(RUNS[name]) and status["divergence"] is None
@@ -162,10 +164,10 @@ def test_sessions_and_reads_at_once_each_get_their_own_run(runs):
 def test_a_run_replayed_while_it_grows_is_answered_from_what_it_holds(runs, tmp_path):
     served, _ = runs
     api = served.api_url
-    questions = ("gamma: a ferry to Faro", "gamma: a room with a view")
+    questions = ("delta: a ferry to Faro", "delta: a room with a view")
     go = tmp_path / "go"
     with FakeLLMServer() as llm:
-        process, trace_file = start_run(served, tmp_path, llm, "gamma", questions,
+        process, trace_file = start_run(served, tmp_path, llm, "delta", questions,
                                         GO_FILE=str(go))
         try:
             trace_id = trace_id_of(trace_file)

@@ -1,14 +1,17 @@
 """Cassettes (and the pages' timelines) built once per trace version and tenant: a trace that
-grows gets a fresh one, and one tenant never gets one built from another tenant's spans."""
+grows gets a fresh one, and one tenant never gets one built from another tenant's spans. And
+what serving a cassette's calls over HTTP works out once (:class:`ServedCalls`)."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from typing import Any
+from urllib.parse import urlsplit
 
 from rewind.collector.store import reader
 from rewind.collector.store.store import Store
+from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
@@ -93,3 +96,36 @@ class CassetteCache:
             self._keep(self._timelines, key, version, timeline, self.timeline_size)
             self._keep(self._entries, key, version, timeline.cassette, self.size, built=False)
         return timeline
+
+
+class ServedCalls:
+    """What serving a cassette's calls over HTTP works out once, for all its sessions: where
+    the recording sent a request for a path (the host and base path of its call to the same
+    endpoint, else the host of its first LLM call; ``http://replay/`` with none), and whether
+    a call is matched and answered on the event loop: ~0.2 ms for a body of a few KB in a run
+    of a few hundred steps, less than a thread hop costs (each hop waits to be scheduled on a
+    busy machine, and Python's lock runs one at a time anyway). A large body, or a long run
+    (matching past volatile values compares a request with each recorded one), goes to a
+    thread, so the loop keeps serving meanwhile."""
+
+    INLINE_BYTES = 64 << 10
+    INLINE_STEPS = 500
+
+    def __init__(self, cassette: Cassette) -> None:
+        self._calls = [urlsplit(i.url) for i in sorted(
+            (i for i in cassette.interactions if i.kind == A.KIND_LLM), key=lambda i: i.step)]
+        self._small = len(cassette.interactions) <= self.INLINE_STEPS
+
+    def inline(self, body: bytes) -> bool:
+        return self._small and len(body) <= self.INLINE_BYTES
+
+    def url(self, path: str, query: str) -> str:
+        path = "/" + path.lstrip("/")
+        same = next((url for url in self._calls if url.path.endswith(path)), None)
+        if same is not None:
+            where = f"{same.scheme}://{same.netloc}{same.path}"
+        elif self._calls:
+            where = f"{self._calls[0].scheme}://{self._calls[0].netloc}{path}"
+        else:
+            where = f"http://replay{path}"
+        return f"{where}?{query}" if query else where

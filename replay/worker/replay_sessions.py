@@ -57,6 +57,7 @@ from rewind.replay.cassette.model import Cassette, Interaction
 from rewind.replay.play.replay_settings import CLOCK_RECORDED
 from rewind.replay.play.session import (
     STRICT,
+    Answer,
     Decision,
     Diverged,
     Live,
@@ -64,6 +65,7 @@ from rewind.replay.play.session import (
     ReplaySession,
     recorded_answer,
 )
+from rewind.replay.worker.cache import ServedCalls
 from rewind.replay.worker.routing import (
     json_object,
     json_response,
@@ -77,8 +79,7 @@ NEW_RUN_HINT = (" (a new run starts from the top when its first request is the r
                 "first; DELETE /v1/replay/sessions/{trace_id} resets this trace's session)")
 ONE_RUN_HINT = (" (a session made with POST /v1/replay/sessions serves one run: make another "
                 "for the next)")
-INLINE_BYTES = 64 << 10  # a request body up to this is matched on the event loop (_answer)
-URL_TABLES = 64  # cassettes whose recorded URLs (RecordedUrls) are kept
+SERVED_KEPT = 64  # cassettes whose ServedCalls are kept
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class SessionRegistry:
         self._lock = threading.Lock()
         self._limit = limit
         # by id of a cassette, held so that the id stays its own
-        self._urls: OrderedDict[int, tuple[Cassette, RecordedUrls]] = OrderedDict()
+        self._served: OrderedDict[int, tuple[Cassette, ServedCalls]] = OrderedDict()
 
     def create(self, view: TenantView, trace_id: str, session_id: str | None = None,
                **settings: Any) -> tuple[str, ReplaySession]:
@@ -133,15 +134,15 @@ class SessionRegistry:
         return next((key for key in self._sessions
                      if key[1] == session_id and view.can_see(key[0])), None)
 
-    def urls(self, cassette: Cassette) -> RecordedUrls:
-        """Where ``cassette``'s recording sent its requests, worked out once for the sessions
-        of a trace (they share its cassette) and all their calls."""
+    def served(self, cassette: Cassette) -> ServedCalls:
+        """What serving ``cassette``'s calls works out once, for the sessions of a trace (they
+        share its cassette) and all their calls."""
         with self._lock:
-            kept = self._urls.get(id(cassette))
+            kept = self._served.get(id(cassette))
             if kept is None:
-                kept = self._urls[id(cassette)] = (cassette, RecordedUrls(cassette))
-                while len(self._urls) > URL_TABLES:  # the oldest goes
-                    self._urls.popitem(last=False)
+                kept = self._served[id(cassette)] = (cassette, ServedCalls(cassette))
+                while len(self._served) > SERVED_KEPT:  # the oldest goes
+                    self._served.popitem(last=False)
             return kept[1]
 
     def current(self, view: TenantView, trace_id: str) -> ReplaySession | None:
@@ -194,27 +195,6 @@ class SessionRegistry:
 def _first_llm_step(cassette: Cassette) -> Interaction | None:
     return min((i for i in cassette.interactions if i.kind == A.KIND_LLM),
                key=lambda i: i.step, default=None)
-
-
-class RecordedUrls:
-    """Where the recording sent a request for a path: the host and base path of its call to
-    the same endpoint, else the host of its first LLM call (``http://replay/`` with none).
-    The recorded calls are sorted and split once per cassette, not at every request."""
-
-    def __init__(self, cassette: Cassette) -> None:
-        self._calls = [urlsplit(i.url) for i in sorted(
-            (i for i in cassette.interactions if i.kind == A.KIND_LLM), key=lambda i: i.step)]
-
-    def url(self, path: str, query: str) -> str:
-        path = "/" + path.lstrip("/")
-        same = next((url for url in self._calls if url.path.endswith(path)), None)
-        if same is not None:
-            where = f"{same.scheme}://{same.netloc}{same.path}"
-        elif self._calls:
-            where = f"{self._calls[0].scheme}://{self._calls[0].netloc}{path}"
-        else:
-            where = f"http://replay{path}"
-        return f"{where}?{query}" if query else where
 
 
 _NOT_SENT_ON = frozenset({"host", "content-length", "connection", "transfer-encoding",
@@ -283,30 +263,35 @@ def _provider_error(path: str, status: int, message: str) -> Response:
 Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
 
 
-async def _answer(decide: Decide, urls: RecordedUrls, request: Request, policy: LivePolicy,
+def _decided(decide: Decide, method: str, url: str, headers: dict[str, str], body: bytes
+             ) -> tuple[ReplaySession, Decision, Answer | None]:
+    """The session, what it found, and the recorded answer when it found one."""
+    session, decision = decide(method, url, headers, body)
+    if not isinstance(decision, Replayed):
+        return session, decision, None
+    return session, decision, recorded_answer(decision.interaction, body, url)
+
+
+async def _answer(decide: Decide, served: ServedCalls, request: Request, policy: LivePolicy,
                   hint: str = "") -> Response:
     """``decide``: the session's answer for the request (the session, and what it found);
-    ``hint``: what a 409 adds (how this kind of session starts a new run). Matching and the
-    answer take ~0.2 ms for a body of a few KB: on the loop, since a thread hop (waiting to be
-    scheduled on a busy machine) costs more and Python's lock runs one at a time anyway; a
-    body over :data:`INLINE_BYTES` goes to a thread, so the loop keeps serving meanwhile."""
+    ``hint``: what a 409 adds (how this kind of session starts a new run). A small call is
+    matched and answered on the event loop, a large one in a thread (``ServedCalls.inline``)."""
     path = request.path_params["path"]
     climbing = _dot_segment(path)
     if climbing is not None:
         return _provider_error(path, 400, climbing)
     body = await request.body()
-    url = urls.url(path, request.url.query)
-    inline = len(body) <= INLINE_BYTES
-    asked = (request.method, url, dict(request.headers), body)
-    session, decision = decide(*asked) if inline else await run_in_threadpool(decide, *asked)
+    url = served.url(path, request.url.query)
+    asked = (decide, request.method, url, dict(request.headers), body)
+    session, decision, answer = _decided(*asked) if served.inline(body) else \
+        await run_in_threadpool(_decided, *asked)
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
     if isinstance(decision, Live) and session.allow_live:
         return await _live(request, url, body, policy)
-    if not isinstance(decision, Replayed):
+    if answer is None or not isinstance(decision, Replayed):
         return _provider_error(path, 404, f"/{path} is not an LLM endpoint this worker replays")
-    answer = recorded_answer(decision.interaction, body, url) if inline else \
-        await run_in_threadpool(recorded_answer, decision.interaction, body, url)
     hold = session.hold(decision.interaction)  # calls in flight together: the recorded order
     if hold is not None:
         await hold.wait_async()
@@ -327,7 +312,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
             return sessions.decide_default(view, trace_id, session, *asked)
 
-        return await _answer(decide, sessions.urls(session.cassette), request, sessions.live,
+        return await _answer(decide, sessions.served(session.cassette), request, sessions.live,
                              NEW_RUN_HINT.format(trace_id=trace_id))
 
     def known(request: Request, view: TenantView) -> ReplaySession:
@@ -339,7 +324,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
     async def by_session(request: Request, view: TenantView) -> Response:
         session = known(request, view)
         return await _answer(lambda *asked: (session, session.decide(*asked)),
-                             sessions.urls(session.cassette), request, sessions.live,
+                             sessions.served(session.cassette), request, sessions.live,
                              ONE_RUN_HINT)
 
     async def create(request: Request, view: TenantView) -> Response:
