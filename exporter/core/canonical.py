@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -133,18 +134,46 @@ def renumber_call_ids(body: Json) -> Json:
     return walk(body)
 
 
+RULES: tuple[Callable[[Json], Json], ...] = (
+    drop_volatile_fields,
+    drop_item_ids,
+    drop_anywhere,
+    drop_thinking_signatures,
+    renumber_call_ids,
+)
+_THINKING = ("thinking", "redacted_thinking")
+_SIGNATURES = ("signature", "data")
+_CALL_LISTS = ("tool_calls", "functionCall", "functionResponse")
+
+
 def canonical_body(body: Json) -> Json:
-    """All body rules, in order."""
-    rules: tuple[Callable[[Json], Json], ...] = (
-        drop_volatile_fields,
-        drop_item_ids,
-        drop_anywhere,
-        drop_thinking_signatures,
-        renumber_call_ids,
-    )
-    for rule in rules:
-        body = rule(body)
-    return body
+    """All body rules (:data:`RULES`), in order: the top-level ones, then the three that walk
+    the whole tree in one walk instead of three copies of it."""
+    body = drop_item_ids(drop_volatile_fields(body))
+    mapping: dict[str, str] = {}
+
+    def walk(node: Json, in_tool_calls: bool) -> Json:
+        if isinstance(node, list):
+            return [walk(v, in_tool_calls) for v in node]
+        if not isinstance(node, dict):
+            return node
+        kind = node.get("type")
+        thinking = kind in _THINKING
+        is_call = in_tool_calls or kind in _CALL_OBJECT_TYPES
+        out = {}
+        for k, v in node.items():
+            if k in VOLATILE_ANYWHERE or (thinking and k in _SIGNATURES):
+                continue
+            if k in _CALL_ID_REFERENCES or (k == "id" and is_call):
+                if isinstance(v, str):  # renamed; any other value kept, dropped fields aside
+                    out[k] = mapping.setdefault(v, f"call_{len(mapping)}")
+                else:
+                    out[k] = drop_thinking_signatures(drop_anywhere(v))
+            else:
+                out[k] = walk(v, k in _CALL_LISTS)
+        return out
+
+    return walk(body, False)
 
 
 def json_or_text(value: Any) -> Json:
@@ -202,8 +231,54 @@ def canonical_http(
     return form
 
 
+# A string at least this long (a prompt, an answer) is escaped once for every JSON form it is
+# written in (the content, the match key's canonical form, the next call's history): the escaped
+# forms of the latest ones are kept, up to ``_ESCAPED_KEPT`` characters.
+LONG_TEXT = 512
+_ESCAPED_KEPT = 1 << 20
+_escaped: dict[str, str] = {}
+_escaped_size = [0]
+_escaped_lock = threading.Lock()
+_escape_text = json.encoder.encode_basestring  # ensure_ascii=False's (C when built)
+
+
+def _escape(text: str) -> str:
+    if len(text) < LONG_TEXT:
+        return _escape_text(text)
+    escaped = _escaped.get(text)
+    if escaped is None:
+        escaped = _escape_text(text)
+        with _escaped_lock:
+            if text not in _escaped:
+                _escaped[text] = escaped
+                _escaped_size[0] += len(text)
+                while _escaped_size[0] > _ESCAPED_KEPT:
+                    _escaped_size[0] -= len(_escaped.pop(next(iter(_escaped))))
+    return escaped
+
+
+class CompactJSON(json.JSONEncoder):
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"), ...)``, to the character,
+    long strings escaped through :func:`_escape`; one instance serves every call."""
+
+    def __init__(self, sort_keys: bool = False, default: Callable[[Any], Any] | None = None):
+        super().__init__(ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys,
+                         default=default)
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Any:
+        make = json.encoder.c_make_encoder
+        if make is None:  # no C accelerator: the stock path
+            return super().iterencode(o, _one_shot)
+        return make({}, self.default, _escape, None, self.key_separator, self.item_separator,
+                    self.sort_keys, self.skipkeys, self.allow_nan)(o, 0)
+
+
+_CANONICAL_JSON = CompactJSON(sort_keys=True)
+
+
 def dumps(value: Json) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Sorted keys, no spaces, text as it is: the form a match key hashes."""
+    return _CANONICAL_JSON.encode(value)
 
 
 def match_key(canonical: Mapping[str, Json]) -> str:

@@ -34,6 +34,11 @@ _KINDS = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3, SpanKind
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags
 _keys: dict[str, bytes] = {}  # attribute name -> its KeyValue.key field, encoded
 _KEYS_KEPT = 4096
+# A short string attribute as a whole field: most recur from span to span (operation, model,
+# URL, headers, status), so each is written once; the first ones seen are kept.
+_pairs: dict[tuple[bytes, str, str], bytes] = {}
+_PAIRS_KEPT = 4096
+_PAIR_LENGTH = 256
 
 
 def varint(n: int) -> bytes:
@@ -99,6 +104,11 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
     out: list[bytes] = []
     for key, v in (attrs or {}).items():
         if v.__class__ is str:
+            if len(v) <= _PAIR_LENGTH:
+                pair = _pairs.get((tag, key, v))
+                if pair is not None:
+                    out.append(pair)
+                    continue
             prefix = _keys.get(key) or _key(key)
             data = v.encode("utf-8")
             inner = varint(len(data))
@@ -106,7 +116,10 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
             outer = varint(size)
             head = varint(len(prefix) + 1 + len(outer) + size)
             if size < 1024:
-                out.append(b"".join((tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)))
+                pair = b"".join((tag, head, prefix, b"\x12", outer, b"\x0a", inner, data))
+                if len(v) <= _PAIR_LENGTH and len(_pairs) < _PAIRS_KEPT:
+                    _pairs[(tag, key, v)] = pair
+                out.append(pair)
             else:
                 out += (tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)
             continue

@@ -9,6 +9,8 @@ yields the same ``gen_ai.*`` attributes wherever it is read.
 from __future__ import annotations
 
 import base64
+import json
+from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter import providers
@@ -28,13 +30,29 @@ def body_bytes(text: str | None, encoding: str | None) -> bytes:
     return (text or "").encode("utf-8")
 
 
+_scan = json.JSONDecoder().scan_once  # json.loads's own scanner, without its wrapping
+
+
+def _payload(data: str) -> Any:
+    """``parse_body(data)`` for one event's data; an object alone on its line (every event of
+    a long stream, mostly) read by the scanner directly: a stream has an event per token."""
+    if data[:1] == "{":
+        try:
+            value, end = _scan(data, 0)
+        except (StopIteration, ValueError):
+            return parse_body(data)
+        if end == len(data):
+            return value
+    return parse_body(data)
+
+
 def decoded_response_attributes(endpoint: providers.Endpoint, body: str | bytes | None,
                                 events: Events | None) -> providers.Attributes:
     """A recorded response read with the provider's decoder (model, output, usage); the
     events of a stream when there are any, else the body; nothing when neither was kept.
     A stream without token counts is marked usage not reported (its cost is unknown, not 0)."""
     if events is not None:
-        payloads = [parse_body(event_data(event)) for _, event in events]
+        payloads = [_payload(event_data(event)) for _, event in events]
         attrs = endpoint.stream([p for p in payloads if isinstance(p, dict)])
         if A.INPUT_TOKENS not in attrs and A.OUTPUT_TOKENS not in attrs:
             attrs = {**attrs, A.USAGE_REPORTED: False}

@@ -99,8 +99,10 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
     endpoint = providers.detect(url.hostname or "", url.path)
     if endpoint is None:
         return name, out
-    body = canonical.parse_body(bodies.body_bytes(out.get(A.REQUEST_BODY),
-                                                  out.get(A.REQUEST_BODY_ENCODING)))
+    text, encoding = out.get(A.REQUEST_BODY), out.get(A.REQUEST_BODY_ENCODING)
+    # UTF-8 text is parsed as it is (parse_body would encode it only to decode it again)
+    body = canonical.parse_body(bodies.body_bytes(text, encoding) if encoding == bodies.BASE64
+                                or not isinstance(text, str) else text)
     derived: dict[str, Any] = {}
     if "request" in parts:
         name = f"{endpoint.operation} {endpoint.model(body)}".strip()

@@ -7,11 +7,10 @@ parts: ``text``, ``tool_call``, ``tool_call_response``, ``reasoning``, ``blob``,
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rewind.exporter.core import attributes as A
-from rewind.exporter.core.canonical import json_or_text
+from rewind.exporter.core.canonical import CompactJSON, json_or_text
 
 Part = dict[str, Any]
 Json = Any
@@ -40,8 +39,12 @@ _FINISH = {
 }
 
 
+_CONTENT_JSON = CompactJSON(default=str)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """A content attribute's JSON (a prompt repeated in the match key is escaped once)."""
+    return _CONTENT_JSON.encode(value)
 
 
 def finish_reason(raw: Any) -> str:
