@@ -68,9 +68,10 @@ def create_app(store: Store, tokens: dict[str, str | None] | None = None,
     routes: list[BaseRoute] = [
         route("/health", health, public=True),
         route("/openapi.json", openapi, public=True),
-        *traces.routes(),
+        # replayed calls, the most frequent requests, first: each route tried costs a match
         *replay_sessions.routes(replay_sessions.SessionRegistry(live=replay_sessions.LivePolicy(
             guarded=authenticator is not None, hosts=worker_live_hosts()))),
+        *traces.routes(),
         *archives.routes(),
         *analysis.routes(),
         *pages.routes(authenticator),

@@ -283,7 +283,8 @@ async def _answer(decide: Decide, served: ServedCalls, request: Request, policy:
         return _provider_error(path, 400, climbing)
     body = await request.body()
     url = served.url(path, request.url.query)
-    asked = (decide, request.method, url, dict(request.headers), body)
+    # first value of a repeated name, as dict(request.headers), without a scan per name
+    asked = (decide, request.method, url, dict(reversed(request.headers.items())), body)
     session, decision, answer = _decided(*asked) if served.inline(body) else \
         await run_in_threadpool(_decided, *asked)
     if isinstance(decision, Diverged):
@@ -365,10 +366,10 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         return Response(status_code=204)
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-    return [
+    return [  # the calls first (app.py)
+        route("/replay/s/{session_id}/{path:path}", by_session, methods=methods),
+        route("/replay/{trace_id}/{path:path}", by_trace, methods=methods),
         route("/v1/replay/sessions", create, methods=["POST"]),
         route("/v1/replay/sessions/{session_id}", status, methods=["GET"]),
         route("/v1/replay/sessions/{session_id}", delete, methods=["DELETE"]),
-        route("/replay/s/{session_id}/{path:path}", by_session, methods=methods),
-        route("/replay/{trace_id}/{path:path}", by_trace, methods=methods),
     ]
