@@ -55,7 +55,9 @@ json.dump(env, open(sys.argv[1] + "/child-env.json", "w"))
 """
 PROBE = """
 import json, sys, time
-from rewind.replay.cli import main  # the CLI as loaded when it looks for the trace
+from rewind.replay.cli import main  # the CLI as loaded when it looks for the trace: what
+from rewind.replay.play import launch, sealed  # rewind-replay imports before it does
+from rewind.replay.play.proxy.proxy_runs import run_command
 from rewind.replay.sources.locate import open_source, resolve_trace_id
 started, cpu = time.perf_counter(), time.process_time()
 source = open_source(None, None)
