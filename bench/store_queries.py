@@ -4,16 +4,18 @@ the same answer written by hand, measured in the same run on the same store.
 Measured, at two sizes so growth is visible (``--sizes``, default 200k spans in 4k traces and
 1M spans in 20k traces; stores from ``store_fill``, realistic and interleaved in time):
 
-* the trace listing (``GET /v1/traces``, ``rewind traces``; ``reader.list_traces``), newest
-  50, without and with a service filter;
+* the trace listing (``GET /v1/traces``, ``rewind traces``, the runs page;
+  ``reader.list_traces``), newest 50: without a filter, by service, errors only, by model and
+  by a common word (``store_listings``: the hand-written candidates, among them the
+  newest-day-first scans stopping at 50 traces);
 * ``rewind stats`` usage (``reader_usage.usage``), the whole store, and over 60 days (edges
-  not on hours), and its growth from the first size to the last, the two stores read in
-  alternating rounds by a process each (target ``GROWTH``: a period's usage is read from
-  hourly rollups, so it costs about the same however many spans the hours hold;
-  ``--growth-only`` measures just that); the same period read from every call
-  (``rolled=False``, as before migration 10) timed once per size;
+  not on hours); the same period read from every call (``rolled=False``, as before migration
+  10) timed once per size (``store_reads``: usage and the cassette fetch by hand);
 * the cassette fetch of the worker: the version check every request makes, and the spans read
-  when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces.
+  when the cassette is built (``reader.trace_version`` + ``reader.get_trace``), five traces;
+* growth from the first size to the last (target ``GROWTH``) of the listings (unfiltered, by
+  service, errors, by model) and of usage over 60 days: the two stores read in alternating
+  rounds by a process each (``--growth-only``, ``--growth`` picks the measures).
 
 Each hand-written candidate must give the same answer as Rewind's function (checked; a mismatch
 stops the run); the best candidate (by median) is the reference. No candidate is Rewind's own
@@ -24,12 +26,14 @@ the client's conversion of rows is on both sides. The ratio is the median of the
 ratios (ours against the best candidate, run seconds apart): on a shared machine the engine's
 speed drifts between rounds, which a ratio of two medians would not cancel. The listing as it
 was before migration 5 (grouping every span of ``otel_traces`` and reading its attribute map)
-and stats as they were (the ``rewind_llm_steps`` view) are timed once per size for comparison.
+and stats as they were (the ``rewind_llm_steps`` view) are timed once per size for comparison,
+as are the model and text filters as they were before migration 12 (every span grouped).
 
     python -P bench/store_queries.py [--sizes 200000:4000,1000000:20000] [--rounds 7]
 
 Generated stores are cached under ``$REWIND_BENCH_DIR`` (else the temp dir): the first run
-builds them (about two minutes for 1M spans), later runs reuse them.
+builds them (about two minutes for 1M spans), later runs reuse them, settled
+(``store_fill.settle``) after a migration.
 """
 
 from __future__ import annotations
@@ -48,22 +52,25 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import store_fill
+import store_listings
+from rounds import load, spread
+from store_reads import (
+    fetch_by_hand,
+    fetch_ours,
+    sample_traces,
+    usage_by_trace,
+    usage_from_view,
+    usage_key,
+    version_from_spans,
+)
 
 from rewind.collector.store import reader
 from rewind.collector.store.filters import TraceFilters, UsageFilters
-from rewind.collector.store.llm_steps import (
-    LLM_CALLS_IN_TRACE,
-    LLM_STEPS,
-    calls_counted,
-    llm_steps_view,
-    shadowed_by,
-)
-from rewind.collector.store.migrations.m005_trace_list import ROOT_KEY
 from rewind.collector.store.reader_usage import usage
-from rewind.collector.store.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
+from rewind.collector.store.schema import TRACES
 from rewind.collector.store.store import Store
 
-LIMIT = 50
+LIMIT = store_listings.LIMIT
 TARGET = 2.0
 GROWTH = 1.2
 # 60 days ending 23 minutes before the generated store's last hour ends.
@@ -115,188 +122,43 @@ def report(label: str, result: tuple[float, dict[str, float], list[float]]) -> f
           f" ms: ratio {ratio:4.2f} ({min(ratios):.2f}-{max(ratios):.2f}) "
           f"{'OK' if ratio <= TARGET else 'ABOVE TARGET'}")
     print("    hand-written: " + ", ".join(f"{name} {seconds * 1e3:,.1f} ms"
-                                           for name, seconds in medians.items()))
+                                           for name, seconds in medians.items()) + f"; {load()}")
     return ratio
 
 
-# --- listings -----------------------------------------------------------------------------
-
-def listing_key(rows: list[Any]) -> list[tuple]:
-    """Ours are typed rows, the candidates' dicts of columns: compared on their columns."""
-    rows = [r.to_dict() if isinstance(r, reader.TraceRow) else r for r in rows]
-    return [(r["TraceId"], r["RootSpan"], r["Service"], r["Start"], int(r["DurationNs"]),
-             int(r["Spans"]), int(r["LlmCalls"]), int(r["Errors"])) for r in rows]
-
-
-def service_where(service: str | None) -> str:
-    return "ServiceName = {service:String}" if service else "1"
-
-
-def listing_from_spans(store: Store, service: str | None) -> list[dict[str, Any]]:
-    """By hand on otel_traces: the newest traces from narrow columns, then the attribute maps
-    of those traces' spans only (their time range, from the lookup table) for the calls."""
-    params = {"service": service, "limit": LIMIT}
-    rows = store.query(f"""
-SELECT TraceId, argMin((toString(SpanName), toString(ServiceName)), {ROOT_KEY}) AS Root,
-       min(Timestamp) AS Start,
-       max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration))
-           - toUnixTimestamp64Nano(min(Timestamp)) AS DurationNs,
-       count() AS Spans, countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
-FROM {TRACES} WHERE TraceId != '' AND {service_where(service)}
-GROUP BY TraceId ORDER BY Start DESC, TraceId LIMIT {{limit:UInt32}}""", params)
-    ids = [r["TraceId"] for r in rows]
-    calls = {r["TraceId"]: r["n"] for r in store.query(f"""
-SELECT TraceId, {LLM_CALLS_IN_TRACE} AS n FROM {TRACES}
-WHERE TraceId IN {{ids:Array(String)}} AND {service_where(service)}
-  AND toDateTime(Timestamp) >= (SELECT min(Start) FROM {TRACE_LOOKUP}
-                                WHERE TraceId IN {{ids:Array(String)}})
-  AND toDateTime(Timestamp) <= (SELECT max(End) FROM {TRACE_LOOKUP}
-                                WHERE TraceId IN {{ids:Array(String)}})
-GROUP BY TraceId""", {**params, "ids": ids})}
-    return [{"TraceId": r["TraceId"], "RootSpan": r["Root"][0], "Service": r["Root"][1],
-             "Start": r["Start"], "DurationNs": r["DurationNs"], "Spans": r["Spans"],
-             "LlmCalls": calls.get(r["TraceId"], 0), "Errors": r["Errors"]} for r in rows]
-
-
-def listing_from_summary(store: Store, service: str | None) -> list[dict[str, Any]]:
-    """By hand on rewind_traces, in one pass: every trace summed up, the newest kept."""
-    return store.query(f"""
-SELECT TraceId, argMinMerge(Root).1 AS RootSpan, argMinMerge(Root).2 AS Service,
-       min(Start) AS First, First AS Start, max(End) - toUnixTimestamp64Nano(First) AS DurationNs,
-       sum(Spans) AS Spans, {calls_counted('groupArrayMerge(Calls)')} AS LlmCalls,
-       sum(Errors) AS Errors
-FROM {TRACE_LIST} WHERE {service_where(service)}
-GROUP BY TraceId ORDER BY First DESC, TraceId LIMIT {{limit:UInt32}}""",
-                       {"service": service, "limit": LIMIT})
-
-
-def listing_from_summary_by_ids(store: Store, service: str | None) -> list[dict[str, Any]]:
-    """By hand on rewind_traces, in two statements: the newest traces from the narrow
-    columns, then the calls of those traces only, by trace id (the sort key)."""
-    params = {"service": service, "limit": LIMIT}
-    rows = store.query(f"""
-SELECT TraceId, argMinMerge(Root) AS Root, min(Start) AS First,
-       max(End) - toUnixTimestamp64Nano(First) AS DurationNs, sum(Spans) AS Spans,
-       sum(Errors) AS Errors
-FROM {TRACE_LIST} WHERE {service_where(service)}
-GROUP BY TraceId ORDER BY First DESC, TraceId LIMIT {{limit:UInt32}}""", params)
-    calls = {r["TraceId"]: r["n"] for r in store.query(f"""
-SELECT TraceId, {calls_counted('groupArrayMerge(Calls)')} AS n FROM {TRACE_LIST}
-WHERE TraceId IN {{ids:Array(String)}} AND {service_where(service)} GROUP BY TraceId""",
-        {**params, "ids": [r["TraceId"] for r in rows]})}
-    return [{"TraceId": r["TraceId"], "RootSpan": r["Root"][0], "Service": r["Root"][1],
-             "Start": r["First"], "DurationNs": r["DurationNs"], "Spans": r["Spans"],
-             "LlmCalls": calls.get(r["TraceId"], 0), "Errors": r["Errors"]} for r in rows]
-
-
-def listing_before(store: Store) -> list[dict[str, Any]]:
-    """The listing query as it was before migration 5: every span grouped, maps read."""
-    return store.query(f"""
-SELECT TraceId,
-    argMin(SpanName, if(ParentSpanId = '', 0, 1) * 1e18 + toUnixTimestamp64Nano(Timestamp))
-        AS RootSpan,
-    any(ServiceName) AS Service, min(Timestamp) AS Start,
-    (max(toUnixTimestamp64Nano(Timestamp) + Duration) - min(toUnixTimestamp64Nano(Timestamp)))
-        AS DurationNs,
-    count() AS Spans, {LLM_CALLS_IN_TRACE} AS LlmCalls,
-    countIf(StatusCode = 'STATUS_CODE_ERROR') AS Errors
-FROM {TRACES} WHERE TraceId != '' GROUP BY TraceId ORDER BY Start DESC LIMIT {LIMIT}""")
-
-
-# --- stats --------------------------------------------------------------------------------
-
-def usage_key(rows: list[Any]) -> list[tuple]:
-    return sorted((u.service, u.model, u.calls, u.input_tokens, u.output_tokens, u.errors,
-                   u.duration_ns) for u in rows)
-
-
-_PEER = ("SpanId", "toInt64(toUnixTimestamp64Nano(Timestamp))",
-         "toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)", "Operation", "RequestModel",
-         "toUInt8(Step >= 0)", "ScopeName")
-_FACTS = ("(ServiceName, if(ResponseModel != '', ResponseModel, RequestModel), InputTokens, "
-          "OutputTokens, StatusCode, Duration)")
-_SUMS = """SELECT f.1 AS service, f.2 AS model, count() AS calls, sum(f.3) AS input_tokens,
-       sum(f.4) AS output_tokens, countIf(f.5 = 'STATUS_CODE_ERROR') AS errors,
-       sum(f.6) AS duration_ns"""
-
-
-def _usage_rows(rows: list[dict[str, Any]]) -> list[tuple]:
-    return sorted((r["service"], r["model"], r["calls"], r["input_tokens"], r["output_tokens"],
-                   r["errors"], r["duration_ns"]) for r in rows)
-
-
-def usage_by_trace(store: Store, period: UsageFilters | None = None) -> list[tuple]:
-    """By hand on rewind_llm_calls: each trace's calls side by side (no window function),
-    every call checked against its trace's calls (in ``period``), then summed per service
-    and model."""
-    c = tuple(f"c.{i}" for i in range(1, 8))
-    where = "1"
-    if period and period.since and period.until:
-        where = (f"Timestamp >= fromUnixTimestamp64Nano({int(period.since.timestamp() * 1e9)}) "
-                 f"AND Timestamp <= fromUnixTimestamp64Nano({int(period.until.timestamp() * 1e9)})")
-    return _usage_rows(store.query(f"""
-{_SUMS}
-FROM (
-    SELECT groupArray(({', '.join(_PEER)})) AS peers, groupArray({_FACTS}) AS facts
-    FROM {LLM_CALLS} WHERE {where} GROUP BY TraceId)
-ARRAY JOIN peers AS c, facts AS f
-WHERE NOT arrayExists(p -> {shadowed_by('p', *c)}, peers)
-GROUP BY service, model"""))
-
-
-def usage_from_view(store: Store, window: bool = False) -> list[tuple]:
-    """The rewind_llm_steps view summed; with ``window``, the view as migration 4 made it (a
-    window over each trace's calls; migration 6 replaced it), as stats read it before."""
-    source = f"({llm_steps_view().split(' AS', 1)[1]})" if window else LLM_STEPS
-    return _usage_rows(store.query(f"""
-SELECT ServiceName AS service, if(ResponseModel != '', ResponseModel, RequestModel) AS model,
-       count() AS calls, sum(InputTokens) AS input_tokens, sum(OutputTokens) AS output_tokens,
-       countIf(StatusCode = 'STATUS_CODE_ERROR') AS errors, sum(Duration) AS duration_ns
-FROM {source} GROUP BY service, model"""))
-
-
-# --- cassette fetch -----------------------------------------------------------------------
-
-def fetch_ours(store: Store, trace_id: str) -> tuple:
-    version = reader.trace_version(store, trace_id)
-    return version, reader.get_trace(store, trace_id)
-
-
-def _range(services: bool) -> str:
-    """The trace's time range from the lookup table, and with ``services`` its services."""
-    where = f"""
-  AND toDateTime(Timestamp) >= (SELECT min(Start) FROM {TRACE_LOOKUP}
-                                WHERE TraceId = {{tid:String}})
-  AND toDateTime(Timestamp) <= (SELECT max(End) FROM {TRACE_LOOKUP}
-                                WHERE TraceId = {{tid:String}})"""
-    if services:
-        where += f"""
-  AND ServiceName IN (SELECT ServiceName FROM {TRACE_LIST} WHERE TraceId = {{tid:String}})"""
-    return where
-
-
-def fetch_by_hand(store: Store, trace_id: str, services: bool) -> tuple:
-    """The spans in one statement; the version derived from them, as a caller holding the
-    spans would."""
-    spans = store.query(reader.SPAN_SELECT + "WHERE TraceId = {tid:String}" + _range(services)
-                        + "\nORDER BY Timestamp, SpanId", {"tid": trace_id})
-    return ((len(spans), max(s["StartNs"] + s["Duration"] for s in spans)), spans)
-
-
-def version_from_spans(store: Store, trace_id: str, services: bool) -> tuple:
-    row = store.query(
-        "SELECT count() AS n, max(toInt64(toUnixTimestamp64Nano(Timestamp) + Duration)) AS last "
-        f"FROM {TRACES} WHERE TraceId = {{tid:String}}" + _range(services), {"tid": trace_id})[0]
-    return row["n"], row["last"]
-
-
-def sample_traces(store: Store, count: int) -> list[str]:
-    rows = store.query(f"SELECT TraceId FROM {TRACE_LIST} GROUP BY TraceId "
-                       f"ORDER BY cityHash64(TraceId) LIMIT {count}")
-    return [r["TraceId"] for r in rows]
-
-
 # --- one size -----------------------------------------------------------------------------
+
+def listing(store: Store, **filters: Any) -> Callable[[], list[Any]]:
+    return lambda: reader.list_traces(store, TraceFilters(limit=LIMIT, **filters))
+
+
+def listing_races(store: Store) -> dict[str, tuple[Callable[[], Any], dict[str, Callable]]]:
+    """Each listing timed: ours, and the hand-written candidates for the same rows."""
+    by_ids = store_listings.listing_from_summary_by_ids
+    return {
+        "listing, newest 50": (listing(store), {
+            "spans table": lambda: store_listings.listing_from_spans(store, None),
+            "rewind_traces, one pass": lambda: store_listings.listing_from_summary(store, None),
+            "rewind_traces, then calls by id": lambda: by_ids(store, None)}),
+        "listing, one service, newest 50": (listing(store, service="svc-3"), {
+            "spans table": lambda: store_listings.listing_from_spans(store, "svc-3"),
+            "rewind_traces, then calls by id": lambda: by_ids(store, "svc-3")}),
+        "listing, errors, newest 50": (listing(store, errors=True), {
+            "rewind_traces, then calls by id":
+                lambda: by_ids(store, None, having="sum(Errors) > 0")}),
+        f"listing, model {store_listings.MODEL}": (listing(store, model=store_listings.MODEL), {
+            "llm calls, every one": lambda: store_listings.model_from_calls(store),
+            "llm calls, newest day first": lambda: store_listings.model_by_day(store)}),
+        f"listing, text {store_listings.TEXT!r}": (listing(store, text=store_listings.TEXT), {
+            "spans, newest day first": lambda: store_listings.text_by_day(store)}),
+    }
+
+
+def timed_ms(run: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = run()
+    return (time.perf_counter() - started) * 1e3, result
+
 
 def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
     store, how = store_fill.open_store(spans, traces)
@@ -309,35 +171,24 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
         print(f"\n{total['n']:,} spans in {total['t']:,} traces, {size['u'] / 1e9:.1f} GB of "
               f"rows ({size['c'] / 1e9:.2f} GB stored), {how}")
         out = {}
-        started = time.perf_counter()
-        before = listing_before(store)
-        print(f"  listing before migration 5 (grouping every span, maps read): "
-              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        ms, before = timed_ms(lambda: store_listings.listing_before(store))
+        print(f"  listing before migration 5 (grouping every span, maps read): {ms:,.0f} ms")
         assert len(before) == LIMIT
-        started = time.perf_counter()
-        window = usage_from_view(store, window=True)
+        for name, (having, params) in store_listings.BEFORE.items():
+            ms, before = timed_ms(lambda h=having, p=params:
+                                  store_listings.listing_before(store, h, p))
+            print(f"  listing by {name} before migration 12 (every span grouped): {ms:,.0f} ms")
+        ms, window = timed_ms(lambda: usage_from_view(store, window=True))
         print(f"  stats before (the rewind_llm_steps view, a window over each trace's calls): "
-              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+              f"{ms:,.0f} ms")
         if window != usage_key(usage(store)):
             raise SystemExit("stats differ from the window view's")
-        for label, service in (("listing, newest 50", None),
-                               ("listing, one service, newest 50", "svc-3")):
-            out[label] = report(label, race(
-                rounds,
-                lambda s=service: reader.list_traces(store, TraceFilters(service=s, limit=LIMIT)),
-                {"spans table": lambda s=service: listing_from_spans(store, s),
-                 "rewind_traces, one pass": lambda s=service: listing_from_summary(store, s),
-                 "rewind_traces, then calls by id":
-                     lambda s=service: listing_from_summary_by_ids(store, s)},
-                listing_key))
-        started = time.perf_counter()
-        usage(store, PERIOD)
-        print(f"  usage, first read (rolls the hours not rolled yet): "
-              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
-        started = time.perf_counter()
-        every_call = usage_key(usage(store, PERIOD, rolled=False))
-        print(f"  usage over 60 days from every call (as before migration 10): "
-              f"{(time.perf_counter() - started) * 1e3:,.0f} ms")
+        for label, (ours, hand) in listing_races(store).items():
+            out[label] = report(label, race(rounds, ours, hand, store_listings.listing_key))
+        ms, _ = timed_ms(lambda: usage(store, PERIOD))
+        print(f"  usage, first read (rolls the hours not rolled yet): {ms:,.0f} ms")
+        ms, every_call = timed_ms(lambda: usage_key(usage(store, PERIOD, rolled=False)))
+        print(f"  usage over 60 days from every call (as before migration 10): {ms:,.0f} ms")
         if every_call != usage_key(usage(store, PERIOD)):
             raise SystemExit("usage from the rollup differs from usage from every call")
         out["stats"] = report("stats (usage, whole store)", race(
@@ -362,53 +213,70 @@ def run_size(spans: int, traces: int, rounds: int) -> dict[str, float]:
         store.close()
 
 
-def serve_usage(size: str) -> None:
+# What growth measures (``--growth``, names without commas), each read alike from every store.
+GROWN: dict[str, Callable[[Store], Any]] = {
+    "listing": lambda store: reader.list_traces(store, TraceFilters(limit=LIMIT)),
+    "listing by service": lambda store: reader.list_traces(
+        store, TraceFilters(service="svc-3", limit=LIMIT)),
+    "listing errors": lambda store: reader.list_traces(store, TraceFilters(errors=True,
+                                                                            limit=LIMIT)),
+    "listing by model": lambda store: reader.list_traces(
+        store, TraceFilters(model=store_listings.MODEL, limit=LIMIT)),
+    "usage over 60 days": lambda store: usage(store, PERIOD),
+}
+
+
+def serve(size: str) -> None:
     """A child of :func:`growth`: opens one store (a process holds one embedded engine),
-    reads the period's usage once (rolling what is not rolled yet), then on each line of
-    stdin reads it ``REPEAT`` times and prints the fastest, in seconds."""
+    reads each measure once (usage rolls what is not rolled yet), then for each line of
+    stdin naming a measure runs it ``REPEAT`` times and prints the fastest, in seconds."""
     spans, traces = (int(x) for x in size.split(":"))
     store, _ = store_fill.open_store(spans, traces)
     store_fill.wait_for_merges(store)
-    usage(store, PERIOD)
+    for measure in GROWN.values():
+        measure(store)
     print("ready", flush=True)
-    for _ in sys.stdin:
+    for line in sys.stdin:
         fastest = float("inf")
         for _ in range(REPEAT):
             started = time.perf_counter()
-            usage(store, PERIOD)
+            GROWN[line.strip()](store)
             fastest = min(fastest, time.perf_counter() - started)
         print(fastest, flush=True)
 
 
-def growth(sizes: list[str], rounds: int) -> None:
-    """Usage over 60 days on the smallest and the largest store, one process each, in
-    alternating rounds (so that the drift of a shared machine hits both); the growth is the
-    median of the rounds' own ratios."""
-    children = [subprocess.Popen([sys.executable, "-P", __file__, "--serve-usage", size],
+def growth(sizes: list[str], rounds: int, measures: list[str]) -> None:
+    """Each measure on the smallest and the largest store, one process each, in alternating
+    rounds (so that the drift of a shared machine hits both); the growth is the median of the
+    rounds' own ratios."""
+    children = [subprocess.Popen([sys.executable, "-P", __file__, "--serve", size],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 for size in (sizes[0], sizes[-1])]
+    times = {name: ([], []) for name in measures}
     try:
         for child in children:
             assert child.stdout and child.stdout.readline().strip() == "ready"
-        times: list[list[float]] = [[], []]
         for number in range(rounds):
-            for side in (0, 1) if number % 2 == 0 else (1, 0):
-                child = children[side]
-                assert child.stdin and child.stdout
-                child.stdin.write("go\n")
-                child.stdin.flush()
-                times[side].append(float(child.stdout.readline()))
+            for name in measures:
+                for side in (0, 1) if number % 2 == 0 else (1, 0):
+                    child = children[side]
+                    assert child.stdin and child.stdout
+                    child.stdin.write(name + "\n")
+                    child.stdin.flush()
+                    times[name][side].append(float(child.stdout.readline()))
     finally:
         for child in children:
             if child.stdin:
                 child.stdin.close()
             child.wait()
-    ratios = [large / small for small, large in zip(*times, strict=True)]
-    ratio = statistics.median(ratios)
-    print(f"usage over 60 days, alternating rounds: {median_ms(times[0]):.1f} ms at "
-          f"{sizes[0]} -> {median_ms(times[1]):.1f} ms at {sizes[-1]} (spans:traces), growth "
-          f"{ratio:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) "
-          f"{'OK' if ratio <= GROWTH else 'ABOVE TARGET'} (target <= {GROWTH}x)")
+    print(f"\ngrowth from {sizes[0]} to {sizes[-1]} (spans:traces), alternating rounds, "
+          f"{rounds} rounds; {load()}:")
+    for name, (small, large) in times.items():
+        ratios = [b / a for a, b in zip(small, large, strict=True)]
+        ratio = statistics.median(ratios)
+        print(f"  {name:<22} {median_ms(small):8.1f} ms -> {median_ms(large):8.1f} ms: growth "
+              f"{spread(ratios)} {'OK' if ratio <= GROWTH else 'ABOVE TARGET'} "
+              f"(target <= {GROWTH}x)")
 
 
 def main() -> None:
@@ -417,11 +285,13 @@ def main() -> None:
                         help="spans:traces, comma separated")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--growth-only", action="store_true",
-                        help="only usage's growth from the first size to the last")
-    parser.add_argument("--serve-usage", help=argparse.SUPPRESS)
+                        help="only the growth from the first size to the last")
+    parser.add_argument("--growth", default=",".join(GROWN),
+                        help=f"the measures whose growth is measured (of: {', '.join(GROWN)})")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_usage:
-        serve_usage(args.serve_usage)
+    if args.serve:
+        serve(args.serve)
         return
     sizes = args.sizes.split(",")
     if not args.growth_only:
@@ -436,7 +306,7 @@ def main() -> None:
             print(f"  {label:<34} " + "   ".join(f"{spans:>9,} spans {r[label]:5.2f}"
                                                  for spans, r in results.items()))
     if len(sizes) > 1:
-        growth(sizes, args.rounds)
+        growth(sizes, args.rounds, [m for m in args.growth.split(",") if m])
 
 
 if __name__ == "__main__":

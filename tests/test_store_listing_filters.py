@@ -79,6 +79,8 @@ def test_the_special_traces_are_where_a_user_expects_them(store):
     assert found == {name: [SPECIAL[name]] for name in found}
     straddles = listed(store, TraceFilters(text="straddle"))
     assert [(r[0], r[3]) for r in straddles] == [(SPECIAL["straddles"], naive(END - 20 * DAY))]
+    newest = [r[0] for r in listed(store, TraceFilters(limit=5))]
+    assert SPECIAL["long_run"] not in newest  # its calls are recent, it began long ago
     assert SPECIAL["replay"] not in [r[0] for r in listed(store, FILTERS["originals"])]
 
 

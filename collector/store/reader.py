@@ -203,7 +203,9 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
         having.append("min(Start) >= fromUnixTimestamp64Nano({since:Int64})")
     if filters.until:
         having.append("min(Start) <= fromUnixTimestamp64Nano({until:Int64})")
-    page = _newest(store, where, picked, " AND ".join(having), params)
+    # Reading spans costs by the day (their partitions); rewind_traces' rows, little.
+    reach = 2 if filters.text or filters.route else 16
+    page = _newest(store, where, picked, " AND ".join(having), params, reach)
     rows = store.query(f"""
 SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, First AS Start,
        Last - toUnixTimestamp64Nano(First) AS DurationNs, Spans, LlmCalls, Errors
@@ -225,7 +227,7 @@ ORDER BY First DESC, TraceId
 SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {where} AND {picked}
     GROUP BY TraceId HAVING {' AND '.join(having)})""", {**params, "lo": params["since"]})[0]["n"]
         rows = [{**row, "Matching": matching} for row in rows]
-    return [TraceRow.from_columns(row) for row in _with_inbound(store, _with_lineage(store, rows))]
+    return [TraceRow.from_columns(row) for row in _with_origins(store, rows)]
 
 
 def _offset(filters: TraceFilters) -> int:
@@ -260,15 +262,15 @@ def _matching(filters: TraceFilters, tenant: str | None, params: dict[str, Any])
         params["route"] = filters.route
         picked.append(
             f"TraceId IN (SELECT TraceId FROM {TRACES} WHERE {' AND '.join(spans)} "
-            f"AND mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)}) AND "
+            f"AND {_INBOUND} AND "
             f"({_INBOUND_PICKS['Route']} = {{route:String}} OR {_ROUTE_ALONE} = {{route:String}}))")
     if filters.originals:
         picked.append(f"TraceId NOT IN ({made_from_run(SINGLE_NODE, when)})")
     return picked
 
 
-def _newest(store: Store, where: str, picked: str, having: str,
-            params: dict[str, Any]) -> list[dict[str, Any]]:
+def _newest(store: Store, where: str, picked: str, having: str, params: dict[str, Any],
+            reach: int) -> list[dict[str, Any]]:
     """The page's trace ids and starts (``First``, ns), newest first: ranked by the rows of
     ``rewind_traces`` (``where``) starting in a window that grows back from the newest start
     (or ``until``) until the page is full or the window holds every trace.
@@ -276,8 +278,8 @@ def _newest(store: Store, where: str, picked: str, having: str,
     A trace starting in the window has all its rows there; one ranked by a row in the window
     but with an earlier row (it *straddles* the window's edge) started before, so it is
     dropped: among the rest, the newest are exactly the newest of all. The first window holds
-    about twice the traces needed at the store's average rate, each next one is 4 times as
-    long (ten minutes at least)."""
+    ``reach`` times the traces needed at the store's average rate, each next one is 4 times
+    as long (ten minutes at least)."""
     want = params["offset"] + params["limit"]
     store_range = store.query(
         f"SELECT toUnixTimestamp64Nano(min(Start)) AS first, "
@@ -289,7 +291,7 @@ def _newest(store: Store, where: str, picked: str, having: str,
                                                                params["until"])
     span = max(store_range["last"] - store_range["first"], 1)
     n = want + params["limit"]  # room for the traces straddling
-    width = max(span * 2 * n // store_range["traces"], 600 * 10**9)
+    width = max(span * reach * n // store_range["traces"], 600 * 10**9)
     while True:
         lo = max(top - width, first)
         ranked = store.query(f"""
@@ -317,39 +319,6 @@ def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       for r in rows)}
 
 
-_LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
-            "ForkStep": A.FORK_STEP}
-
-
-def _with_lineage(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What each listed trace was made from (``ReplaySource``; ``ForkSource`` and
-    ``ForkStep``; '' if nothing), read from the listed traces' own spans only, in their time
-    range: attribute maps of those few traces, never of the whole store."""
-    picks = {alias: f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
-             for alias, name in _LINEAGE.items()}
-    return _per_listed_trace(store, rows, picks, MADE_FROM_RUN)
-
-
-def _per_listed_trace(store: Store, rows: list[dict[str, Any]], picks: dict[str, str],
-                      prewhere: str) -> list[dict[str, Any]]:
-    """``rows`` with one aggregate per alias of ``picks`` over the listed traces' spans that
-    ``prewhere`` keeps (its keys decide whose attribute maps are read: those of few spans),
-    in the listed traces' time range; '' where a trace has none."""
-    if not rows:
-        return rows
-    columns = ", ".join(f"{expr} AS {alias}" for alias, expr in picks.items())
-    found = store.query(
-        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE {prewhere} "
-        "AND TraceId IN {ids:Array(String)} "
-        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
-        "GROUP BY TraceId", _time_range(rows))
-    by_id = {r["TraceId"]: r for r in found}
-    for row in rows:
-        made = by_id.get(row["TraceId"], {})
-        row.update({alias: str(made.get(alias) or "") for alias in picks})
-    return rows
-
-
 _ROUTE_ALONE = (f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
                 f"{span_attribute(A.INBOUND_PATH)})")
 _ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
@@ -368,11 +337,32 @@ _INBOUND_PICKS = {
 }
 
 
-def _with_inbound(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request (route, status) or job (function, outcome) of each listed unit of work
-    ('' for other runs), from the span nearest the root that carries it (as ``inbound_of``),
-    read from the listed traces' spans only, in their time range."""
+_INBOUND = f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})"
+_LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
+            "ForkStep": A.FORK_STEP}
+
+
+def _with_origins(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each listed trace was made from (``ReplaySource``; ``ForkSource`` and
+    ``ForkStep``) and the request (route, status) or job (function, outcome) it is, from the
+    span nearest the root that carries it (as ``inbound_of``); '' where none. One read of
+    the listed traces' spans that carry either, in their time range: the attribute keys'
+    skip index decides whose maps are read, those of few spans, never of the whole store."""
+    if not rows:
+        return rows
     nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
-    picks = {alias: f"argMin({expr}, {nearest_root})" for alias, expr in _INBOUND_PICKS.items()}
-    return _per_listed_trace(store, rows, picks,
-                             f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})")
+    picks = {**{alias: f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
+                for alias, name in _LINEAGE.items()},
+             **{alias: f"argMinIf({expr}, {nearest_root}, {_INBOUND})"
+                for alias, expr in _INBOUND_PICKS.items()}}
+    columns = ", ".join(f"{expr} AS {alias}" for alias, expr in picks.items())
+    found = store.query(
+        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE ({MADE_FROM_RUN} OR {_INBOUND}) "
+        "AND TraceId IN {ids:Array(String)} "
+        "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
+        "GROUP BY TraceId", _time_range(rows))
+    by_id = {r["TraceId"]: r for r in found}
+    for row in rows:
+        made = by_id.get(row["TraceId"], {})
+        row.update({alias: str(made.get(alias) or "") for alias in picks})
+    return rows

@@ -650,5 +650,11 @@ INSERT INTO default.rewind_span_models SELECT Timestamp, TraceId, ServiceName,
 FROM default.otel_traces
 WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
 
+ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+
+ALTER TABLE default.rewind_traces_local ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS by_start (SELECT * ORDER BY Start);
+
+ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MATERIALIZE PROJECTION by_start SETTINGS mutations_sync = 2;
+
 INSERT INTO default.rewind_schema_migrations (Version, Description)
-VALUES (12, 'rewind_span_models: the spans naming each model, by time');
+VALUES (12, 'rewind_span_models and rewind_traces by start: listings newest first');

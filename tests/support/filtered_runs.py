@@ -27,7 +27,7 @@ MODELS = ("gpt-4o", "gpt-4o-mini", "claude-sonnet-4-5")
 # Traces with something the filters must find wherever it is (names -> trace ids).
 SPECIAL = {"rare_prompt": "1" * 32, "rare_answer": "2" * 32, "straddles": "3" * 32,
            "two_services": "4" * 32, "agent_model": "5" * 32, "replay": "6" * 32,
-           "upper": "7" * 32}
+           "upper": "7" * 32, "long_run": "8" * 32}
 
 
 def ns(moment: datetime) -> int:
@@ -96,6 +96,10 @@ def special_runs(rng: random.Random) -> list[list[list[Any]]]:
         # the root long before the rest, written first: two rows in rewind_traces
         [span(s["straddles"], 0, END - 20 * day, "invoke_agent slow", {}, parent=False)],
         run(rng, s["straddles"], END - 2 * day, "svc-a", "team-a", prompt="straddle")[1:],
+        # begun 50 days before its calls: straddles any window but the widest
+        [span(s["long_run"], 0, END - 50 * day, "invoke_agent patient", {}, "svc-c", "team-b",
+              parent=False)],
+        run(rng, s["long_run"], END - day / 2, "svc-c", "team-b", prompt="at last")[1:],
         run(rng, s["two_services"], END - 30 * day, "svc-a", "team-a"),
         run(rng, s["two_services"], END - 1 * day, "svc-b", "team-a")[1:],
         run(rng, s["agent_model"], END - 10 * day, "svc-c", "team-b",

@@ -1,4 +1,4 @@
-"""Migration 12: which spans name which model, by time.
+"""Migration 12: listings read the newest traces where they lie together.
 
 The trace listing filtered by a model (``rewind traces --model``, the runs page) asked every
 span of the store for its request and response model, reading every span's attribute map
@@ -7,6 +7,12 @@ span of the store for its request and response model, reading every span's attri
 names (any span: an agent's span may name the model too), with its trace, service and tenant,
 sorted by model and time; so a listing reads the model's newest rows only, window by window
 (``reader.list_traces``). Spans stored before are entered by the migration.
+
+``rewind_traces`` is sorted by trace id, so the newest traces' rows (their LLM calls the
+heaviest column) lay one or two in each granule, and a page of them read more granules the
+more traces a week held. Its projection ``by_start``, the same rows sorted by start, puts a
+page's rows in a granule or two; the engine reads whichever of the two reads less. Merges
+rebuild the projection (the rows of a trace are merged into one).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from rewind.collector.store.schema import (
     SINGLE_NODE,
     SPAN_MODELS,
     SPAN_MODELS_MV,
+    TRACE_LIST,
     Layout,
     Migration,
     kept_from_spans,
@@ -24,6 +31,7 @@ from rewind.collector.store.schema import (
 from rewind.exporter.core import attributes as A
 
 _NAMED = (span_attribute(A.RESPONSE_MODEL), span_attribute(A.REQUEST_MODEL))
+BY_START = "by_start"  # rewind_traces' projection sorted by start
 
 
 def models_table(layout: Layout = SINGLE_NODE) -> str:
@@ -59,9 +67,18 @@ def naming_model(layout: Layout, where: str) -> str:
             f"WHERE Model = {{model:String}} AND ({where})")
 
 
+def by_start(layout: Layout) -> tuple[str, ...]:
+    """The projection, built for the parts stored before (a mutation, waited for)."""
+    table = f"ALTER TABLE {layout.local(TRACE_LIST)}{layout.on_cluster}"
+    return (f"{table} MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",
+            f"{table} ADD PROJECTION IF NOT EXISTS {BY_START} (SELECT * ORDER BY Start)",
+            f"{table} MATERIALIZE PROJECTION {BY_START} SETTINGS mutations_sync = 2")
+
+
 def statements(layout: Layout) -> tuple[str, ...]:
-    return kept_from_spans(layout, SPAN_MODELS, SPAN_MODELS_MV, models_table(layout), _named)
+    return (*kept_from_spans(layout, SPAN_MODELS, SPAN_MODELS_MV, models_table(layout), _named),
+            *by_start(layout))
 
 
-MIGRATION = Migration(12, "rewind_span_models: the spans naming each model, by time",
-                      statements)
+MIGRATION = Migration(12, "rewind_span_models and rewind_traces by start: listings newest "
+                      "first", statements)
