@@ -1,7 +1,8 @@
 """The standard OpenTelemetry pipeline: tracer provider -> bounded batch queue -> OTLP exporter.
 
 Only built when the application has not configured a tracer provider of its own; when it has,
-our spans simply join its pipeline (and its queue limits). Honours ``OTEL_SERVICE_NAME``,
+our spans join its pipeline (and its queue limits), whose SDK OTLP/gRPC exporter then sends our
+encoding (:mod:`.app_exporters`). Honours ``OTEL_SERVICE_NAME``,
 ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``),
 ``OTEL_EXPORTER_OTLP_*`` (endpoint, protocol, headers, timeout, compression) and
 ``OTEL_BSP_*``.
