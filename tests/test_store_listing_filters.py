@@ -43,6 +43,8 @@ FILTERS = {
     "service": TraceFilters(service="svc-b", limit=5),
     "service, model and text": TraceFilters(service="svc-b", model="gpt-4o", text="train",
                                             limit=5),
+    "a request's route as listed": TraceFilters(route="POST /ask"),
+    "a request's route alone, in its service": TraceFilters(route="/ask", service="svc-b"),
     "errors": TraceFilters(errors=True, limit=5),
     "errors and model": TraceFilters(errors=True, model="claude-sonnet-4-5", limit=5),
     "since": TraceFilters(since=END - 21 * DAY, text="straddle"),
@@ -65,7 +67,7 @@ def test_each_filter_lists_what_a_plain_scan_lists(store, label):
     filters = FILTERS[label]
     expected = scanned(store, filters)
     assert listed(store, filters) == expected
-    if label.startswith(("rare", "upper", "model named", "like")):
+    if label.startswith(("rare", "upper", "model named", "like", "a request")):
         assert len(expected) == 1
 
 

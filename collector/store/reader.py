@@ -21,14 +21,17 @@ from rewind.collector.store.llm_steps import calls_counted
 from rewind.collector.store.migrations.m011_span_marks import made_from_run
 from rewind.collector.store.migrations.m012_span_models import naming_model
 from rewind.collector.store.schema import (
+    HOLDS_TEXT,
+    INBOUND_PICKS,
+    IS_INBOUND,
     LOGS,
     MADE_FROM_RUN,
+    ROUTE_ALONE,
     SINGLE_NODE,
     TRACE_LIST,
     TRACE_LOOKUP,
     TRACES,
     span_attribute,
-    sql_string,
 )
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
@@ -196,16 +199,15 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
                               "since": epoch_ns(filters.since, 0),
                               "until": epoch_ns(filters.until, 2**62)}
     where = _trace_list_filters(tenant, filters.service, params)
-    picked, having = " AND ".join(_matching(filters, tenant, params)), ["1"]
+    spans, having = _in_spans(filters, tenant, params), ["1"]
+    picked = _matching(filters, tenant, params, spans, found=True)
     if filters.errors:
         having.append("sum(Errors) > 0")
     if filters.since:
         having.append("min(Start) >= fromUnixTimestamp64Nano({since:Int64})")
     if filters.until:
         having.append("min(Start) <= fromUnixTimestamp64Nano({until:Int64})")
-    # Reading spans costs by the day (their partitions); rewind_traces' rows, little.
-    reach = 2 if filters.text or filters.route else 16
-    page = _newest(store, where, picked, " AND ".join(having), params, reach)
+    page = _newest(store, where, picked, " AND ".join(having), params, spans)
     rows = store.query(f"""
 SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, First AS Start,
        Last - toUnixTimestamp64Nano(First) AS DurationNs, Spans, LlmCalls, Errors
@@ -224,7 +226,8 @@ ORDER BY First DESC, TraceId
         matching = params["offset"] + len(rows)
         if len(rows) >= filters.limit or (not rows and params["offset"]):
             matching = store.query(f"""
-SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {where} AND {picked}
+SELECT count() AS n FROM (SELECT TraceId FROM {TRACE_LIST} WHERE {where}
+    AND {_matching(filters, tenant, params, spans, found=False)}
     GROUP BY TraceId HAVING {' AND '.join(having)})""", {**params, "lo": params["since"]})[0]["n"]
         rows = [{**row, "Matching": matching} for row in rows]
     return [TraceRow.from_columns(row) for row in _with_origins(store, rows)]
@@ -235,42 +238,47 @@ def _offset(filters: TraceFilters) -> int:
     return min(max(0, int(filters.offset)), 2**32 - 1)
 
 
-# A span holding the text: any attribute's value, in any case.
-_TEXT = ("arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) > 0, "
-         "mapValues(SpanAttributes))")
+def _in_spans(filters: TraceFilters, tenant: str | None,
+              params: dict[str, Any]) -> dict[str, str]:
+    """What the text and route filters ask of a span in the listing's service and tenant."""
+    scope = ["TraceId != ''", tenant_condition(tenant, params),
+             *(["ServiceName = {service:String}"] if filters.service else [])]
+    asked = {}
+    if filters.text:
+        params["text"] = filters.text
+        asked["text"] = HOLDS_TEXT
+    if filters.route:
+        params["route"] = filters.route
+        asked["route"] = (f"{IS_INBOUND} AND ({INBOUND_PICKS['Route']} = {{route:String}} "
+                          f"OR {ROUTE_ALONE} = {{route:String}})")
+    return {name: " AND ".join([*scope, condition]) for name, condition in asked.items()}
 
 
-def _matching(filters: TraceFilters, tenant: str | None, params: dict[str, Any]) -> list[str]:
+def _matching(filters: TraceFilters, tenant: str | None, params: dict[str, Any],
+              spans: dict[str, str], found: bool) -> str:
     """Conditions on a listed trace's id: a span in the window (from ``{lo:Int64}`` on) in
-    the listing's service and tenant names the model, holds the text or serves the route;
-    and no span of it was made from a run. A trace starting in the window has all its spans
-    there, so these say the same as asking all of its spans."""
+    the listing's service and tenant names the model, and one matches each of ``spans``
+    (with ``found``: is among the ids found so far, ``{found_<name>:Array(String)}``); no
+    span of it was made from a run. A trace starting in the window has all its spans there,
+    so these say the same as asking all of its spans."""
     when = "Timestamp >= fromUnixTimestamp64Nano({lo:Int64})"
-    scope = [when, *(["ServiceName = {service:String}"] if filters.service else [])]
     picked = ["1"]
     if filters.model:
         params["model"] = filters.model
         named = naming_model(SINGLE_NODE, " AND ".join(
-            [*scope, *(["Tenant = {tenant:String}"] if tenant is not None else [])]))
+            [when, *(["ServiceName = {service:String}"] if filters.service else []),
+             *(["Tenant = {tenant:String}"] if tenant is not None else [])]))
         picked.append(f"TraceId IN ({named})")
-    spans = [*scope, "TraceId != ''", tenant_condition(tenant, params)]
-    if filters.text:
-        params["text"] = filters.text
-        picked.append(f"TraceId IN (SELECT TraceId FROM {TRACES} "
-                      f"WHERE {' AND '.join(spans)} AND {_TEXT})")
-    if filters.route:
-        params["route"] = filters.route
-        picked.append(
-            f"TraceId IN (SELECT TraceId FROM {TRACES} WHERE {' AND '.join(spans)} "
-            f"AND {_INBOUND} AND "
-            f"({_INBOUND_PICKS['Route']} = {{route:String}} OR {_ROUTE_ALONE} = {{route:String}}))")
+    for name, condition in spans.items():
+        picked.append(f"TraceId IN {{found_{name}:Array(String)}}" if found else
+                      f"TraceId IN (SELECT TraceId FROM {TRACES} WHERE {when} AND {condition})")
     if filters.originals:
         picked.append(f"TraceId NOT IN ({made_from_run(SINGLE_NODE, when)})")
-    return picked
+    return " AND ".join(picked)
 
 
 def _newest(store: Store, where: str, picked: str, having: str, params: dict[str, Any],
-            reach: int) -> list[dict[str, Any]]:
+            spans: dict[str, str]) -> list[dict[str, Any]]:
     """The page's trace ids and starts (``First``, ns), newest first: ranked by the rows of
     ``rewind_traces`` (``where``) starting in a window that grows back from the newest start
     (or ``until``) until the page is full or the window holds every trace.
@@ -278,8 +286,10 @@ def _newest(store: Store, where: str, picked: str, having: str, params: dict[str
     A trace starting in the window has all its rows there; one ranked by a row in the window
     but with an earlier row (it *straddles* the window's edge) started before, so it is
     dropped: among the rest, the newest are exactly the newest of all. The first window holds
-    ``reach`` times the traces needed at the store's average rate, each next one is 4 times
-    as long (ten minutes at least)."""
+    16 times the traces needed at the store's average rate (2 when ``spans`` are searched:
+    they cost by the day), each next one is 4 times as long (ten minutes at least). The
+    traces with a span matching each of ``spans`` are gathered a window's new part at a
+    time, so a rare word reads every span once."""
     want = params["offset"] + params["limit"]
     store_range = store.query(
         f"SELECT toUnixTimestamp64Nano(min(Start)) AS first, "
@@ -291,9 +301,18 @@ def _newest(store: Store, where: str, picked: str, having: str, params: dict[str
                                                                params["until"])
     span = max(store_range["last"] - store_range["first"], 1)
     n = want + params["limit"]  # room for the traces straddling
-    width = max(span * reach * n // store_range["traces"], 600 * 10**9)
+    width = max(span * (2 if spans else 16) * n // store_range["traces"], 600 * 10**9)
+    found: dict[str, set[str]] = {name: set() for name in spans}
+    hi = 2**63 - 1
     while True:
         lo = max(top - width, first)
+        for name, condition in spans.items():
+            found[name].update(r["TraceId"] for r in store.query(
+                f"SELECT DISTINCT TraceId FROM {TRACES} WHERE {condition} "
+                "AND Timestamp >= fromUnixTimestamp64Nano({lo:Int64}) "
+                "AND Timestamp < fromUnixTimestamp64Nano({hi:Int64})", {**params, "lo": lo,
+                                                                         "hi": hi}))
+            params[f"found_{name}"] = sorted(found[name])
         ranked = store.query(f"""
 SELECT TraceId, toUnixTimestamp64Nano(min(Start)) AS First FROM {TRACE_LIST}
 WHERE {where} AND Start >= fromUnixTimestamp64Nano({{lo:Int64}}) AND {picked}
@@ -309,7 +328,7 @@ WHERE {where} AND TraceId IN {{ids:Array(String)}} AND Start < fromUnixTimestamp
             ranked = [r for r in ranked if r["TraceId"] not in straddling]
         if len(ranked) >= want or lo <= first:
             return ranked[params["offset"]:want]
-        width *= 4
+        width, hi = width * 4, lo
 
 
 def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -319,25 +338,6 @@ def _time_range(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       for r in rows)}
 
 
-_ROUTE_ALONE = (f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
-                f"{span_attribute(A.INBOUND_PATH)})")
-_ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
-# One root span per listed unit of work: its kind, route and outcome (see TraceRow).
-_INBOUND_PICKS = {
-    "Inbound": span_attribute(A.INBOUND_KIND),
-    "Route": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
-             f"if({span_attribute(A.INBOUND_APP)} != '', {span_attribute(A.INBOUND_APP)}, "
-             f"toString(SpanName)), trim(concat({span_attribute(A.INBOUND_METHOD)}, ' ', "
-             f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
-             f"{span_attribute(A.INBOUND_PATH)}))))",
-    "Status": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
-              f"if({_ERROR_TYPE} != '', {_ERROR_TYPE}, "
-              f"if(mapContains(SpanAttributes, {sql_string(A.INBOUND_ERROR)}), 'error', 'ok')), "
-              f"{span_attribute(A.INBOUND_STATUS)})",
-}
-
-
-_INBOUND = f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})"
 _LINEAGE = {"ReplaySource": A.REPLAY_SOURCE_TRACE_ID, "ForkSource": A.FORK_SOURCE_TRACE_ID,
             "ForkStep": A.FORK_STEP}
 
@@ -353,11 +353,11 @@ def _with_origins(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, An
     nearest_root = "(toUInt8(ParentSpanId != ''), toUnixTimestamp64Nano(Timestamp))"
     picks = {**{alias: f"anyIf({span_attribute(name)}, {span_attribute(name)} != '')"
                 for alias, name in _LINEAGE.items()},
-             **{alias: f"argMinIf({expr}, {nearest_root}, {_INBOUND})"
-                for alias, expr in _INBOUND_PICKS.items()}}
+             **{alias: f"argMinIf({expr}, {nearest_root}, {IS_INBOUND})"
+                for alias, expr in INBOUND_PICKS.items()}}
     columns = ", ".join(f"{expr} AS {alias}" for alias, expr in picks.items())
     found = store.query(
-        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE ({MADE_FROM_RUN} OR {_INBOUND}) "
+        f"SELECT TraceId, {columns} FROM {TRACES} PREWHERE ({MADE_FROM_RUN} OR {IS_INBOUND}) "
         "AND TraceId IN {ids:Array(String)} "
         "AND Timestamp >= {lo:DateTime64(9)} AND Timestamp <= {hi:DateTime64(9)} "
         "GROUP BY TraceId", _time_range(rows))

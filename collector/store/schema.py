@@ -159,6 +159,29 @@ IS_LLM_CALL = (f"{span_attribute(A.OPERATION)} IN "
 MADE_FROM_RUN = (f"(mapContains(SpanAttributes, {sql_string(A.REPLAY_SOURCE_TRACE_ID)}) "
                  f"OR mapContains(SpanAttributes, {sql_string(A.FORK_SOURCE_TRACE_ID)}))")
 
+# A span of a request or job a service served (``rewind.inbound.*``), and what a listing
+# shows of it: its kind, route (as listed, or alone) and outcome (see reader.TraceRow).
+IS_INBOUND = f"mapContains(SpanAttributes, {sql_string(A.INBOUND_KIND)})"
+ROUTE_ALONE = (f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+               f"{span_attribute(A.INBOUND_PATH)})")
+_ERROR_TYPE = f"JSONExtractString({span_attribute(A.INBOUND_ERROR)}, 'type')"
+INBOUND_PICKS = {
+    "Inbound": span_attribute(A.INBOUND_KIND),
+    "Route": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+             f"if({span_attribute(A.INBOUND_APP)} != '', {span_attribute(A.INBOUND_APP)}, "
+             f"toString(SpanName)), trim(concat({span_attribute(A.INBOUND_METHOD)}, ' ', "
+             f"if({span_attribute(A.INBOUND_ROUTE)} != '', {span_attribute(A.INBOUND_ROUTE)}, "
+             f"{span_attribute(A.INBOUND_PATH)}))))",
+    "Status": f"if({span_attribute(A.INBOUND_KIND)} = {sql_string(A.INBOUND_KIND_JOB)}, "
+              f"if({_ERROR_TYPE} != '', {_ERROR_TYPE}, "
+              f"if(mapContains(SpanAttributes, {sql_string(A.INBOUND_ERROR)}), 'error', 'ok')), "
+              f"{span_attribute(A.INBOUND_STATUS)})",
+}
+
+# A span holding ``{text:String}``: any attribute's value, in any case.
+HOLDS_TEXT = ("arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) > 0, "
+              "mapValues(SpanAttributes))")
+
 # A dated or "-latest" model name is priced as its family when it has no row of its own
 # (every trailing version is dropped: a proxy may append its own date to the upstream name).
 MODEL_VERSION_SUFFIX = "(-([0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{8}|latest))+$"

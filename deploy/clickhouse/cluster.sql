@@ -656,5 +656,15 @@ ALTER TABLE default.rewind_traces_local ON CLUSTER rewind ADD PROJECTION IF NOT 
 
 ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MATERIALIZE PROJECTION by_start SETTINGS mutations_sync = 2;
 
+ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+
+ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS rolls (SELECT Hour, Lineage, max(RolledAt) GROUP BY Hour, Lineage);
+
+ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind MATERIALIZE PROJECTION rolls SETTINGS mutations_sync = 2;
+
+ALTER TABLE default.rewind_llm_calls_local ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS by_time (SELECT * ORDER BY Timestamp);
+
+ALTER TABLE default.rewind_llm_calls_local ON CLUSTER rewind MATERIALIZE PROJECTION by_time SETTINGS mutations_sync = 2;
+
 INSERT INTO default.rewind_schema_migrations (Version, Description)
-VALUES (12, 'rewind_span_models and rewind_traces by start: listings newest first');
+VALUES (12, 'rewind_span_models; projections: traces by start, usage rolls, calls by time');

@@ -628,5 +628,15 @@ ALTER TABLE rewind_traces ADD PROJECTION IF NOT EXISTS by_start (SELECT * ORDER 
 
 ALTER TABLE rewind_traces MATERIALIZE PROJECTION by_start SETTINGS mutations_sync = 2;
 
+ALTER TABLE rewind_usage_hours MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+
+ALTER TABLE rewind_usage_hours ADD PROJECTION IF NOT EXISTS rolls (SELECT Hour, Lineage, max(RolledAt) GROUP BY Hour, Lineage);
+
+ALTER TABLE rewind_usage_hours MATERIALIZE PROJECTION rolls SETTINGS mutations_sync = 2;
+
+ALTER TABLE rewind_llm_calls ADD PROJECTION IF NOT EXISTS by_time (SELECT * ORDER BY Timestamp);
+
+ALTER TABLE rewind_llm_calls MATERIALIZE PROJECTION by_time SETTINGS mutations_sync = 2;
+
 INSERT INTO rewind_schema_migrations (Version, Description)
-VALUES (12, 'rewind_span_models and rewind_traces by start: listings newest first');
+VALUES (12, 'rewind_span_models; projections: traces by start, usage rolls, calls by time');

@@ -15,7 +15,15 @@ from rewind.collector.ingest.writer import TraceWriter
 from rewind.collector.store import reader
 from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.llm_steps import LLM_CALLS_IN_TRACE
-from rewind.collector.store.schema import MADE_FROM_RUN, TRACE_COLUMNS, TRACES, span_attribute
+from rewind.collector.store.schema import (
+    INBOUND_PICKS,
+    IS_INBOUND,
+    MADE_FROM_RUN,
+    ROUTE_ALONE,
+    TRACE_COLUMNS,
+    TRACES,
+    span_attribute,
+)
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 
@@ -27,7 +35,7 @@ MODELS = ("gpt-4o", "gpt-4o-mini", "claude-sonnet-4-5")
 # Traces with something the filters must find wherever it is (names -> trace ids).
 SPECIAL = {"rare_prompt": "1" * 32, "rare_answer": "2" * 32, "straddles": "3" * 32,
            "two_services": "4" * 32, "agent_model": "5" * 32, "replay": "6" * 32,
-           "upper": "7" * 32, "long_run": "8" * 32}
+           "upper": "7" * 32, "long_run": "8" * 32, "request": "9" * 32}
 
 
 def ns(moment: datetime) -> int:
@@ -104,6 +112,9 @@ def special_runs(rng: random.Random) -> list[list[list[Any]]]:
         run(rng, s["two_services"], END - 1 * day, "svc-b", "team-a")[1:],
         run(rng, s["agent_model"], END - 10 * day, "svc-c", "team-b",
             root={A.OPERATION: "invoke_agent", A.REQUEST_MODEL: "o3-agent"}),
+        run(rng, s["request"], END - 33 * day, "svc-b", "team-a", root={
+            A.INBOUND_KIND: "request", A.INBOUND_METHOD: "POST", A.INBOUND_ROUTE: "/ask",
+            A.INBOUND_PATH: "/ask", A.INBOUND_STATUS: "200"}),
         run(rng, s["replay"], END - 4 * day, "svc-a", "team-a",
             root={A.OPERATION: "invoke_agent", A.REPLAY_SOURCE_TRACE_ID: s["upper"]}),
     ]
@@ -146,6 +157,10 @@ def scanned(store: Store, filters: TraceFilters, tenant: str | None = None) -> l
         having.append("countIf(arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String})"
                       " > 0, mapValues(SpanAttributes))) > 0")
         params["text"] = filters.text
+    if filters.route:
+        having.append(f"countIf({IS_INBOUND} AND ({INBOUND_PICKS['Route']} = {{route:String}} "
+                      f"OR {ROUTE_ALONE} = {{route:String}})) > 0")
+        params["route"] = filters.route
     if filters.errors:
         having.append("countIf(StatusCode = 'STATUS_CODE_ERROR') > 0")
     for bound, op in (("since", ">="), ("until", "<=")):

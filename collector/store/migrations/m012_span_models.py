@@ -1,4 +1,5 @@
-"""Migration 12: listings read the newest traces where they lie together.
+"""Migration 12: listings and usage read what they need where it lies together, so they cost
+about the same however large the store grows.
 
 The trace listing filtered by a model (``rewind traces --model``, the runs page) asked every
 span of the store for its request and response model, reading every span's attribute map
@@ -13,15 +14,23 @@ heaviest column) lay one or two in each granule, and a page of them read more gr
 more traces a week held. Its projection ``by_start``, the same rows sorted by start, puts a
 page's rows in a granule or two; the engine reads whichever of the two reads less. Merges
 rebuild the projection (the rows of a trace are merged into one).
+
+Usage over a period (migration 10) looked for each hour's newest roll among every row of
+``rewind_usage_hours`` (twice), and read the calls at the period's edges from a day of
+``rewind_llm_calls`` sorted by service and model: both grew with how busy the hours are. The
+projection ``rolls`` keeps each hour's newest roll per lineage, and ``by_time`` the calls
+sorted by time, so the edges read their minutes only.
 """
 
 from __future__ import annotations
 
 from rewind.collector.store.schema import (
+    LLM_CALLS,
     SINGLE_NODE,
     SPAN_MODELS,
     SPAN_MODELS_MV,
     TRACE_LIST,
+    USAGE_HOURS,
     Layout,
     Migration,
     kept_from_spans,
@@ -67,18 +76,30 @@ def naming_model(layout: Layout, where: str) -> str:
             f"WHERE Model = {{model:String}} AND ({where})")
 
 
-def by_start(layout: Layout) -> tuple[str, ...]:
-    """The projection, built for the parts stored before (a mutation, waited for)."""
-    table = f"ALTER TABLE {layout.local(TRACE_LIST)}{layout.on_cluster}"
-    return (f"{table} MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",
-            f"{table} ADD PROJECTION IF NOT EXISTS {BY_START} (SELECT * ORDER BY Start)",
-            f"{table} MATERIALIZE PROJECTION {BY_START} SETTINGS mutations_sync = 2")
+def projection(table: str, name: str, select: str, rebuilt: bool = False) -> tuple[str, ...]:
+    """``table`` (its ALTER, on a cluster's nodes) gets projection ``name``, built for the
+    parts stored before (a mutation, waited for); ``rebuilt`` by merges that merge rows."""
+    setting = (f"{table} MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",)
+    return (*(setting if rebuilt else ()),
+            f"{table} ADD PROJECTION IF NOT EXISTS {name} ({select})",
+            f"{table} MATERIALIZE PROJECTION {name} SETTINGS mutations_sync = 2")
+
+
+def projections(layout: Layout) -> tuple[str, ...]:
+    alter = f"ALTER TABLE {{}}{layout.on_cluster}".format
+    return (
+        *projection(alter(layout.local(TRACE_LIST)), BY_START, "SELECT * ORDER BY Start",
+                    rebuilt=True),
+        *projection(alter(layout.name(USAGE_HOURS)), "rolls",
+                    "SELECT Hour, Lineage, max(RolledAt) GROUP BY Hour, Lineage", rebuilt=True),
+        *projection(alter(layout.local(LLM_CALLS)), "by_time", "SELECT * ORDER BY Timestamp"),
+    )
 
 
 def statements(layout: Layout) -> tuple[str, ...]:
     return (*kept_from_spans(layout, SPAN_MODELS, SPAN_MODELS_MV, models_table(layout), _named),
-            *by_start(layout))
+            *projections(layout))
 
 
-MIGRATION = Migration(12, "rewind_span_models and rewind_traces by start: listings newest "
-                      "first", statements)
+MIGRATION = Migration(12, "rewind_span_models; projections: traces by start, usage rolls, "
+                      "calls by time", statements)
