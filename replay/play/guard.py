@@ -25,7 +25,6 @@ import os
 import socket
 import sys
 import threading
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +69,8 @@ def describe(attempt: dict[str, Any]) -> str:
 
 def _stack() -> list[str]:
     """The program's frames that led to the connection (ours and the socket module's left out)."""
+    import traceback  # here: the CLI, which reads what guards wrote, does not load it
+
     here = os.path.dirname(__file__)
     frames = [f for f in traceback.extract_stack()[:-1]
               if not f.filename.startswith(here) and not f.filename.endswith(

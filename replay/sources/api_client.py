@@ -126,11 +126,13 @@ def _failures() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, *((http_client.HTTPException,) if http_client else ()))
 
 
-@dataclass(frozen=True)
 class _Answer:
-    status: int
-    body: bytes
-    will_close: bool
+    """An answer read whole (the part of ``http.client``'s ``HTTPResponse`` the client uses)."""
+
+    __slots__ = ("body", "status", "will_close")
+
+    def __init__(self, status: int, body: bytes, will_close: bool) -> None:
+        self.status, self.body, self.will_close = status, body, will_close
 
     def read(self) -> bytes:
         return self.body
