@@ -650,17 +650,19 @@ INSERT INTO default.rewind_span_models SELECT Timestamp, TraceId, ServiceName,
 FROM default.otel_traces
 WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
 
-ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE default.rewind_traces_local ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS by_start (SELECT * ORDER BY Start);
 
 ALTER TABLE default.rewind_traces_local ON CLUSTER rewind MATERIALIZE PROJECTION by_start SETTINGS mutations_sync = 2;
 
-ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS rolls (SELECT Hour, Lineage, max(RolledAt) GROUP BY Hour, Lineage);
 
 ALTER TABLE default.rewind_usage_hours ON CLUSTER rewind MATERIALIZE PROJECTION rolls SETTINGS mutations_sync = 2;
+
+ALTER TABLE default.rewind_llm_calls_local ON CLUSTER rewind MODIFY SETTING lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE default.rewind_llm_calls_local ON CLUSTER rewind ADD PROJECTION IF NOT EXISTS by_time (SELECT * ORDER BY Timestamp);
 

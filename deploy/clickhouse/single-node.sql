@@ -622,17 +622,19 @@ INSERT INTO rewind_span_models SELECT Timestamp, TraceId, ServiceName,
 FROM otel_traces
 WHERE TraceId != '' AND (mapContains(SpanAttributes, 'gen_ai.response.model') OR mapContains(SpanAttributes, 'gen_ai.request.model'));
 
-ALTER TABLE rewind_traces MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+ALTER TABLE rewind_traces MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE rewind_traces ADD PROJECTION IF NOT EXISTS by_start (SELECT * ORDER BY Start);
 
 ALTER TABLE rewind_traces MATERIALIZE PROJECTION by_start SETTINGS mutations_sync = 2;
 
-ALTER TABLE rewind_usage_hours MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild';
+ALTER TABLE rewind_usage_hours MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE rewind_usage_hours ADD PROJECTION IF NOT EXISTS rolls (SELECT Hour, Lineage, max(RolledAt) GROUP BY Hour, Lineage);
 
 ALTER TABLE rewind_usage_hours MATERIALIZE PROJECTION rolls SETTINGS mutations_sync = 2;
+
+ALTER TABLE rewind_llm_calls MODIFY SETTING lightweight_mutation_projection_mode = 'rebuild';
 
 ALTER TABLE rewind_llm_calls ADD PROJECTION IF NOT EXISTS by_time (SELECT * ORDER BY Timestamp);
 

@@ -78,9 +78,13 @@ def naming_model(layout: Layout, where: str) -> str:
 
 def projection(table: str, name: str, select: str, rebuilt: bool = False) -> tuple[str, ...]:
     """``table`` (its ALTER, on a cluster's nodes) gets projection ``name``, built for the
-    parts stored before (a mutation, waited for); ``rebuilt`` by merges that merge rows."""
-    setting = (f"{table} MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",)
-    return (*(setting if rebuilt else ()),
+    parts stored before (a mutation, waited for); ``rebuilt`` by merges that merge rows. A
+    lightweight ``DELETE`` (an operator removing a trace) rebuilds it too: the engine refuses
+    one on a table with projections unless told what to do with them."""
+    merged = f"{table} MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', " \
+        "lightweight_mutation_projection_mode = 'rebuild'"
+    deleted = f"{table} MODIFY SETTING lightweight_mutation_projection_mode = 'rebuild'"
+    return (merged if rebuilt else deleted,
             f"{table} ADD PROJECTION IF NOT EXISTS {name} ({select})",
             f"{table} MATERIALIZE PROJECTION {name} SETTINGS mutations_sync = 2")
 
