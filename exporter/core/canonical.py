@@ -233,9 +233,10 @@ def canonical_http(
 
 # A string at least this long (a prompt, an answer) is escaped once for every JSON form it is
 # written in (the content, the match key's canonical form, the next call's history): the escaped
-# forms of the latest ones are kept, up to ``_ESCAPED_KEPT`` characters.
+# forms of the latest ones are kept, up to ``_ESCAPED_KEPT`` characters (the texts and their
+# escaped forms together: a bounded cost in the application's process, whatever it sends).
 LONG_TEXT = 512
-_ESCAPED_KEPT = 1 << 20
+_ESCAPED_KEPT = 1 << 19
 _escaped: dict[str, str] = {}
 _escaped_size = [0]
 _escaped_lock = threading.Lock()
@@ -251,9 +252,10 @@ def _escape(text: str) -> str:
         with _escaped_lock:
             if text not in _escaped:
                 _escaped[text] = escaped
-                _escaped_size[0] += len(text)
+                _escaped_size[0] += len(text) + len(escaped)
                 while _escaped_size[0] > _ESCAPED_KEPT:
-                    _escaped_size[0] -= len(_escaped.pop(next(iter(_escaped))))
+                    oldest = next(iter(_escaped))
+                    _escaped_size[0] -= len(oldest) + len(_escaped.pop(oldest))
     return escaped
 
 
