@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import venv
 from collections.abc import Iterator
@@ -84,9 +85,16 @@ def test_serve_without_mcp_serves_all_but_mcp(tmp_path: Path, old_mcp: Path,
 
 
 def fresh_venv(where: Path) -> Path:
-    """A new virtualenv with pip and nothing else: its python."""
-    venv.create(where, with_pip=True)
+    """A new virtualenv with nothing in it: its python. This suite's own pip works on it
+    (``pip --python``): a current pip, which resolves these in a third of the time the
+    one bundled with ``venv`` takes, and no pip to install first."""
+    venv.create(where)
     return where / "bin" / "python"
+
+
+def pip(python: Path, *args: str) -> list[str]:
+    """The command running this suite's pip on the virtualenv of ``python``."""
+    return [sys.executable, "-m", "pip", "--python", str(python), *args]
 
 
 def resolve(python: Path, rewind_otel: Path, framework: str) -> tuple[dict[str, str], float]:
@@ -94,8 +102,8 @@ def resolve(python: Path, rewind_otel: Path, framework: str) -> tuple[dict[str, 
     the seconds it took; an AssertionError carrying pip's words when it cannot."""
     started = time.monotonic()
     done = subprocess.run(
-        [str(python), "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-         f"{rewind_otel}[agent]", framework],
+        pip(python, "install", "--dry-run", "--quiet", "--report", "-",
+            f"{rewind_otel}[agent]", framework),
         capture_output=True, text=True, timeout=RESOLVE_TIMEOUT)
     assert done.returncode == 0, f"{framework}: {done.stderr[-3000:]}"
     report = json.loads(done.stdout)
@@ -110,8 +118,8 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     only makes each slower), against the checkout built once (a wheel: its metadata)."""
     where = tmp_path_factory.mktemp("resolve")
     python = fresh_venv(where / "venv")
-    subprocess.run([str(python), "-m", "pip", "wheel", "--quiet", "--no-deps", "-w",
-                    str(where), str(CHECKOUT)], check=True, capture_output=True, timeout=300)
+    subprocess.run(pip(python, "wheel", "--quiet", "--no-deps", "-w", str(where),
+                       str(CHECKOUT)), check=True, capture_output=True, timeout=300)
     (wheel,) = where.glob("rewind_otel-*.whl")
     with ThreadPoolExecutor(max(2, os.cpu_count() or 1)) as pool:
         futures = {name: pool.submit(resolve, python, wheel, name) for name in FLOORS}
@@ -139,7 +147,7 @@ def test_agent_extra_resolves_beside_the_framework(resolutions: dict[str, object
 @on_ci
 def test_agent_extra_alone_records_and_replays_and_names_the_mcp_extra(tmp_path: Path) -> None:
     python = fresh_venv(tmp_path / "venv")
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "-e", f"{CHECKOUT}[agent]"],
+    subprocess.run(pip(python, "install", "--quiet", "-e", f"{CHECKOUT}[agent]"),
                    check=True, capture_output=True, timeout=RESOLVE_TIMEOUT)
     scripts = python.parent
     env = user_env(tmp_path / "store")
