@@ -50,8 +50,13 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks each test with its module's weight, and runs the heaviest modules first (each
+    kind in collection order): the workers take modules in this order (pyproject's
+    ``--no-loadscope-reorder``), so the last ones to start are light and none is left with a
+    long module while the others wait."""
     for item in items:
         item.add_marker(weight_of(Path(item.path)))
+    items.sort(key=lambda item: WEIGHTS.index(weight_of(Path(item.path))))
 
 
 @pytest.fixture(autouse=True)
