@@ -40,8 +40,9 @@ def ambient(tmp_path_factory) -> Iterator[Served]:
         served = start_serve(tmp_path_factory.mktemp("ambient") / "store", args=(
             "--grpc-port", "4317", "--api-port", "8787", "--http-port", "4318"))
     except RuntimeError as error:
-        # Taken between the look and the start (another run of this suite on the machine).
-        if "already in use" not in str(error):
+        # Taken between the look and the start (another run of this suite on the machine):
+        # the HTTP ports say "already in use", the gRPC one "cannot bind".
+        if "already in use" not in str(error) and "cannot bind" not in str(error):
             raise
         pytest.skip(f"a default port was taken while rewind serve started: {error}")
     try:
