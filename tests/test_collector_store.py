@@ -60,6 +60,16 @@ def test_migrations_are_idempotent(store):
     assert applied == len(MIGRATIONS)
 
 
+def test_migrations_run_in_version_order_whatever_sub_package_holds_them():
+    """A store records versions only: the list stays 1, 2, 3... with each version the number
+    of the module that defines it (``spans/m001_traces``), wherever its job puts the module."""
+    modules = [m.build.__module__ for m in MIGRATIONS]
+    assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
+    assert [int(name.rpartition(".m")[2][:3]) for name in modules] == [
+        m.version for m in MIGRATIONS]
+    assert {name.split(".")[4] for name in modules} == {"spans", "calls", "logs", "suites"}
+
+
 def test_a_retried_batch_is_not_duplicated(store):
     request = make_request()
     writer = TraceWriter(store)

@@ -27,7 +27,7 @@ from rewind.collector.conventions.rows import span_rows
 from rewind.collector.ingest.writer import TraceWriter, batch_token
 from rewind.collector.store import reader
 from rewind.collector.store.migrate import migrate
-from rewind.collector.store.migrations.m002_costs import DEFAULT_PRICES
+from rewind.collector.store.migrations.calls.m002_costs import DEFAULT_PRICES
 from rewind.collector.store.schema import (
     LLM_CALLS,
     MODEL_VERSION_SUFFIX,
@@ -416,7 +416,7 @@ def test_both_dashboards_link_a_trace_to_its_page_in_the_web_ui():
     """The pages' address is a dashboard setting; the path is the worker's stable page URL."""
     from starlette.routing import Router
 
-    from rewind.replay.worker.pages import page_routes
+    from rewind.replay.worker.routes.pages import page_routes
 
     trace = load_dashboards()["rewind-trace"]
     urls = [link["url"] for link in trace["links"]]

@@ -1,24 +1,29 @@
-"""Every migration ``rewind migrate`` applies, one module each, in order. Each adds tables and
-views beside the existing ones (or redefines a view) and never rewrites stored rows; a new one
-is a new module here with the next version, appended to :data:`MIGRATIONS`.
+"""Every migration ``rewind migrate`` applies, in version order. Each adds tables and views
+beside the existing ones (or redefines a view) and never rewrites stored rows. The modules sit
+in sub-packages by what they hold (``spans``, ``calls``, ``logs``, ``suites``); the version is
+the module's number and the only thing a store records, so where a module sits never matters to
+a store. A new one is a new module with the next version, in the sub-package of its job,
+appended to :data:`MIGRATIONS`.
 """
 
 from __future__ import annotations
 
-from rewind.collector.store.migrations import (
-    m001_traces,
+from rewind.collector.store.migrations.calls import (
     m002_costs,
-    m003_compact_parts,
     m004_llm_steps,
-    m005_trace_list,
     m006_steps_by_trace,
     m007_generation_aliases,
-    m008_logs,
-    m009_suites,
     m010_usage_rollup,
+)
+from rewind.collector.store.migrations.logs import m008_logs
+from rewind.collector.store.migrations.spans import (
+    m001_traces,
+    m003_compact_parts,
+    m005_trace_list,
     m011_span_marks,
     m012_span_models,
 )
+from rewind.collector.store.migrations.suites import m009_suites
 from rewind.collector.store.schema import Migration
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -1,13 +1,13 @@
 """Migration 4: ``rewind_llm_calls`` learns each row's scope (which tells instrumentations
 apart), ``rewind_llm_steps`` keeps one row per LLM call however many spans describe it (the
-rule is in :mod:`..llm_steps`), and ``rewind_llm_costs`` reads it.
+rule is in :mod:`rewind.collector.store.llm_steps`), and ``rewind_llm_costs`` reads it.
 """
 
 from __future__ import annotations
 
 from rewind.collector.store.llm_steps import LLM_STEPS, llm_steps_view
-from rewind.collector.store.migrations.m001_traces import llm_calls_view
-from rewind.collector.store.migrations.m002_costs import llm_costs_view
+from rewind.collector.store.migrations.calls.m002_costs import llm_costs_view
+from rewind.collector.store.migrations.spans.m001_traces import llm_calls_view
 from rewind.collector.store.schema import LLM_CALLS, LLM_CALLS_MV, LLM_COSTS, Layout, Migration
 
 

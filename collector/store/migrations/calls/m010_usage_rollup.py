@@ -29,12 +29,12 @@ from rewind.collector.store.llm_steps import (
     llm_steps_view_by_trace,
     steps_by_trace,
 )
-from rewind.collector.store.migrations.m001_traces import llm_calls_view
-from rewind.collector.store.migrations.m002_costs import (
+from rewind.collector.store.migrations.calls.m002_costs import (
     CACHE_PRICES,
     default_prices,
     llm_costs_view,
 )
+from rewind.collector.store.migrations.spans.m001_traces import llm_calls_view
 from rewind.collector.store.schema import (
     IS_LLM_CALL,
     LLM_CALLS,

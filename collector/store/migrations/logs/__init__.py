@@ -1,0 +1,1 @@
+"""Migrations of the log records received over OTLP (``otel_logs``)."""

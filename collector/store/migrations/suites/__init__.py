@@ -1,0 +1,1 @@
+"""Migrations of the suites (``rewind suite``): their definitions and results."""
