@@ -14,7 +14,7 @@ import zstandard
 
 from rewind.replay.sources import archive
 from rewind.replay.sources.document import MAX_DOCUMENT_BYTES
-from rewind.replay.worker.archives import MAX_UPLOAD_BYTES
+from rewind.replay.worker.routes.archives import MAX_UPLOAD_BYTES
 from tests.support.harness import Served, start_serve
 from tests.support.trace_files import TRACE, chat_spans, tampered
 

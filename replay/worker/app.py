@@ -30,10 +30,10 @@ from rewind.collector.store.server_settings import worker_live_hosts
 from rewind.collector.store.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist import MCP_EXTRA, MCP_PATH
-from rewind.replay.worker import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document
+from rewind.replay.worker.routes import analysis, archives, pages, replay_sessions, traces
 from rewind.replay.worker.routing import app_route, internal_error, route
 from rewind.replay.worker.tenancy import StoreAccess
 

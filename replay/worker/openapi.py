@@ -9,8 +9,8 @@ from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilter
 from rewind.replay.assist import MCP_PATH
 from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
-from rewind.replay.worker import analysis, traces
 from rewind.replay.worker.auth_middleware import LOGIN_PATH, LOGOUT_PATH, TOKEN_COOKIE
+from rewind.replay.worker.routes import analysis, traces
 
 # What rewind.replay.cassette.ids.parse_trace_id accepts (upper case is lowered).
 _TRACE_ID_SCHEMA = {"type": "string", "pattern": "^[0-9a-fA-F]{32}$"}
