@@ -24,8 +24,8 @@ ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets",
 # Not needed in a replayed child whose recording holds its own exchanges (no calls rebuilt from
 # another instrumentation's content) and whose program uses no agent framework.
 CHILD_ELSEWHERE = ("opentelemetry", "dateutil.parser", "rewind.replay.cassette.build",
-                   "rewind.replay.cassette.synthesis", "rewind.replay.cassette.wire",
-                   "rewind.replay.cassette.semantic", "rewind.exporter.frameworks.openai_agents",
+                   "rewind.replay.cassette.formats", "rewind.replay.cassette.semantic",
+                   "rewind.exporter.frameworks.openai_agents",
                    "rewind.exporter.frameworks.langchain_tools",
                    "rewind.exporter.frameworks.pydantic_ai_tools",
                    "rewind.exporter.frameworks.mcp_client")

@@ -9,7 +9,7 @@ import json
 from rewind.collector.conventions.vercel_ai import read_vercel_ai
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.calls import llm_calls
-from rewind.replay.cassette.synthesis import path_of
+from rewind.replay.cassette.formats.synthesis import path_of
 
 PROMPT = json.dumps([{"role": "system", "content": "Be brief."},
                      {"role": "user", "content": [{"type": "text", "text": "hi"}]}])

@@ -41,8 +41,9 @@ LAYERS = {"rewind.exporter": EXPORTER_LAYERS, "rewind.collector": COLLECTOR_LAYE
           "rewind.replay": REPLAY_LAYERS}
 # Pure logic: no store, no network, no process; imports nothing from the collector.
 PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/cassette/semantic.py",
-        "replay/cassette/synthesis.py", "replay/cassette/wire.py", "replay/cassette/ids.py",
-        "replay/cassette/calls.py", "replay/cassette/wire_anthropic.py",
+        "replay/cassette/formats/synthesis.py", "replay/cassette/formats/wire.py",
+        "replay/cassette/ids.py", "replay/cassette/calls.py",
+        "replay/cassette/formats/wire_anthropic.py", "replay/cassette/formats/wire_gemini.py",
         "replay/cassette/volatile.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py",

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from rewind.exporter.providers import bodies
-from rewind.replay.cassette import synthesis
+from rewind.replay.cassette.formats import synthesis
 
 MIXED = ('think "Weather needs a tool." say "Let me look that up." '
          'call get_weather {"city": "Paris"}')

@@ -140,15 +140,15 @@ def _rpc_interaction(span: Mapping[str, Any], events: Any) -> Interaction:
 def _synthesized(span: Mapping[str, Any], step: int) -> Interaction | Skipped:
     """An interaction rebuilt from another instrumentation's content; the reading of that
     content is loaded for such spans only (a recording of Rewind's own needs none of it)."""
-    from rewind.replay.cassette.messages import conversation_of
-    from rewind.replay.cassette.semantic import semantic_form, semantic_key
-    from rewind.replay.cassette.synthesis import (
+    from rewind.replay.cassette.formats.synthesis import (
         OPENLLMETRY_RESPONSES_SPAN,
         PATHS,
         path_of,
         provider_of,
         reply_of,
     )
+    from rewind.replay.cassette.messages import conversation_of
+    from rewind.replay.cassette.semantic import semantic_form, semantic_key
 
     attrs: Mapping[str, str] = span["SpanAttributes"]
     conversation = conversation_of(span)

@@ -102,8 +102,8 @@ class Answer:
 def _reshaped(found: Interaction) -> dict[str, Any] | None:
     """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
     for a plain request or the reverse): ``stream`` picks the shape, not the match."""
+    from rewind.replay.cassette.formats.synthesis import reply_of
     from rewind.replay.cassette.messages import from_parts_attributes
-    from rewind.replay.cassette.synthesis import reply_of
 
     parts = urlsplit(found.url)
     endpoint = providers.detect(parts.hostname or "", parts.path)
@@ -121,7 +121,7 @@ def _rendered(provider: str, url: str, reply: dict[str, Any], asked: dict[str, A
     """A neutral reply in the wire format of ``provider`` at ``url``. Only answers rebuilt from
     another instrumentation's spans, or asked in the other shape, come here: the answer
     synthesis is loaded for them alone."""
-    from rewind.replay.cassette.synthesis import render, shape_of
+    from rewind.replay.cassette.formats.synthesis import render, shape_of
 
     shape = shape_of(provider, url)
     usage = bool((asked.get("stream_options") or {}).get("include_usage"))
@@ -143,7 +143,7 @@ def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> A
     if stream != found.streamed and found.kind == A.KIND_LLM:
         reply = _reshaped(found)
         if reply is not None:
-            from rewind.replay.cassette.synthesis import provider_of
+            from rewind.replay.cassette.formats.synthesis import provider_of
 
             provider = provider_of({A.PROVIDER: found.provider})
             return _rendered(provider, found.url, reply, asked, stream)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from rewind.replay.cassette import wire, wire_gemini
+from rewind.replay.cassette.formats import wire, wire_gemini
 from rewind.replay.testing.fakemodel import FakeState, Turn, decide, text_of
 
 JSON = dict[str, Any]

@@ -33,7 +33,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from rewind.exporter.servers import unrecorded
-from rewind.replay.cassette import wire, wire_anthropic
+from rewind.replay.cassette.formats import wire, wire_anthropic
 from rewind.replay.testing.fake_gemini import gemini_routes  # Gemini's generateContent protocol
 from rewind.replay.testing.fakemodel import (
     DEFAULT_MODEL_SUFFIX,

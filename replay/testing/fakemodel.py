@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rewind.replay.cassette import wire
+from rewind.replay.cassette.formats import wire
 
 JSON = dict[str, Any]
 DEFAULT_MODEL_SUFFIX = "-2024-08-06"

@@ -31,8 +31,8 @@ from rewind.exporter.core import canonical, scope
 from rewind.exporter.databases.db_calls import CONNECT, DbAnswer, DbCall
 from rewind.exporter.setup.autorecord import SpansOf
 from rewind.exporter.work import tools
+from rewind.replay.cassette.formats.synthesis import provider_of, render, shape_of
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.cassette.synthesis import provider_of, render, shape_of
 from rewind.replay.cassette.volatile import tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
 from rewind.replay.play.player import (

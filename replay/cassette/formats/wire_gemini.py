@@ -8,7 +8,15 @@ instrumentations (``synthesis.py``). Pure, like ``wire.py``.
 
 from __future__ import annotations
 
-from rewind.replay.cassette.wire import JSON, Part, Reasoning, Reply, Text, ToolCall, split_text
+from rewind.replay.cassette.formats.wire import (
+    JSON,
+    Part,
+    Reasoning,
+    Reply,
+    Text,
+    ToolCall,
+    split_text,
+)
 
 
 def _usage(reply: Reply, final: bool) -> JSON:

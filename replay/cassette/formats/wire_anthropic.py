@@ -6,7 +6,7 @@ text before its tool calls. Pure, like ``wire.py``.
 
 from __future__ import annotations
 
-from rewind.replay.cassette.wire import (
+from rewind.replay.cassette.formats.wire import (
     JSON,
     Reasoning,
     Reply,

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rewind.exporter.core import attributes as A
-from rewind.replay.cassette import wire, wire_anthropic, wire_gemini
+from rewind.replay.cassette.formats import wire, wire_anthropic, wire_gemini
 from rewind.replay.cassette.messages import Conversation
 
 # Finish reasons: semantic-convention values back to each provider's own.
