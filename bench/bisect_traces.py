@@ -38,8 +38,8 @@ import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 from rewind.collector.ingest.writer import TraceWriter  # noqa: E402
-from rewind.collector.store import reader  # noqa: E402
 from rewind.collector.store.migrate import migrate  # noqa: E402
+from rewind.collector.store.read import reader  # noqa: E402
 from rewind.collector.store.schema import TRACE_COLUMNS  # noqa: E402
 from rewind.collector.store.store import Store  # noqa: E402
 from rewind.exporter import providers  # noqa: E402

@@ -47,8 +47,8 @@ from rounds import interleaved, load, ratios, spread
 
 from rewind.collector.conventions.rows import span_rows
 from rewind.collector.ingest.writer import TraceWriter
-from rewind.collector.store import reader
 from rewind.collector.store.migrate import migrate
+from rewind.collector.store.read import reader
 from rewind.collector.store.schema import TRACE_COLUMNS
 from rewind.collector.store.store import Store
 from rewind.exporter import instrument, uninstrument

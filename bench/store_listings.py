@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rewind.collector.store import reader
 from rewind.collector.store.llm_steps import LLM_CALLS_IN_TRACE, calls_counted
 from rewind.collector.store.migrations.spans.m005_trace_list import ROOT_KEY
+from rewind.collector.store.read import reader
 from rewind.collector.store.schema import (
     LLM_CALLS,
     TRACE_LIST,

@@ -64,9 +64,9 @@ from store_reads import (
     version_from_spans,
 )
 
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters, UsageFilters
-from rewind.collector.store.reader_usage import usage
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters, UsageFilters
+from rewind.collector.store.read.reader_usage import usage
 from rewind.collector.store.schema import TRACES
 from rewind.collector.store.store import Store
 

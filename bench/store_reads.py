@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewind.collector.store import reader
-from rewind.collector.store.filters import UsageFilters
 from rewind.collector.store.llm_steps import LLM_STEPS, llm_steps_view, shadowed_by
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import UsageFilters
 from rewind.collector.store.schema import LLM_CALLS, TRACE_LIST, TRACE_LOOKUP, TRACES
 from rewind.collector.store.store import Store
 

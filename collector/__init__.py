@@ -6,6 +6,6 @@ pure), ``rows`` (spans -> rows, pure), ``pipeline`` (spool -> acknowledgement, b
 inserts), ``spool`` (the write-ahead log), ``writer`` (inserts with deduplication tokens),
 ``auth``, ``server_settings`` (every variable the server side reads), ``metrics``, ``logs``,
 ``service`` (everything started in one call) and ``command`` (``rewind collector``).
-``store``, ``schema``, ``migrations`` (one module each), ``migrate`` and ``reader`` hold the
+``store``, ``schema``, ``migrations`` (one module each), ``migrate`` and ``read`` hold the
 ClickHouse side shared with the replay worker.
 """

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from rewind.collector.store import reader
+from rewind.collector.store.read import reader
 from rewind.collector.store.store import Store
 from rewind.replay.timetravel.timeline import Timeline
 

@@ -16,7 +16,7 @@ ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets",
              "clickhouse_connect", "google.protobuf", "opentelemetry.sdk",
              "rewind.replay.timetravel", "rewind.replay.cli.time_travel",
              "rewind.replay.cli.servers", "rewind.collector.command",
-             "rewind.collector.store.reader",
+             "rewind.collector.store.read.reader",
              "rewind.replay.sources.credentials", "rewind.exporter.otlp.otel_pipeline",
              "rewind.exporter.capture.recording", "rewind.exporter.providers.enrichment")
 

@@ -6,10 +6,10 @@ import pytest
 
 from rewind.collector.conventions.rows import span_rows
 from rewind.collector.ingest.writer import TraceWriter, batch_token
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters
 from rewind.collector.store.schema import LLM_CALLS, TRACE_LOOKUP, TRACES
 from rewind.collector.store.store import Store, StoreError
 from tests.support.collector_client import make_request

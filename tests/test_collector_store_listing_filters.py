@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters
 from tests.support.filtered_runs import END, SPECIAL, fill, listed, scanned
 from tests.support.stores import migrated_store
 

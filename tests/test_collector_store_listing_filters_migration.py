@@ -4,9 +4,9 @@ recorded after the migration join them. Real engine (chDB), rows through the wri
 
 from __future__ import annotations
 
-from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.read.filters import TraceFilters
 from rewind.collector.store.store import Store
 from tests.support.filtered_runs import fill, listed, scanned
 

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from rewind.collector.ingest.writer import TraceWriter
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.migrations import MIGRATIONS
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters
 from rewind.collector.store.schema import TRACE_COLUMNS
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rewind.collector.store.filters import UsageFilters
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.migrations import MIGRATIONS
-from rewind.collector.store.reader_usage import usage, usage_by_trace
+from rewind.collector.store.read.filters import UsageFilters
+from rewind.collector.store.read.reader_usage import usage, usage_by_trace
 from rewind.collector.store.schema import SPAN_MARKS, TRACES, USAGE_HOURS
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A

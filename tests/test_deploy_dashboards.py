@@ -25,9 +25,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from rewind.collector.conventions.rows import span_rows
 from rewind.collector.ingest.writer import TraceWriter, batch_token
-from rewind.collector.store import reader
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.migrations.calls.m002_costs import DEFAULT_PRICES
+from rewind.collector.store.read import reader
 from rewind.collector.store.schema import (
     LLM_CALLS,
     MODEL_VERSION_SUFFIX,

@@ -58,8 +58,8 @@ MAX_LINES = 400
 MAX_MODULES_PER_PACKAGE = 12
 # Where a query that reads from a table may be written: the reader layer, and the schema side
 # (views, migrations and their bookkeeping, the one-call rule the views and reads share).
-READER_LAYER = {"collector/store/reader.py", "collector/store/reader_usage.py",
-                "collector/store/reader_runs.py", "collector/store/reader_suites.py"}
+READER_LAYER = {"collector/store/read/reader.py", "collector/store/read/reader_usage.py",
+                "collector/store/read/reader_runs.py", "collector/store/read/reader_suites.py"}
 SCHEMA_SIDE = ("collector/store/schema.py", "collector/store/migrations/",
                "collector/store/migrate.py", "collector/store/llm_steps.py")
 
@@ -531,7 +531,7 @@ def _query_lines(path: Path) -> list[int]:
 
 
 def test_the_store_is_read_only_in_the_reader_layer():
-    """Every read query in one layer (``collector/reader*.py``), returning typed rows; the
+    """Every read query in one layer (``collector/store/read/``), returning typed rows; the
     schema side writes views and migrations."""
     found = {rel: lines for p in _modules()
              if (rel := str(p.relative_to(ROOT))) not in READER_LAYER

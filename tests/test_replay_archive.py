@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from rewind.collector.ingest.writer import TraceWriter
-from rewind.collector.store import reader
+from rewind.collector.store.read import reader
 from rewind.collector.store.store import Store
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive, blobs

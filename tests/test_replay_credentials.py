@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from rewind.collector.store import reader
+from rewind.collector.store.read import reader
 from rewind.replay.sources import archive
 from rewind.replay.sources.archive import CredentialInTrace
 from rewind.replay.sources.credentials import attribute_findings, span_findings

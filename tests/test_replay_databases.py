@@ -115,7 +115,7 @@ def test_psycopg_sync_replays_rows_in_their_types_without_a_server(run):
 def test_a_database_call_is_a_db_client_span_with_its_parameters_apart(run, lab):
     _, cassette = run.record(psycopg_sync)
     select = cassette.interactions[1]
-    from rewind.collector.store import reader
+    from rewind.collector.store.read import reader
 
     span = next(s for s in reader.get_trace(lab.store, cassette.trace_id)
                 if s["SpanId"] == select.span_id)
@@ -131,7 +131,7 @@ def test_a_database_call_is_a_db_client_span_with_its_parameters_apart(run, lab)
 
 def _stored(lab: Any, cassette: Any, step: int) -> dict[str, str]:
     """The stored attributes of the recorded step ``step`` (replayable or not)."""
-    from rewind.collector.store import reader
+    from rewind.collector.store.read import reader
 
     return next(s["SpanAttributes"] for s in reader.get_trace(lab.store, cassette.trace_id)
                 if s["SpanAttributes"].get("rewind.step") == str(step))

@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 
-from rewind.collector.store.filters import (
+from rewind.collector.store.read.filters import (
     RunFilters,
     TraceFilters,
     UsageFilters,

@@ -37,7 +37,7 @@ unittest.main()
 """
 # Not loaded by rewind-replay to say how it is used (a replay loads the launcher and the seal).
 NOT_IN_THE_CLI = ("importlib.metadata", "hashlib", "logging", "asyncio", "ssl", "http.client",
-                  "rewind.exporter.capture", "rewind.collector.store.filters", "rich",
+                  "rewind.exporter.capture", "rewind.collector.store.read.filters", "rich",
                   "rewind.replay.play.launch", "rewind.replay.play.sealed", "ctypes",
                   "subprocess")
 # Shared libraries an idle server must not have mapped, by the package that ships them.

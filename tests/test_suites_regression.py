@@ -21,8 +21,8 @@ from starlette.testclient import TestClient
 
 from rewind.collector.ingest.service import start_ingest
 from rewind.collector.ingest.store_exporter import store_provider
-from rewind.collector.store import reader_suites
 from rewind.collector.store.migrate import migrate
+from rewind.collector.store.read import reader_suites
 from rewind.collector.store.schema import span_attribute
 from rewind.collector.store.server_settings import IngestOptions
 from rewind.collector.store.store import Store

@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rewind.collector.store.filters import RunFilters
+from rewind.collector.store.read.filters import RunFilters
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource

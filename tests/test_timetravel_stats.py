@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rewind.collector.store.filters import parse_when
-from rewind.collector.store.reader_usage import Usage
+from rewind.collector.store.read.filters import parse_when
+from rewind.collector.store.read.reader_usage import Usage
 from rewind.collector.store.server_settings import ENV_PRICES
 from rewind.replay.timetravel.stats import (
     PriceError,

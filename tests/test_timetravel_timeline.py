@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rewind.collector.store.reader_usage import usage as usage_from_store
+from rewind.collector.store.read.reader_usage import usage as usage_from_store
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import ApiSource

@@ -1,3 +1,4 @@
-"""The store: schema, migrations, the connection, every read query (the reader layer), filters,
-prices, and the settings of the collector, worker and CLI.
+"""The store: the connection, schema, migrations (``migrations/``, by job) and their
+bookkeeping, prices, ddl, the reader layer (``read/``: every read query, and the filters they
+take) and the settings of the collector.
 """

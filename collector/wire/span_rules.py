@@ -104,9 +104,9 @@ def _list_error(span: Any, names: tuple[str, ...]) -> str | None:
 
 
 def stored_span_error(span: Any, limit: int) -> str | None:
-    """The same rules for a span in the store's shape (``collector.store.reader``'s dicts, every
-    column present, attribute values resolved to text), as a trace file carries it; ``limit``
-    is the largest attribute value or name in bytes."""
+    """The same rules for a span in the store's shape (``collector.store.read.reader``'s dicts,
+    every column present, attribute values resolved to text), as a trace file carries it;
+    ``limit`` is the largest attribute value or name in bytes."""
     error = (hex_id_error(span["TraceId"], TRACE_ID_BYTES, "TraceId")
              or hex_id_error(span["SpanId"], SPAN_ID_BYTES, "SpanId")
              or hex_id_error(span["ParentSpanId"], SPAN_ID_BYTES, "ParentSpanId", optional=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rewind.collector.store.filters import TraceFilters, UsageFilters, parse_when
+from rewind.collector.store.read.filters import TraceFilters, UsageFilters, parse_when
 from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.assist.allowed import ExportFolder
 from rewind.replay.assist.outline import (

@@ -21,7 +21,7 @@ from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.collector.store.read.filters import RunFilters, TraceFilters, UsageFilters
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.assist import MCP_PATH, VIEW_KEY
 from rewind.replay.assist.mcp_server import build_server

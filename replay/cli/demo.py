@@ -23,9 +23,9 @@ from rich.markup import escape
 from rich.rule import Rule
 
 from rewind.collector.ingest.store_exporter import store_provider
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.migrate import migrate
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters
 from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, tool, uninstrument
 from rewind.replay.cli.render import bisection_view, diff_table, lineage_line, timeline_table

@@ -130,7 +130,7 @@ def traces(api: str | None, clickhouse: str | None, service: str | None, errors:
     accepted wherever a trace id is)."""
     from rich.console import Console
 
-    from rewind.collector.store.filters import TraceFilters, parse_when
+    from rewind.collector.store.read.filters import TraceFilters, parse_when
     from rewind.replay.cli.render import trace_rows, traces_table
     from rewind.replay.sources.locate import open_source
 

@@ -29,7 +29,7 @@ from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.step_kinds import http_status, step_label
 
 if TYPE_CHECKING:
-    from rewind.collector.store.reader import TraceRow
+    from rewind.collector.store.read.reader import TraceRow
 
 # Listings that must fit a terminal: a rule under the header and one space between columns.
 COMPACT: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "padding": (0, 1, 0, 0),

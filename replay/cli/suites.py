@@ -87,7 +87,7 @@ def add(name: str, trace_ids: tuple[str, ...], command_line: str | None, service
         clickhouse: str | None) -> None:
     """Add runs to suite NAME (made if new): by id (or unique prefix), and/or a saved query
     read each time the suite runs or is exported."""
-    from rewind.collector.store.filters import TraceFilters, parse_when
+    from rewind.collector.store.read.filters import TraceFilters, parse_when
     from rewind.replay.sources.commands import sign
     from rewind.replay.sources.locate import resolve_trace_id
     from rewind.replay.suites.validate import given_evaluator

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from rewind.collector.store.filters import UsageFilters, parse_when
+from rewind.collector.store.read.filters import UsageFilters, parse_when
 from rewind.collector.store.server_settings import ENV_PRICES
 from rewind.collector.store.store import StoreError
 from rewind.exporter.core.canonical import json_or_text

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the store side and the screening load when a file is stored
 SUFFIX = ".rw"
 MEDIA_TYPE = "application/vnd.rewind.trace+zstd"
 
-# The span fields, as collector.store.reader returns them.
+# The span fields, as collector.store.read.reader returns them.
 SPAN_FIELDS = (
     "StartNs", "TraceId", "SpanId", "ParentSpanId", "TraceState", "SpanName", "SpanKind",
     "ServiceName", "ResourceAttributes", "ScopeName", "ScopeVersion", "SpanAttributes",
@@ -285,7 +285,7 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     its token) replaces whatever tenant the file names; None keeps the file's.
     """
     from rewind.collector.ingest.writer import TraceWriter
-    from rewind.collector.store import reader
+    from rewind.collector.store.read import reader
 
     archives = unpack_all(data)
     written = present_before = 0

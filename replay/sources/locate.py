@@ -29,10 +29,10 @@ from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
-    from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
-    from rewind.collector.store.reader import TraceRow
-    from rewind.collector.store.reader_runs import RunSummary
-    from rewind.collector.store.reader_usage import Usage
+    from rewind.collector.store.read.filters import RunFilters, TraceFilters, UsageFilters
+    from rewind.collector.store.read.reader import TraceRow
+    from rewind.collector.store.read.reader_runs import RunSummary
+    from rewind.collector.store.read.reader_usage import Usage
     from rewind.replay.cassette.model import Cassette
     from rewind.replay.sources.api_client import ApiResponse
 
@@ -86,7 +86,7 @@ class ApiSource:
 
     def _query(self, path: str, filters: TraceFilters | UsageFilters | RunFilters) -> Any:
         """A route's JSON for ``filters``, sent as the query parameters the worker reads."""
-        from rewind.collector.store.filters import to_query  # a replay by whole id lists none
+        from rewind.collector.store.read.filters import to_query  # a replay by whole id lists none
         return self._send("GET", path, params=to_query(filters)).json()
 
     def _send(self, method: str, path: str, params: dict[str, Any] | None = None,
@@ -115,26 +115,26 @@ class ApiSource:
         return self._send(method, path, content=content).json()
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
-        from rewind.collector.store.filters import TraceFilters
-        from rewind.collector.store.reader import TraceRow
+        from rewind.collector.store.read.filters import TraceFilters
+        from rewind.collector.store.read.reader import TraceRow
 
         rows = self._query("/v1/traces", filters or TraceFilters())["traces"]
         return [TraceRow.from_columns(row) for row in rows]
 
     def usage(self, filters: UsageFilters) -> list[Usage]:
-        from rewind.collector.store.reader_usage import Usage
+        from rewind.collector.store.read.reader_usage import Usage
 
         return [Usage(**row) for row in self._query("/v1/usage", filters)["usage"]]
 
     def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
-        from rewind.collector.store.reader_runs import RunSummary
+        from rewind.collector.store.read.reader_runs import RunSummary
 
         return [RunSummary.from_columns(row) for row in self._query("/v1/runs", filters)["runs"]]
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
         """Ids starting with ``prefix`` among the newest traces the worker lists (its listing
         is what a caller may see), and where they were looked for."""
-        from rewind.collector.store.filters import TraceFilters
+        from rewind.collector.store.read.filters import TraceFilters
         rows = self.list_traces(TraceFilters(limit=PREFIX_SCAN))
         ids = [r.trace_id for r in rows if r.trace_id.startswith(prefix)]
         return ids, f"the {PREFIX_SCAN:,} newest traces at {self.url}"
@@ -193,28 +193,28 @@ class StoreSource:
         self.store = store
 
     def list_traces(self, filters: TraceFilters | None = None) -> list[TraceRow]:
-        from rewind.collector.store import reader
+        from rewind.collector.store.read import reader
 
         return reader.list_traces(self.store, filters)
 
     def usage(self, filters: UsageFilters) -> list[Usage]:
-        from rewind.collector.store import reader_usage
+        from rewind.collector.store.read import reader_usage
 
         return reader_usage.usage(self.store, filters)
 
     def run_summaries(self, filters: RunFilters) -> list[RunSummary]:
-        from rewind.collector.store import reader_runs
+        from rewind.collector.store.read import reader_runs
 
         return reader_runs.run_summaries(self.store, filters)
 
     def trace_ids(self, prefix: str) -> tuple[list[str], str]:
-        from rewind.collector.store import reader
+        from rewind.collector.store.read import reader
 
         return (reader.trace_ids_with_prefix(self.store, prefix, limit=PREFIX_MATCHES),
                 redact_url(self.store.url))
 
     def spans(self, trace_id: str) -> list[dict[str, Any]]:
-        from rewind.collector.store import reader
+        from rewind.collector.store.read import reader
 
         spans = reader.get_trace(self.store, trace_id)
         if not spans:
@@ -386,7 +386,7 @@ def _existing(store: Store) -> Store:
     embedded store recorded by an older version gets the newer migrations first (its reads
     use their tables); a server's are applied by its operator (``rewind migrate``)."""
     from rewind.collector.store.migrate import migrate
-    from rewind.collector.store.reader import holds_traces
+    from rewind.collector.store.read.reader import holds_traces
     from rewind.collector.store.schema import TRACES
 
     if holds_traces(store):

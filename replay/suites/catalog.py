@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.store import reader_suites
 from rewind.collector.store.migrate import migrate
+from rewind.collector.store.read import reader_suites
 from rewind.collector.store.schema import SUITE_RESULTS, SUITES
 from rewind.collector.store.store import Store
 from rewind.exporter.core.errors import InvalidValue, RewindError

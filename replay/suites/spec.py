@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rewind.collector.store.filters import TraceFilters, from_query, to_query
+from rewind.collector.store.read.filters import TraceFilters, from_query, to_query
 from rewind.exporter.core.errors import InvalidValue
 
 SPEC_VERSION = 1

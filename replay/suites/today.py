@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from rewind.collector.store.reader_usage import TraceUsage, usage_by_trace
+from rewind.collector.store.read.reader_usage import TraceUsage, usage_by_trace
 from rewind.collector.store.server_settings import IngestOptions
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A

@@ -1,5 +1,5 @@
 """Facts about many runs at once, for ``rewind bisect --between``: a source's run summaries
-(``collector/store/reader_runs.py``, one query over the stored spans) become each run's start,
+(``collector/store/read/reader_runs.py``, one query over the stored spans) become each run's start,
 service version, model, system prompt hash, failure and final answer; ``bisect.bisect_runs``
 groups them.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from datetime import timezone
 
-from rewind.collector.store.filters import RunFilters, parse_when
-from rewind.collector.store.reader_runs import RunSummary
+from rewind.collector.store.read.filters import RunFilters, parse_when
+from rewind.collector.store.read.reader_runs import RunSummary
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.sources.locate import TraceSource
 from rewind.replay.timetravel.bisect import RunFacts, prompt_hash

@@ -1,7 +1,7 @@
 """Tokens and cost per model and service over a period.
 
-Usage comes from the store (``collector/store/reader_usage.py``: one row per LLM call however many
-spans describe it, summed per service and model in the query). Cost is put on it here, from a
+Usage comes from the store (``collector/store/read/reader_usage.py``: one row per LLM call however
+many spans describe it, summed per service and model in the query). Cost is put on it here, from a
 price table: the maintained list in ``collector/store/prices.json`` (which also seeds
 ``rewind_model_prices``), overridden or extended by a user file (JSON, or TOML on Python
 3.11+) named by ``--prices`` or ``REWIND_PRICES``. A model missing from the table is reported
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rewind.collector.store.prices import Price, PriceError, builtin_prices, parse_prices
-from rewind.collector.store.reader_usage import Usage
+from rewind.collector.store.read.reader_usage import Usage
 from rewind.collector.store.schema import MODEL_VERSION_SUFFIX
 from rewind.collector.store.server_settings import prices_file
 from rewind.exporter.core import attributes as A

@@ -1,7 +1,8 @@
-"""The runs page's rows: recent traces (``collector.store.reader.list_traces``, every listing
-filter) with their model, tokens and cost (``collector.store.reader_usage.usage_by_trace``), what
-they were asked and answered, their tool and HTTP calls and conversation
-(``collector.store.reader_runs.run_facts``) and the run each was made from, as the page's JSON;
+"""The runs page's rows: recent traces (``collector.store.read.reader.list_traces``, every listing
+filter) with their model, tokens and cost
+(``collector.store.read.reader_usage.usage_by_trace``), what they were asked and answered,
+their tool and HTTP calls and conversation
+(``collector.store.read.reader_runs.run_facts``) and the run each was made from, as the page's JSON;
 runs made from a listed run nested under it. The conversation page's turns likewise.
 """
 
@@ -11,9 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewind.collector.store.reader import TraceRow
-from rewind.collector.store.reader_runs import RunFacts, Turn
-from rewind.collector.store.reader_usage import TraceUsage
+from rewind.collector.store.read.reader import TraceRow
+from rewind.collector.store.read.reader_runs import RunFacts, Turn
+from rewind.collector.store.read.reader_usage import TraceUsage
 
 MAX_RUNS = 1000
 PREVIEW_CHARS = 160  # a preview is one line of the table; the run page has the whole text

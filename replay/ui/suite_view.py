@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rewind.collector.store.reader_suites import LastResult
+from rewind.collector.store.read.reader_suites import LastResult
 from rewind.replay.sources.commands import shown, signed_here
 from rewind.replay.suites.spec import Suite
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from rewind.collector.store import reader
+from rewind.collector.store.read import reader
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.build import build_cassette

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters, query_name
+from rewind.collector.store.read.filters import RunFilters, TraceFilters, UsageFilters, query_name
 from rewind.replay.assist import MCP_PATH
 from rewind.replay.ui import listing
 from rewind.replay.ui.assets import STATIC_FILES, STATIC_PREFIX
@@ -57,8 +57,8 @@ _KINDS = {"bool": "boolean", "int": "integer"}
 
 def _filters(cls: type[TraceFilters | UsageFilters | RunFilters],
              limit: int | None = None) -> list[dict[str, Any]]:
-    """The query parameters of a filters dataclass (``collector/store/filters.py``), as its fields
-    name them; ``limit``: the route's largest."""
+    """The query parameters of a filters dataclass (``collector/store/read/filters.py``), as
+    its fields name them; ``limit``: the route's largest."""
     params = []
     for item in fields(cls):
         schema: dict[str, Any] = {"type": _KINDS.get(str(item.type), "string")}

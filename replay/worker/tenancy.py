@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from rewind.collector.store import reader, reader_runs, reader_suites, reader_usage
-from rewind.collector.store.filters import RunFilters, TraceFilters, UsageFilters
-from rewind.collector.store.reader import TraceRow
-from rewind.collector.store.reader_runs import DerivedRun, RunSummary, Turn
-from rewind.collector.store.reader_usage import TraceUsage, Usage
+from rewind.collector.store.read import reader, reader_runs, reader_suites, reader_usage
+from rewind.collector.store.read.filters import RunFilters, TraceFilters, UsageFilters
+from rewind.collector.store.read.reader import TraceRow
+from rewind.collector.store.read.reader_runs import DerivedRun, RunSummary, Turn
+from rewind.collector.store.read.reader_usage import TraceUsage, Usage
 from rewind.collector.store.store import Store
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette

@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from rewind.collector.store import reader
+from rewind.collector.store.read import reader
 from rewind.collector.store.store import Store
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

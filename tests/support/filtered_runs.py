@@ -12,9 +12,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from rewind.collector.ingest.writer import TraceWriter
-from rewind.collector.store import reader
-from rewind.collector.store.filters import TraceFilters
 from rewind.collector.store.llm_steps import LLM_CALLS_IN_TRACE
+from rewind.collector.store.read import reader
+from rewind.collector.store.read.filters import TraceFilters
 from rewind.collector.store.schema import (
     INBOUND_PICKS,
     IS_INBOUND,

@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.collector.store.filters import RunFilters, UsageFilters, from_query
+from rewind.collector.store.read.filters import RunFilters, UsageFilters, from_query
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette

@@ -35,7 +35,7 @@ from starlette.types import Scope
 from rewind.collector.access.auth import Authenticator, AuthError
 from rewind.collector.access.auth_backoff import TooManyFailures
 from rewind.collector.access.request_origin import CrossOrigin
-from rewind.collector.store.filters import TraceFilters, from_query
+from rewind.collector.store.read.filters import TraceFilters, from_query
 from rewind.exporter.core.errors import InvalidValue, RewindError
 from rewind.replay.cassette.ids import parse_trace_ref
 from rewind.replay.sources.locate import resolve_trace_id

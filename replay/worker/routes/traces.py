@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Route
 
-from rewind.collector.store.filters import TraceFilters, from_query
+from rewind.collector.store.read.filters import TraceFilters, from_query
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.suites import validate
 from rewind.replay.worker.routing import json_object, query_limit, route

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rewind.collector.store.filters import RunFilters, epoch_ns
-from rewind.collector.store.reader import StoreRow, tenant_condition
+from rewind.collector.store.read.filters import RunFilters, epoch_ns
+from rewind.collector.store.read.reader import StoreRow, tenant_condition
 from rewind.collector.store.schema import IS_LLM_CALL, TRACES, span_attribute, sql_string
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rewind.collector.store.filters import UsageFilters, epoch_ns
 from rewind.collector.store.llm_steps import steps_by_trace
 from rewind.collector.store.migrations.calls import m010_usage_rollup as rollup
 from rewind.collector.store.migrations.spans import m011_span_marks as span_marks
-from rewind.collector.store.reader import StoreRow, tenant_condition
+from rewind.collector.store.read.filters import UsageFilters, epoch_ns
+from rewind.collector.store.read.reader import StoreRow, tenant_condition
 from rewind.collector.store.schema import LLM_COSTS, SINGLE_NODE, TRACES, USAGE_HOURS, USAGE_TOUCHED
 from rewind.collector.store.store import Store
 

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rewind.collector.conventions import genai_events
-from rewind.collector.store.filters import TraceFilters, epoch_ns
 from rewind.collector.store.llm_steps import calls_counted
 from rewind.collector.store.migrations.spans.m011_span_marks import made_from_run
 from rewind.collector.store.migrations.spans.m012_span_models import naming_model
+from rewind.collector.store.read.filters import TraceFilters, epoch_ns
 from rewind.collector.store.schema import (
     HOLDS_TEXT,
     INBOUND_PICKS,

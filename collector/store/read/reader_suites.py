@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rewind.collector.store.reader import tenant_condition
+from rewind.collector.store.read.reader import tenant_condition
 from rewind.collector.store.schema import SUITE_RESULTS, SUITES, TRACES
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
