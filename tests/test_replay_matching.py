@@ -7,7 +7,7 @@ import json
 from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.play.divergence import Divergence, diff_fields
-from rewind.replay.play.matching import Asked, Matcher
+from rewind.replay.play.recorded.matching import Asked, Matcher
 
 URL = "http://127.0.0.1:1/v1/chat/completions"
 

@@ -15,7 +15,7 @@ from rewind.exporter.core import canonical
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette, Interaction, waits_for
 from rewind.replay.play.player import ReplaySession, replaying
-from rewind.replay.play.session import ORDER_TIMEOUT_S
+from rewind.replay.play.recorded.ordering import ORDER_TIMEOUT_S
 
 MS = 1_000_000
 

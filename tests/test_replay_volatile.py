@@ -13,7 +13,7 @@ from rewind.exporter.core import canonical
 from rewind.replay.cassette.model import Interaction
 from rewind.replay.cassette.volatile import Tolerance, path_matches, tolerable
 from rewind.replay.play.divergence import Divergence, diff_fields
-from rewind.replay.play.matching import Asked, Matcher
+from rewind.replay.play.recorded.matching import Asked, Matcher
 
 RECORDED_AT = 1_764_068_000.0  # 2025-11-25
 NEAR = Tolerance(around_s=RECORDED_AT)

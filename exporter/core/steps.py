@@ -39,7 +39,7 @@ class StepCounter:
 
 steps = StepCounter()
 # The clock spans are stamped with; a replay that moves the program's clock keeps this one real
-# (``rewind.replay.play.clock``), as it does the SDK's.
+# (``rewind.replay.play.recorded.clock``), as it does the SDK's.
 now_ns = time.time_ns
 
 

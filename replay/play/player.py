@@ -24,9 +24,11 @@ from rewind.exporter.databases import db_calls as databases
 from rewind.exporter.rpc import rpc_calls
 from rewind.exporter.work import tools
 from rewind.replay.cassette.model import Cassette, Interaction
-from rewind.replay.play import clock, guard
+from rewind.replay.play import guard
 from rewind.replay.play.databases.responder import DbResponder
 from rewind.replay.play.divergence import Divergence
+from rewind.replay.play.recorded import clock
+from rewind.replay.play.recorded.shapes import Answer, recorded_answer
 from rewind.replay.play.replay_settings import (
     ENV_ALLOW_LIVE,
     ENV_CASSETTE,
@@ -44,12 +46,10 @@ from rewind.replay.play.replay_settings import (
 )
 from rewind.replay.play.rpc.rpc_answers import RpcResponder
 from rewind.replay.play.session import (
-    Answer,
     Decision,
     Diverged,
     Replayed,
     ReplaySession,
-    recorded_answer,
 )
 
 __all__ = ["ENV_ALLOW_LIVE", "ENV_CASSETTE", "ENV_CLOCK", "ENV_DEBUG", "ENV_IGNORE", "ENV_MODE",

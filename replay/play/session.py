@@ -3,7 +3,7 @@
 Used in-process (``player.py``, at the HTTP client transports and ``@tool``) and over HTTP (the
 worker's ``replay_sessions.py``, for agents in any language). It decides, for each request,
 which recorded interaction answers it (a :data:`Decision`), and keeps the tally the run's
-report is made of.
+report is made of; what a match sends back, and when, is in ``recorded/`` (shapes, ordering).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dataclasses
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,11 @@ from rewind.exporter import providers
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core import canonical
 from rewind.exporter.core.process_settings import host_matches
-from rewind.replay.cassette.model import Cassette, Interaction, Wait, waits_for
+from rewind.replay.cassette.model import Cassette, Interaction, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
-from rewind.replay.play.matching import Asked, Matcher
+from rewind.replay.play.recorded.matching import Asked, Matcher
+from rewind.replay.play.recorded.ordering import Hold, Order
 from rewind.replay.play.replay_settings import (
     CLOCK_LIVE,
     CLOCK_RECORDED,
@@ -37,8 +38,6 @@ from rewind.replay.play.replay_settings import (
     replay_mode,
 )
 from rewind.replay.play.report import ReplayReport
-
-Events = list[tuple[int, str]]
 
 
 @dataclass(frozen=True)
@@ -65,171 +64,6 @@ LIVE = Live()
 Decision = Replayed | Diverged | Live
 
 
-@dataclass
-class Answer:
-    """What to send back for one request: a body, or SSE events with their offsets (ms)."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes = b""
-    events: Events | None = None
-
-    def timed_events(self, speed: float | None) -> Iterator[tuple[float, bytes]]:
-        """(delay in seconds, raw event bytes); delays are zero unless a speed is given."""
-        previous = 0
-        for offset, event in self.events or []:
-            delay = (offset - previous) / 1000 / speed if speed else 0.0
-            previous = offset
-            yield max(delay, 0.0), (event + "\n\n").encode("utf-8")
-
-    def iter_sync(self, speed: float | None) -> Iterator[bytes]:
-        import time
-
-        for delay, chunk in self.timed_events(speed):
-            if delay:
-                time.sleep(delay)
-            yield chunk
-
-    async def iter_async(self, speed: float | None) -> AsyncIterator[bytes]:
-        import asyncio
-
-        for delay, chunk in self.timed_events(speed):
-            if delay:
-                await asyncio.sleep(delay)
-            yield chunk
-
-
-def _reshaped(found: Interaction) -> dict[str, Any] | None:
-    """A recorded answer as a neutral reply, so it can be sent in the other shape (a stream
-    for a plain request or the reverse): ``stream`` picks the shape, not the match."""
-    from rewind.replay.cassette.formats.synthesis import reply_of
-    from rewind.replay.cassette.messages import from_parts_attributes
-
-    parts = urlsplit(found.url)
-    endpoint = providers.detect(parts.hostname or "", parts.path)
-    if endpoint is None or endpoint.operation != "chat" or found.status >= 400:
-        return None
-    attrs = found.response_attributes() or {}
-    conversation = from_parts_attributes({**attrs, A.INPUT_MESSAGES: "[]"})
-    if conversation is None:
-        return None
-    return reply_of(attrs, conversation, found.span_id)
-
-
-def _rendered(provider: str, url: str, reply: dict[str, Any], asked: dict[str, Any],
-              stream: bool) -> Answer:
-    """A neutral reply in the wire format of ``provider`` at ``url``. Only answers rebuilt from
-    another instrumentation's spans, or asked in the other shape, come here: the answer
-    synthesis is loaded for them alone."""
-    from rewind.replay.cassette.formats.synthesis import render, shape_of
-
-    shape = shape_of(provider, url)
-    usage = bool((asked.get("stream_options") or {}).get("include_usage"))
-    headers, rendered = render(shape, reply, stream, usage, asked)
-    if isinstance(rendered, list):
-        return Answer(200, headers, events=[(0, event) for event in rendered])
-    return Answer(200, headers, body=rendered)
-
-
-def recorded_answer(found: Interaction, request_body: bytes, url: str = "") -> Answer:
-    """The recorded response, in the shape the request (to ``url``) asks for: stream or not."""
-    asked = canonical.parse_body(request_body)
-    asked = asked if isinstance(asked, dict) else {}
-    parts = urlsplit(url)
-    endpoint = providers.detect(parts.hostname or "", parts.path)
-    stream = bool(asked.get("stream")) or (endpoint is not None and endpoint.streams)
-    if found.synthetic is not None:
-        return _rendered(found.provider, found.url, found.synthetic, asked, stream)
-    if stream != found.streamed and found.kind == A.KIND_LLM:
-        reply = _reshaped(found)
-        if reply is not None:
-            from rewind.replay.cassette.formats.synthesis import provider_of
-
-            provider = provider_of({A.PROVIDER: found.provider})
-            return _rendered(provider, found.url, reply, asked, stream)
-    headers = {k: v for k, v in found.response_headers.items() if k != "content-length"}
-    if found.response_events is not None:
-        return Answer(found.status or 200, headers, events=list(found.response_events))
-    return Answer(found.status or 200, headers, body=found.response_bytes())
-
-
-ORDER_TIMEOUT_S = 2.0  # the longest an answer waits for those recorded as finishing before it
-# The longest an answer then keeps the recorded gap after them: what the program does with an
-# answer once it has it (parse, hand on to a queue) takes time, and the next answer must not
-# overtake it there.
-ORDER_GAP_S = 0.1
-
-
-class _Order:
-    """The answers released so far, against what each must wait for (``waits_for``)."""
-
-    def __init__(self, waits: dict[str, Wait]) -> None:
-        self.waits = waits  # by span id
-        self.released: set[str] = set()
-        self.opened = False  # a divergence: nothing waits any more
-        self.changed = threading.Condition()
-
-    def blocked(self, span_id: str) -> bool:
-        wait = self.waits.get(span_id)
-        return not self.opened and wait is not None and not wait.first <= self.released
-
-    def gap_s(self, span_id: str) -> float:
-        wait = self.waits.get(span_id)
-        return 0.0 if self.opened or wait is None else min(wait.gap_ns / 1e9, ORDER_GAP_S)
-
-    def release(self, span_id: str) -> None:
-        with self.changed:
-            self.released.add(span_id)
-            self.changed.notify_all()
-
-    def open(self) -> None:
-        with self.changed:
-            self.opened = True
-            self.changed.notify_all()
-
-
-@dataclass
-class Hold:
-    """One answer held back: for its recorded latency (``--speed``), then until the answers of
-    the calls in flight with it that finished first are out, at most :data:`ORDER_TIMEOUT_S`
-    more (a call the program no longer makes holds nothing up for long), and the recorded gap
-    after them (at most :data:`ORDER_GAP_S`). For threads and asyncio alike; the answer is
-    released when the wait ends, however it ends."""
-
-    order: _Order
-    span_id: str
-    latency_s: float
-    since: float = field(default_factory=time.monotonic)
-
-    def wait(self) -> None:
-        try:
-            time.sleep(max(self.since + self.latency_s - time.monotonic(), 0.0))
-            deadline = time.monotonic() + ORDER_TIMEOUT_S
-            with self.order.changed:
-                self.order.changed.wait_for(lambda: not self.order.blocked(self.span_id),
-                                            timeout=max(deadline - time.monotonic(), 0.0))
-            time.sleep(self.order.gap_s(self.span_id))
-        finally:
-            self.order.release(self.span_id)
-
-    async def wait_async(self) -> None:
-        import asyncio
-
-        try:
-            await asyncio.sleep(max(self.since + self.latency_s - time.monotonic(), 0.0))
-            deadline = time.monotonic() + ORDER_TIMEOUT_S
-            while self.order.blocked(self.span_id) and time.monotonic() < deadline:
-                await asyncio.sleep(0.002)
-            await asyncio.sleep(self.order.gap_s(self.span_id))
-        finally:
-            self.order.release(self.span_id)
-
-    async def then(self, value: Any) -> Any:
-        """``value`` once the wait is over (what an asynchronous client awaits)."""
-        await self.wait_async()
-        return value
-
-
 def _recorded_traces() -> list[str]:
     """The traces this process recorded its calls in, when it records them (the exporter's
     recorder loaded): nothing is imported to ask."""
@@ -251,7 +85,7 @@ class ReplaySession:
     live_requests: int = 0
     tools: list[str] = field(default_factory=list)  # tools the run called, in order
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _order: _Order | None = field(default=None, init=False)
+    _order: Order | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.mode = replay_mode(self.mode)  # a string from JSON or a marker too
@@ -358,11 +192,11 @@ class ReplaySession:
                           f"recording ({found.reason}); a strict replay never sends it"))
 
     # -- timing -----------------------------------------------------------------------------
-    def _ordering(self) -> _Order:
+    def _ordering(self) -> Order:
         """Worked out at the first answer, once."""
         with self._lock:
             if self._order is None:
-                self._order = _Order(waits_for(self.cassette.interactions))
+                self._order = Order(waits_for(self.cassette.interactions))
             return self._order
 
     def hold(self, found: Interaction) -> Hold | None:

@@ -42,9 +42,10 @@ from rewind.replay.play.player import (
     database_responder,
     plug,
 )
+from rewind.replay.play.recorded.shapes import Answer
 from rewind.replay.play.recorder import run_recorded, wait_for_worker
 from rewind.replay.play.replay_settings import ENV_FORK, fork_spec
-from rewind.replay.play.session import STRICT, Answer, ReplaySession
+from rewind.replay.play.session import STRICT, ReplaySession
 from rewind.replay.timetravel.checkpoint import CheckpointData, ForkError, ForkRun
 from rewind.replay.timetravel.edits import apply_edits
 

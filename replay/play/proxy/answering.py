@@ -18,13 +18,13 @@ from starlette.responses import Response, StreamingResponse
 from rewind.exporter.core.redaction import RESPONSE_HEADERS_KEPT, keep_headers
 from rewind.replay.play.proxy.forwarding import new_client, provider_error, relay
 from rewind.replay.play.proxy.upstreams import Upstreams
+from rewind.replay.play.recorded.shapes import recorded_answer
 from rewind.replay.play.session import (
     STRICT,
     Diverged,
     Live,
     Replayed,
     ReplaySession,
-    recorded_answer,
 )
 
 

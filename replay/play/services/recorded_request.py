@@ -24,8 +24,9 @@ from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import RewindError
 from rewind.replay.cassette.inbound import Inbound, response_form
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import clock, guard, player
+from rewind.replay.play import guard, player
 from rewind.replay.play.divergence import FieldDiff
+from rewind.replay.play.recorded import clock
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT
 from rewind.replay.play.report import ReplayReport
 from rewind.replay.play.services.answers import differences, tolerance_for

@@ -29,8 +29,9 @@ from rewind.exporter.databases.db_calls import DbAnswer, DbCall
 from rewind.exporter.work import tools
 from rewind.replay.cassette.inbound import request_form
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.play import clock, guard, player
+from rewind.replay.play import guard, player
 from rewind.replay.play.divergence import Divergence
+from rewind.replay.play.recorded import clock
 from rewind.replay.play.replay_settings import CLOCK_RECORDED, STRICT, ReplaySettings
 from rewind.replay.play.services.answers import same_request
 from rewind.replay.play.session import ReplaySession

@@ -54,16 +54,15 @@ from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.process_settings import host_globs, host_matches
 from rewind.replay.cassette.ids import parse_trace_id
 from rewind.replay.cassette.model import Cassette, Interaction
+from rewind.replay.play.recorded.shapes import Answer, recorded_answer
 from rewind.replay.play.replay_settings import CLOCK_RECORDED
 from rewind.replay.play.session import (
     STRICT,
-    Answer,
     Decision,
     Diverged,
     Live,
     Replayed,
     ReplaySession,
-    recorded_answer,
 )
 from rewind.replay.worker.cache import ServedCalls
 from rewind.replay.worker.routing import (
