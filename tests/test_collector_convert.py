@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from rewind.collector.ingest.convert import BLOCK_SUFFIX, Converter, convert_segment, record_rows
 from rewind.collector.ingest.service import start_ingest
 from rewind.collector.ingest.signals import request_digest
-from rewind.collector.ingest.spool import Record, Spool
+from rewind.collector.ingest.wal.spool import Record, Spool
 from rewind.collector.ingest.writer import StoreLink
 from rewind.collector.store.schema import TRACE_COLUMNS, TRACE_COLUMNS_TYPED, TRACES
 from rewind.collector.store.server_settings import BatchPolicy, IngestOptions

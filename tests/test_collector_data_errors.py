@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rewind.collector.ingest.service import start_ingest
 from rewind.collector.ingest.signals import request_digest
-from rewind.collector.ingest.spool import Record, Spool, scan_segment
+from rewind.collector.ingest.wal.spool import Record, Spool, scan_segment
 from rewind.collector.store.schema import TRACES
 from rewind.collector.store.server_settings import BatchPolicy, IngestOptions
 from tests.support.collector_client import grpc_export, otlp_request, raw_span

@@ -22,7 +22,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from rewind.collector.ingest.convert import convert_segment
 from rewind.collector.ingest.service import start_ingest
-from rewind.collector.ingest.spool import Record, Spool
+from rewind.collector.ingest.wal.spool import Record, Spool
 from rewind.collector.ingest.writer import StoreLink
 from rewind.collector.store.schema import TRACES
 from rewind.collector.store.server_settings import BatchPolicy, IngestOptions

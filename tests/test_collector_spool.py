@@ -11,9 +11,9 @@ import os
 import httpx
 import pytest
 
-from rewind.collector.ingest.segments import _FRAME
 from rewind.collector.ingest.service import start_ingest
-from rewind.collector.ingest.spool import Record, Spool, SpoolError, scan_segment
+from rewind.collector.ingest.wal.segments import _FRAME
+from rewind.collector.ingest.wal.spool import Record, Spool, SpoolError, scan_segment
 from rewind.collector.store.server_settings import IngestOptions
 from tests.support.collector_client import otlp_request, raw_span
 

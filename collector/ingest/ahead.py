@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 
 from rewind.collector.ingest.convert import Block, ConversionError, Converter
-from rewind.collector.ingest.spool import Segment, Spool
+from rewind.collector.ingest.wal.spool import Segment, Spool
 from rewind.collector.wire.metrics import Metrics
 
 log = logging.getLogger("rewind.collector.ingest.pipeline")  # a part of the pipeline, logged as it

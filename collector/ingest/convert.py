@@ -22,8 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rewind.collector.ingest.segments import Record, scan_segment, set_aside_record
 from rewind.collector.ingest.signals import SIGNALS, TRACE_SIGNAL, Signal
+from rewind.collector.ingest.wal.segments import Record, scan_segment, set_aside_record
 from rewind.collector.ingest.writer import warm_insert_path
 from rewind.exporter.core.errors import RewindError
 

@@ -20,7 +20,7 @@ from typing import Any
 from rewind.collector.ingest.ahead import ConversionsAhead
 from rewind.collector.ingest.convert import Converter
 from rewind.collector.ingest.signals import TRACE_SIGNAL, Signal
-from rewind.collector.ingest.spool import Record, Segment, Spool, SpoolError
+from rewind.collector.ingest.wal.spool import Record, Segment, Spool, SpoolError
 from rewind.collector.ingest.writer import StoreFailure, StoreLink
 from rewind.collector.store.server_settings import BatchPolicy, Limits
 from rewind.collector.wire.intake import PROTOBUF, Refused, Screened

@@ -26,7 +26,7 @@ from rewind.collector.ingest.receivers_grpc import (
 )
 from rewind.collector.ingest.receivers_http import HttpServer, create_app
 from rewind.collector.ingest.signals import LOG_SIGNAL
-from rewind.collector.ingest.spool import Spool
+from rewind.collector.ingest.wal.spool import Spool
 from rewind.collector.ingest.writer import StoreLink
 from rewind.collector.store.server_settings import IngestOptions, check_bind, default_spool_dir
 from rewind.collector.store.store import Store, StoreError, check_url, redact_url

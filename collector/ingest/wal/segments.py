@@ -1,5 +1,6 @@
 """The spool's file format: a segment is a header (magic, deduplication token) and framed
-records. Pure apart from reading and writing whole files.
+records; and :class:`Segment`, what the spool knows of one. Pure apart from reading and writing
+whole files.
 
 Each frame carries its body's length and checksum, so damage costs only the damaged record:
 when a checksum fails but the length leads to the next intact frame (or to the end), the reader
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +52,24 @@ def decode_record(body: bytes | memoryview) -> Record:
         raise ValueError(f"tenant length {tenant_len} runs past the record")
     tenant = bytes(body[start:start + tenant_len]).decode("utf-8")
     return Record(digest, spans, tenant, body[start + tenant_len:])
+
+
+@dataclass
+class Segment:
+    """What the spool knows of one segment file: its token, size and records' digests, and
+    how far it is durable."""
+
+    number: int
+    path: Path
+    token: str
+    size: int = 0
+    spans: int = 0
+    digests: list[bytes] = field(default_factory=list)
+    created: float = field(default_factory=time.monotonic)
+    sealed: bool = False
+    written: bool = False  # in the store; the file is about to be retired
+    synced: int = 0
+    fd: int | None = None
 
 
 def header(token: str) -> bytes:

@@ -10,7 +10,8 @@ exporter's retry of a request that was spooled but not acknowledged be recognise
 Layout: ``LOCK`` (one process per spool), ``spool.id``, ``seg-<n>.wal`` segments (format in
 ``segments``), ``written.digests[.1]``, ``CLEAN`` (after a clean stop), ``dead/``: segments and
 single records the store refused (``*.wal``, re-ingested by ``requeue_dead``) and copies of
-damaged segments (``*.wal.damaged``, for inspection only).
+damaged segments (``*.wal.damaged``, for inspection only). What a start makes of them (repairs,
+what is set aside, what was dropped): ``recovery``.
 """
 
 from __future__ import annotations
@@ -18,53 +19,29 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import re
-import shutil
 import threading
-import time
 import uuid
-from collections import Counter, deque
-from dataclasses import dataclass, field
+from collections import deque
 from pathlib import Path
 
-from rewind.collector.ingest.segments import (
-    DAMAGED_SUFFIX,
-    Record,
-    Scan,
-    header,
-    scan_segment,
-    write_segment,
+from rewind.collector.ingest.wal.recovery import (
+    CLEAN_STOP,
+    DIGEST_FILE,
+    recover,
+    written_digests,
 )
+from rewind.collector.ingest.wal.segments import Record, Scan, Segment, header, scan_segment
 from rewind.exporter.core.errors import RewindError
 
 __all__ = ["Record", "Scan", "Segment", "Spool", "SpoolError", "scan_segment"]
 
 log = logging.getLogger("rewind.collector.ingest.spool")
 
-DIGEST_FILE = "written.digests"
 DIGESTS_PER_FILE = 65_536
-CLEAN_STOP = "CLEAN"  # present while the spool is closed after a clean stop
-_SEGMENT_NAME = re.compile(r"seg-(\d+)\.wal")
-REQUEUE_HINT = "re-ingest with `rewind collector --requeue-dead`"
 
 
 class SpoolError(RewindError):
     """The spool cannot take or give back data; the message names the file and the cause."""
-
-
-@dataclass
-class Segment:
-    number: int
-    path: Path
-    token: str
-    size: int = 0
-    spans: int = 0
-    digests: list[bytes] = field(default_factory=list)
-    created: float = field(default_factory=time.monotonic)
-    sealed: bool = False
-    written: bool = False  # in the store; the file is about to be retired
-    synced: int = 0
-    fd: int | None = None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -101,105 +78,19 @@ class Spool:
         self._append_lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self.current: Segment | None = None
-        self.pending: list[Segment] = []  # sealed, not yet retired, oldest first
-        self.bytes = 0
         # digest -> (segment, end offset) while pending; None once written to the store.
         self.known: dict[bytes, tuple[Segment, int] | None] = {}
         self._written: deque[bytes] = deque()
-        self._next_number = 1
+        for digest in written_digests(self.dir):
+            self._remember_written(digest)
+        found = recover(self.dir)
+        self.pending: list[Segment] = found.pending  # sealed, not yet retired, oldest first
+        self.bytes = found.bytes
+        self.known.update(found.known)
+        self._next_number = found.next_number
         # What recovery had to drop, by reason: reported in the metrics once they exist.
-        self.dropped_records: Counter[str] = Counter()
-        self.dropped_spans: Counter[str] = Counter()
-        self._load_written_digests()
-        self._recover()
-
-    # ---- startup -------------------------------------------------------------------------
-
-    def _load_written_digests(self) -> None:
-        for name in (DIGEST_FILE + ".1", DIGEST_FILE):
-            path = self.dir / name
-            if path.exists():
-                data = path.read_bytes()
-                for i in range(0, len(data) - len(data) % 16, 16):
-                    self._remember_written(data[i:i + 16])
-
-    def _recover(self) -> None:
-        clean = (self.dir / CLEAN_STOP).exists()
-        for derived in (*self.dir.glob("seg-*.native"), *self.dir.glob("seg-*.partial")):
-            derived.unlink()  # converted blocks of a previous run: made again when needed
-        found = []
-        for path in self.dir.glob("seg-*.wal"):
-            match = _SEGMENT_NAME.fullmatch(path.name)
-            if match is None:
-                log.warning("spool %s: ignoring %s, not a segment name this collector writes "
-                            "(seg-<number>.wal)", self.dir, path.name)
-                continue
-            found.append((int(match.group(1)), path))
-        for path in (self.dir / "dead").glob("seg-*"):  # numbers set aside stay taken
-            if match := re.match(r"seg-(\d+)", path.name):
-                self._next_number = max(self._next_number, int(match.group(1)) + 1)
-        found.sort()
-        for index, (number, path) in enumerate(found):
-            self._next_number = max(self._next_number, number + 1)
-            scan = scan_segment(path)
-            if scan.token is None:
-                self._set_aside_headless(path, scan)
-                continue
-            if scan.problem:
-                self._repair(path, scan, clean, last=index == len(found) - 1)
-            if not scan.records:
-                path.unlink()
-                continue
-            size = path.stat().st_size
-            segment = Segment(number, path, scan.token, size=size, sealed=True, synced=size,
-                              created=0.0)
-            for record in scan.records:
-                segment.spans += record.spans
-                segment.digests.append(record.digest)
-                self.known[record.digest] = (segment, size)
-            self.pending.append(segment)
-            self.bytes += segment.size
-        (self.dir / CLEAN_STOP).unlink(missing_ok=True)
-        if self.pending:  # the last run did not stop cleanly, or the store was away
-            log.warning("spool %s: recovered %d segment(s), %d spans to write", self.dir,
-                        len(self.pending), sum(s.spans for s in self.pending))
-
-    def _count_dropped(self, reason: str, records: int, spans: int) -> None:
-        self.dropped_records[reason] += records
-        self.dropped_spans[reason] += spans
-
-    def _repair(self, path: Path, scan: Scan, clean: bool, last: bool) -> None:
-        """Keeps every intact record of a damaged segment (same token) and only the damage
-        goes; damage of acknowledged records is kept aside as a copy, for inspection."""
-        damage = "; ".join(f"{s.reason}, {s.size} bytes" for s in scan.skipped[:3])
-        if scan.torn_tail and last and not clean:  # killed while writing its last record
-            self._count_dropped("torn_write", 1, scan.skipped_spans)
-            log.warning("spool segment %s: dropping the incomplete last record the previous run "
-                        "was killed while writing (it was never acknowledged): %s", path, damage)
-            with open(path, "r+b") as f:
-                f.truncate(scan.valid_end)
-                os.fsync(f.fileno())
-            return
-        copy = self.dir / "dead" / (path.name + DAMAGED_SUFFIX)
-        shutil.copy2(path, copy)
-        self._count_dropped("damaged", len(scan.skipped), scan.skipped_spans)
-        state = ("after a clean stop: every record in it had been acknowledged" if clean else
-                 "its complete records had been acknowledged")
-        log.error("spool segment %s was damaged %s; %d damaged record(s) (%d spans) lost (%s), "
-                  "%d intact record(s) kept; a copy of the file is in %s", path, state,
-                  len(scan.skipped), scan.skipped_spans, damage, len(scan.records), copy)
-        write_segment(path, scan.token or "", scan.records)
-
-    def _set_aside_headless(self, path: Path, scan: Scan) -> None:
-        """Without its header a segment has no deduplication token: writing its records
-        under a new one could store them twice, so the file goes to ``dead/`` whole."""
-        target = self.dir / "dead" / path.name
-        os.replace(path, target)
-        self._count_dropped("broken_header", len(scan.records) + len(scan.skipped),
-                            sum(r.spans for r in scan.records) + scan.skipped_spans)
-        log.error("spool segment %s has a broken header; the file (%d readable record(s), "
-                  "%d spans) is kept in %s: %s", path, len(scan.records),
-                  sum(r.spans for r in scan.records), target, REQUEUE_HINT)
+        self.dropped_records = found.dropped_records
+        self.dropped_spans = found.dropped_spans
 
     def requeue_dead(self) -> tuple[int, int]:
         """Appends every record kept in ``dead/`` to the spool again, for the writer to try
