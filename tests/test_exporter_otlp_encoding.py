@@ -83,6 +83,18 @@ def test_bytes_equal_the_sdk_encoders(fake_llm):
         assert otlp_encoding.request([one]) == encode_spans([one]).SerializeToString()
 
 
+def test_values_kept_encoded_stay_apart_by_type():
+    """Values equal across types (1, True; 0.0, -0.0; tuples of them) under one name, each
+    encoded as its own type however often it recurs."""
+    values = [1, True, 1, 1.0, 0.0, -0.0, 0, False, ("stop",), ("stop",), (1,), (True,), "1"]
+    spans = [ReadableSpan(f"v{i}", SpanContext(9, 10 + i, False), resource=RESOURCE,
+                          attributes={"same.name": value}, kind=SpanKind.CLIENT,
+                          status=Status(StatusCode.UNSET))
+             for i, value in enumerate(values * 2)]
+    for one in spans:
+        assert otlp_encoding.request([one]) == encode_spans([one]).SerializeToString()
+
+
 def raw_receiver(requests: list[bytes]) -> grpc.GenericRpcHandler:
     """The trace service keeping each request's bytes as they arrived."""
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 log = logging.getLogger("rewind.exporter")
 
@@ -39,6 +39,9 @@ _KEYS_KEPT = 4096
 _pairs: dict[tuple[bytes, str, str], bytes] = {}
 _PAIRS_KEPT = 4096
 _PAIR_LENGTH = 256
+# The same for ints, bools and tuples of strings (steps, ports, statuses, token counts, finish
+# reasons), keyed by type too: 1 and True are one dict key. Floats are left out (0.0 == -0.0).
+_others: dict[tuple[bytes, str, type, Any], bytes] = {}
 
 
 def varint(n: int) -> bytes:
@@ -123,16 +126,28 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
             else:
                 out += (tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)
             continue
+        kind = v.__class__
+        kept = kind is int or kind is bool or (kind is tuple and _strings(v))
+        if kept:
+            pair = _others.get((tag, key, kind, v))
+            if pair is not None:
+                out.append(pair)
+                continue
         try:
-            out.append(_field(tag, key_value(key, v)))
+            pair = _field(tag, key_value(key, v))
         except Exception as error:
             log.warning("rewind: attribute %s not exported: %s", key, error)
+            continue
+        if kept and len(_others) < _PAIRS_KEPT:
+            _others[(tag, key, kind, v)] = pair
+        out.append(pair)
     return out
 
 
-def _flags(parent: Any) -> bytes:
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
-    return b"\x85\x01" + _FIXED32(flags)  # field 16, fixed32
+def _strings(items: tuple[Any, ...]) -> bool:
+    """A few short strings (finish reasons): worth keeping encoded, bounded in size."""
+    return len(items) <= 8 and all(item.__class__ is str and len(item) <= _PAIR_LENGTH
+                                   for item in items)
 
 
 def _uint(tag: bytes, n: int | None) -> bytes:
@@ -145,6 +160,13 @@ def _fixed64(tag: bytes, n: int | None) -> bytes:
 
 def _text(tag: bytes, text: str | None) -> bytes:
     return _field(tag, text.encode("utf-8")) if text else b""
+
+
+_LOCAL_FLAGS = b"\x85\x01" + _FIXED32(_HAS_IS_REMOTE)  # field 16, fixed32
+_REMOTE_FLAGS = b"\x85\x01" + _FIXED32(_HAS_IS_REMOTE | _IS_REMOTE)
+_KIND_FIELDS = {kind: b"\x30" + varint(number) for kind, number in _KINDS.items()}
+_STATUS_FIELDS = {code.value: _field(b"\x7a", _uint(b"\x18", code.value))
+                  for code in StatusCode}
 
 
 def _event(event: Any) -> bytes:
@@ -164,18 +186,19 @@ def _link(link: Any) -> bytes:
 
 
 def span(s: ReadableSpan) -> bytes:
-    """One ``Span`` message."""
+    """One ``Span`` message. The fixed-size fields are written with their tags and lengths
+    known in advance, and a status without a description is taken whole (every span has one)."""
     context = s.get_span_context()
     parent = s.parent
     state = context.trace_state
     status = s.status
     parts = [
-        _field(b"\x0a", context.trace_id.to_bytes(16, "big")),
-        _field(b"\x12", context.span_id.to_bytes(8, "big")),
+        b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),
+        b"\x12\x08" + context.span_id.to_bytes(8, "big"),
         _text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items()) if state else None),
-        _field(b"\x22", parent.span_id.to_bytes(8, "big")) if parent else b"",
+        b"\x22\x08" + parent.span_id.to_bytes(8, "big") if parent else b"",
         _text(b"\x2a", s.name),
-        _uint(b"\x30", _KINDS[s.kind]),
+        _KIND_FIELDS[s.kind],
         _fixed64(b"\x39", s.start_time),
         _fixed64(b"\x41", s.end_time),
         *attributes(b"\x4a", s.attributes),
@@ -186,9 +209,10 @@ def span(s: ReadableSpan) -> bytes:
         _uint(b"\x70", s.dropped_links),
     ]
     if status is not None:
-        parts.append(_field(b"\x7a", _text(b"\x12", status.description)
-                            + _uint(b"\x18", status.status_code.value)))
-    parts.append(_flags(parent))
+        code = status.status_code.value
+        parts.append(_STATUS_FIELDS[code] if status.description is None else _field(
+            b"\x7a", _text(b"\x12", status.description) + _uint(b"\x18", code)))
+    parts.append(_REMOTE_FLAGS if parent is not None and parent.is_remote else _LOCAL_FLAGS)
     return b"".join(parts)
 
 
