@@ -14,8 +14,8 @@ from tests.support.cli import user_env, weather_run_file
 # Not needed to start a replay: loaded by other commands only.
 ELSEWHERE = ("rich", "httpx", "httpx2", "click_default_group", "detect_secrets", "chdb",
              "clickhouse_connect", "google.protobuf", "opentelemetry.sdk",
-             "rewind.replay.timetravel", "rewind.replay.cli.time_travel",
-             "rewind.replay.cli.servers", "rewind.collector.command",
+             "rewind.replay.timetravel", "rewind.replay.cli.subcommands",
+             "rewind.collector.command",
              "rewind.collector.store.read.reader",
              "rewind.replay.sources.credentials", "rewind.exporter.otlp.otel_pipeline",
              "rewind.exporter.capture.recording", "rewind.exporter.providers.enrichment")

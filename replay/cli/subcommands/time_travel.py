@@ -262,7 +262,7 @@ def stats(since: str, until: str | None, service: str | None, by: str, prices: s
 def demo(directory: str | None) -> None:
     """The whole product offline in under a minute: record a good and a drifted run
     against a built-in fake LLM, inspect, replay, bisect, fork."""
-    from rewind.replay.cli.demo import main as run_demo
+    from rewind.replay.cli.subcommands.demo import main as run_demo
 
     sys.exit(attempt(lambda: run_demo(directory, out()), (StoreError, OSError)))
 

@@ -76,7 +76,7 @@ def serve(clickhouse: str | None, host: str, grpc_port: int, api_port: int, http
     REWIND_WORKER_LIVE_HOSTS (comma-separated globs; none by default). X-Forwarded-For names
     the client only when sent by a proxy listed in REWIND_TRUSTED_PROXIES (addresses or
     networks; none by default)."""
-    from rewind.replay.cli.preflight import check_ports, check_store
+    from rewind.replay.cli.subcommands.preflight import check_ports, check_store
     from rewind.replay.worker.server import ServeOptions, check_workers
     from rewind.replay.worker.server import serve as run
 
