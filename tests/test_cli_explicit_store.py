@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rewind.collector.store.server_settings import DEFAULT_WORKER_URL
 from rewind.collector.store.store import public_url
 from rewind.replay.sources import archive
+from rewind.replay.sources.cli_settings import DEFAULT_WORKER_URL
 from tests.support.cli import rewind, user_env
 from tests.support.harness import Served, start_serve
 from tests.support.trace_files import TRACE, chat_spans

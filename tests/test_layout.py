@@ -13,7 +13,7 @@ Every exception class of ours derives from ``RewindError`` (exporter/core/errors
 thing the CLI and the worker report as the user's error.
 
 A ``REWIND_*`` environment variable is named (in any string but a docstring) and read only in
-the three settings modules of :data:`SETTINGS`: everything else imports their constants and
+the four settings modules of :data:`SETTINGS`: everything else imports their constants and
 asks them for typed values.
 """
 
@@ -48,10 +48,10 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
         "replay/ui/views.py", "replay/ui/compare.py"}
-# What an instrumented process reads; what the collector, worker and CLI read; what a
-# replayed child is handed by its parent.
+# What an instrumented process reads; what the collector reads (the worker and the CLI too);
+# what only the CLI and the worker read; what a replayed child is handed by its parent.
 SETTINGS = {"exporter/core/process_settings.py", "collector/store/server_settings.py",
-            "replay/play/replay_settings.py"}
+            "replay/sources/cli_settings.py", "replay/play/replay_settings.py"}
 _VARIABLE = re.compile(r"\bREWIND_[A-Z0-9_]+")
 _READS = {"get", "getenv", "setdefault"}  # pop removes: a write
 MAX_LINES = 400

@@ -16,10 +16,11 @@ from rewind.exporter.core import process_settings
 from rewind.replay.cli.main import main
 from rewind.replay.play import replay_settings
 from rewind.replay.play.replay_settings import Clock, ReplayMode, ReplaySettings
+from rewind.replay.sources import cli_settings
 from tests.support.cli import rewind
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = (process_settings, server_settings, replay_settings)
+MODULES = (process_settings, server_settings, cli_settings, replay_settings)
 _NAME = re.compile(r"REWIND_[A-Z0-9_]+")
 
 
@@ -118,3 +119,37 @@ def test_record_settings_round_trip():
     env = {k: v for k, v in sent.to_env().items() if v is not None}
     assert process_settings.RecordSettings.from_env(env) == sent
     assert not process_settings.RecordSettings.from_env({}).record
+
+
+def _collector_reads(sources: dict[str, str], settings: str) -> dict[str, bool]:
+    """Each ``ENV_*`` constant of the collector's settings module (source ``settings``): is it
+    read on the collector side, named by one of ``sources`` (the collector's other modules) or
+    by a function of the settings module they call?"""
+    import ast
+
+    used: set[str] = set()
+    for text in sources.values():
+        used |= {n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute)
+                 else n.name for n in ast.walk(ast.parse(text))
+                 if isinstance(n, (ast.Name, ast.Attribute, ast.alias))}
+    tree = ast.parse(settings)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in used:
+            used |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    declared = [t.id for node in tree.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name) and t.id.startswith("ENV_")]
+    return {name: name in used for name in declared}
+
+
+def test_the_collector_declares_only_what_it_reads():
+    """What only the CLI and the worker read lives with them (``replay/sources/cli_settings``):
+    every ``ENV_*`` of ``server_settings`` is read by the collector itself; a variable only the
+    replay side reads is found."""
+    settings = Path(server_settings.__file__)
+    sources = {str(p): p.read_text("utf-8") for p in (ROOT / "collector").rglob("*.py")
+               if p != settings}
+    reads = _collector_reads(sources, settings.read_text("utf-8"))
+    assert "ENV_CLICKHOUSE_URL" in reads and "ENV_TRUSTED_PROXIES" in reads
+    assert sorted(name for name, read in reads.items() if not read) == []
+    stray = settings.read_text("utf-8") + '\nENV_ONLY_REPLAY = "REWIND_ONLY_REPLAY"\n'
+    assert _collector_reads(sources, stray)["ENV_ONLY_REPLAY"] is False

@@ -9,7 +9,7 @@ import pytest
 
 from rewind.collector.store.read.filters import parse_when
 from rewind.collector.store.read.reader_usage import Usage
-from rewind.collector.store.server_settings import ENV_PRICES
+from rewind.replay.sources.cli_settings import ENV_PRICES
 from rewind.replay.timetravel.stats import (
     PriceError,
     load_prices,

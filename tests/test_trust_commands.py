@@ -37,8 +37,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from rewind.collector.store.server_settings import ENV_COMMAND_KEY
 from rewind.exporter.core import attributes as A
+from rewind.replay.sources.cli_settings import ENV_COMMAND_KEY
 from rewind.replay.sources.commands import RUN_RECORDED_FLAG, shown
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import BIN, rewind, user_env

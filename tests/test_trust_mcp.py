@@ -25,9 +25,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from rewind.collector.store.server_settings import ENV_MCP_ALLOW_COMMANDS
 from rewind.exporter import instrument, uninstrument
 from rewind.exporter.core import attributes as A
+from rewind.replay.sources.cli_settings import ENV_MCP_ALLOW_COMMANDS
 from rewind.replay.sources.commands import shown
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.assistant import data_of, over_http, over_stdio, session, text_of

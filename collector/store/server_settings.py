@@ -1,9 +1,10 @@
-"""Server-side settings: every variable the collector, the worker and the CLI read, and the
-collector's knobs as dataclasses.
+"""The collector's settings: every variable the collector reads (the worker and the CLI read
+some of them too: the store, tokens, allowed hosts, proxies), and its knobs as dataclasses.
 
 The CLI maps each flag to the variable named here (``envvar=``); ``rewind serve`` and tests
 build the same dataclasses directly. Settings modules are the only ones that name a
-``REWIND_*`` variable (``tests/test_layout.py``): this one for the server side,
+``REWIND_*`` variable (``tests/test_layout.py``): this one for the collector,
+``rewind.replay.sources.cli_settings`` for what only the CLI and the worker read,
 ``rewind.exporter.core.process_settings`` for an instrumented process (``REWIND_URL`` is declared
 there: the exporter never records calls to the worker), ``rewind.replay.play.replay_settings``
 for what a replayed child is handed.
@@ -14,14 +15,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from rewind.exporter.core.errors import RewindError
-from rewind.exporter.core.process_settings import ENV_WORKER_URL, host_globs
+from rewind.exporter.core.process_settings import host_globs
 
 MIB = 1024 * 1024
 
@@ -63,24 +63,8 @@ ENV = {
     "log_level": "REWIND_LOG_LEVEL",
 }
 ENV_CLICKHOUSE_URL = "REWIND_CLICKHOUSE_URL"  # the store (``--clickhouse``)
-ENV_CLICKHOUSE_CLUSTER = "REWIND_CLICKHOUSE_CLUSTER"  # ``rewind migrate --cluster``
-ENV_CLICKHOUSE_DATABASE = "REWIND_CLICKHOUSE_DATABASE"  # ``rewind migrate --database``
-ENV_WORKER_HOST = "REWIND_WORKER_HOST"
-ENV_WORKER_PORT = "REWIND_WORKER_PORT"
-ENV_WORKER_LIVE_HOSTS = "REWIND_WORKER_LIVE_HOSTS"  # hosts a worker with tokens may go live to
 ENV_ALLOWED_HOSTS = "REWIND_ALLOWED_HOSTS"  # names the worker is reached by (``Host``)
 ENV_TRUSTED_PROXIES = "REWIND_TRUSTED_PROXIES"  # proxies whose X-Forwarded-For is believed
-ENV_API_TOKENS_FILE = "REWIND_API_TOKENS_FILE"  # the worker's tokens, ``token [tenant]`` a line
-ENV_API_TOKEN = "REWIND_API_TOKEN"  # the bearer token the CLI sends to that worker
-ENV_PRICES = "REWIND_PRICES"  # a price file over the built-in table
-ENV_ALLOW_LIVE = "REWIND_ALLOW_LIVE"  # ``rewind replay --allow-live``
-ENV_IGNORE = "REWIND_IGNORE"  # ``--ignore`` of replay and fork
-ENV_CLOCK = "REWIND_CLOCK"  # ``rewind replay --clock``
-ENV_WORKERS = "REWIND_WORKERS"  # API processes of ``rewind serve`` / ``rewind worker``
-ENV_COMMAND_KEY = "REWIND_COMMAND_KEY"  # the file of this machine's key signing recorded commands
-ENV_MCP_ALLOW_COMMANDS = "REWIND_MCP_ALLOW_COMMANDS"  # ``rewind mcp --allow-command``, ';' apart
-DEFAULT_WORKER_URL = "http://127.0.0.1:8787"
-NO_WORKER = "off"  # REWIND_URL=off: read the store itself, never look for a worker
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
@@ -96,21 +80,9 @@ def store_url() -> str | None:
     return os.environ.get(ENV_CLICKHOUSE_URL) or None
 
 
-def worker_url() -> str | None:
-    """The worker the CLI reads through: ``REWIND_URL``, else the default local one; None
-    when ``REWIND_URL`` is ``off``."""
-    url = named_worker_url() or DEFAULT_WORKER_URL
-    return None if url.strip().lower() == NO_WORKER else url
-
-
 def local_collector_endpoint() -> str:
     """Where a local ``rewind serve`` receives spans: loopback, ``REWIND_GRPC_PORT`` (4317)."""
     return f"http://127.0.0.1:{os.environ.get(ENV['grpc_port']) or IngestOptions.grpc_port}"
-
-
-def named_worker_url() -> str | None:
-    """The worker ``REWIND_URL`` names, if any (``off`` included)."""
-    return os.environ.get(ENV_WORKER_URL) or None
 
 
 def token_settings() -> tuple[str | None, str | None, float]:
@@ -119,12 +91,6 @@ def token_settings() -> tuple[str | None, str | None, float]:
     return (os.environ.get(ENV["auth_tokens_file"]) or None,
             os.environ.get(ENV["auth_tokens"]) or None,
             float(os.environ.get(ENV["auth_reload_seconds"]) or 2.0))
-
-
-def worker_live_hosts() -> tuple[str, ...]:
-    """The host globs a worker with tokens lets replay sessions go live to
-    (``REWIND_WORKER_LIVE_HOSTS``, comma-separated; none by default)."""
-    return host_globs(os.environ.get(ENV_WORKER_LIVE_HOSTS, ""))
 
 
 def allowed_hosts() -> tuple[str, ...]:
@@ -152,30 +118,6 @@ def trusted_proxies() -> tuple[str, ...]:
     return entries
 
 
-def command_key_file() -> Path:
-    """This machine's key that signs the commands ``rewind record`` saves
-    (``REWIND_COMMAND_KEY``, else ``rewind/command.key`` in the user's configuration folder:
-    ``XDG_CONFIG_HOME``, else ``~/.config``)."""
-    named = os.environ.get(ENV_COMMAND_KEY)
-    if named:
-        return Path(named).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "rewind" / "command.key"
-
-
-def mcp_allowed_commands() -> list[str]:
-    """The command prefixes ``rewind mcp`` may run besides its ``--allow-command`` flags
-    (``REWIND_MCP_ALLOW_COMMANDS``, separated by ';'; none by default). Only ``rewind mcp``
-    reads it: the worker's ``/mcp`` runs no command at all."""
-    named = os.environ.get(ENV_MCP_ALLOW_COMMANDS, "")
-    return [prefix.strip() for prefix in named.split(";") if prefix.strip()]
-
-
-def api_token() -> str | None:
-    """The token the CLI sends to that worker (``REWIND_API_TOKEN``)."""
-    return os.environ.get(ENV_API_TOKEN) or None
-
-
 def auth_backoff_s() -> float:
     """The first back-off after repeated wrong tokens (``REWIND_AUTH_BACKOFF_SECONDS``,
     default 1; it doubles with each further one, up to five minutes)."""
@@ -188,11 +130,6 @@ def auth_backoff_s() -> float:
         raise ConfigError(f"{ENV['auth_backoff_seconds']}: {raw!r} is not a number of seconds "
                           "between 0 and 3600 (example: 1, 0.5)")
     return seconds
-
-
-def prices_file(environ: Mapping[str, str] | None = None) -> str | None:
-    """The price file ``REWIND_PRICES`` names, if any."""
-    return (os.environ if environ is None else environ).get(ENV_PRICES) or None
 
 
 def parse_size(text: str | int, setting: str = "size") -> int:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewind.collector.store.server_settings import ENV_MCP_ALLOW_COMMANDS
 from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.redaction import MASK
+from rewind.replay.sources.cli_settings import ENV_MCP_ALLOW_COMMANDS
 from rewind.replay.sources.commands import RecordedCommandRefused, shown, signed_here
 
 ALLOW_FLAG = "--allow-command"

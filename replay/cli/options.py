@@ -10,17 +10,17 @@ from typing import Any
 
 import click
 
-from rewind.collector.store.server_settings import (
+from rewind.collector.store.server_settings import ENV_CLICKHOUSE_URL
+from rewind.exporter.core.process_settings import ENV_WORKER_URL as ENV_API
+from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS
+from rewind.replay.sources.cli_settings import (
     ENV_ALLOW_LIVE,
     ENV_API_TOKEN,
-    ENV_CLICKHOUSE_URL,
     ENV_CLOCK,
     ENV_COMMAND_KEY,
     ENV_IGNORE,
     ENV_PRICES,
 )
-from rewind.collector.store.server_settings import ENV_WORKER_URL as ENV_API
-from rewind.replay.play.replay_settings import CLOCK_RECORDED, CLOCKS
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from rewind.collector.store.server_settings import ENV, local_collector_endpoint, worker_url
+from rewind.collector.store.server_settings import ENV, local_collector_endpoint
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.process_settings import ENV_CAPTURE, RecordSettings
 from rewind.exporter.core.process_settings import settings as capture_settings
 from rewind.exporter.core.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
+from rewind.replay.sources.cli_settings import worker_url
 from rewind.replay.sources.commands import sign
 from rewind.replay.sources.locate import ApiSource, store_in_use, worker_reachable
 

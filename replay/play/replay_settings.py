@@ -4,9 +4,9 @@ and ``player.py`` reads back in the child (:meth:`ReplaySettings.from_env`), plu
 of the bootstrap and the fork. Kept apart from both so that the parent names them without
 importing the player (and the transport hooks with it).
 
-One of the three settings modules, the only ones that name a ``REWIND_*`` variable
-(``tests/test_layout.py``); the other two are ``rewind.exporter.core.process_settings`` and
-``rewind.collector.store.server_settings``.
+One of the settings modules, the only ones that name a ``REWIND_*`` variable
+(``tests/test_layout.py``); the others are ``rewind.exporter.core.process_settings``,
+``rewind.collector.store.server_settings`` and ``rewind.replay.sources.cli_settings``.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from rewind.collector.store.server_settings import command_key_file
 from rewind.exporter.core.errors import InvalidValue
+from rewind.replay.sources.cli_settings import command_key_file
 
 RUN_RECORDED_FLAG = "--run-recorded-command"
 _DOMAIN = b"rewind-command-v1\x00"

@@ -14,19 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from rewind.collector.store.server_settings import (
+from rewind.collector.store.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
+from rewind.collector.store.server_settings import store_url
+from rewind.collector.store.store import Store, public_url, redact_url, resolve_url, store_id
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.core.process_settings import ENV_WORKER_URL as ENV_API
+from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
+from rewind.replay.sources.cli_settings import (
     ENV_API_TOKEN,
     NO_WORKER,
     api_token,
     named_worker_url,
-    store_url,
     worker_url,
 )
-from rewind.collector.store.server_settings import ENV_CLICKHOUSE_URL as ENV_URL
-from rewind.collector.store.server_settings import ENV_WORKER_URL as ENV_API
-from rewind.collector.store.store import Store, public_url, redact_url, resolve_url, store_id
-from rewind.exporter.core.errors import RewindError
-from rewind.replay.cassette.ids import TRACE_ID_LENGTH, parse_trace_ref, pick_trace_id
 
 if TYPE_CHECKING:  # each side is imported when it is used: a worker needs no store, a file neither
     from rewind.collector.store.read.filters import RunFilters, TraceFilters, UsageFilters

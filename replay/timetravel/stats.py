@@ -19,9 +19,9 @@ from typing import Any
 from rewind.collector.store.prices import Price, PriceError, builtin_prices, parse_prices
 from rewind.collector.store.read.reader_usage import Usage
 from rewind.collector.store.schema import MODEL_VERSION_SUFFIX
-from rewind.collector.store.server_settings import prices_file
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import InvalidValue
+from rewind.replay.sources.cli_settings import prices_file
 
 _VERSION = re.compile(MODEL_VERSION_SUFFIX)
 

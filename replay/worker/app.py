@@ -26,10 +26,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rewind.collector.access.auth import Authenticator
 from rewind.collector.access.request_origin import RequestGuard, ServedHosts
 from rewind.collector.store.server_settings import allowed_hosts as configured_hosts
-from rewind.collector.store.server_settings import worker_live_hosts
 from rewind.collector.store.store import Store, public_url, store_id
 from rewind.exporter.servers import unrecorded
 from rewind.replay.assist import MCP_EXTRA, MCP_PATH
+from rewind.replay.sources.cli_settings import worker_live_hosts
 from rewind.replay.worker.auth_middleware import BearerAuth
 from rewind.replay.worker.cache import CassetteCache
 from rewind.replay.worker.openapi import openapi_document

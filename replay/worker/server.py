@@ -32,7 +32,6 @@ from rewind.collector.store.migrate import migrate
 from rewind.collector.store.server_settings import (
     ENV,
     ENV_ALLOWED_HOSTS,
-    ENV_API_TOKENS_FILE,
     ENV_CLICKHOUSE_URL,
     ConfigError,
     IngestOptions,
@@ -42,6 +41,7 @@ from rewind.collector.store.server_settings import (
     trusted_proxies,
 )
 from rewind.collector.store.store import Store, public_url, redact_url, resolve_url, rows_only
+from rewind.replay.sources.cli_settings import ENV_API_TOKENS_FILE
 from rewind.replay.worker.app import create_app
 
 log = logging.getLogger("rewind.server")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from rewind.collector.store.server_settings import ENV_COMMAND_KEY, ENV_WORKER_URL, NO_WORKER
+from rewind.exporter.core.process_settings import ENV_WORKER_URL
+from rewind.replay.sources.cli_settings import ENV_COMMAND_KEY, NO_WORKER
 
 COMMAND_KEY = Path(tempfile.mkdtemp(prefix="rewind-tests-key-")) / "command.key"
 

@@ -9,9 +9,13 @@ from typing import Any
 
 import click
 
-from rewind.collector.store.server_settings import (
-    ENV,
-    ENV_ALLOWED_HOSTS,
+from rewind.collector.store.server_settings import ENV, ENV_ALLOWED_HOSTS
+from rewind.collector.store.store import StoreError, redact_url
+from rewind.exporter.core.errors import RewindError
+from rewind.exporter.core.process_settings import host_globs
+from rewind.replay.cli.failure import Command, fail, fix_for
+from rewind.replay.cli.options import clickhouse_option, sourced
+from rewind.replay.sources.cli_settings import (
     ENV_API_TOKENS_FILE,
     ENV_CLICKHOUSE_CLUSTER,
     ENV_CLICKHOUSE_DATABASE,
@@ -21,11 +25,6 @@ from rewind.collector.store.server_settings import (
     ENV_WORKERS,
     mcp_allowed_commands,
 )
-from rewind.collector.store.store import StoreError, redact_url
-from rewind.exporter.core.errors import RewindError
-from rewind.exporter.core.process_settings import host_globs
-from rewind.replay.cli.failure import Command, fail, fix_for
-from rewind.replay.cli.options import clickhouse_option, sourced
 from rewind.replay.sources.locate import TraceSource, open_source
 
 workers_option = click.option(

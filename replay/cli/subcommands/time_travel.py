@@ -14,7 +14,6 @@ import click
 from rich.console import Console
 
 from rewind.collector.store.read.filters import UsageFilters, parse_when
-from rewind.collector.store.server_settings import ENV_PRICES
 from rewind.collector.store.store import StoreError
 from rewind.exporter.core.canonical import json_or_text
 from rewind.replay.assist.outline import ALL_KINDS, OUTLINE_KINDS, outline
@@ -27,6 +26,7 @@ from rewind.replay.cli.options import (
     timeout_option,
 )
 from rewind.replay.play import launch
+from rewind.replay.sources.cli_settings import ENV_PRICES
 from rewind.replay.sources.locate import open_source
 from rewind.replay.timetravel.bisect import GROUP_BY, bisect, bisect_runs
 from rewind.replay.timetravel.diff import diff_runs

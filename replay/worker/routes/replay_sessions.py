@@ -48,7 +48,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from rewind.collector.store.server_settings import ENV_WORKER_LIVE_HOSTS
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.process_settings import host_globs, host_matches
@@ -64,6 +63,7 @@ from rewind.replay.play.session import (
     Replayed,
     ReplaySession,
 )
+from rewind.replay.sources.cli_settings import ENV_WORKER_LIVE_HOSTS
 from rewind.replay.worker.cache import ServedCalls
 from rewind.replay.worker.routing import (
     json_object,
