@@ -21,7 +21,7 @@ _LAZY = {
     "Timeline": "timeline", "Event": "timeline", "load_all": "timeline",
     "Checkpoint": "fork", "ForkRun": "fork", "ForkError": "fork",
     "diff_runs": "diff", "TraceDiff": "diff",
-    "bisect_runs": "bisect", "Bisection": "bisect",
+    "bisect_runs": "groups.run_groups", "Bisection": "bisect",
 }
 __all__ = sorted(_LAZY)
 

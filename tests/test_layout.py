@@ -47,6 +47,7 @@ PURE = {"replay/cassette/model.py", "replay/cassette/messages.py", "replay/casse
         "replay/cassette/volatile.py",
         "replay/timetravel/align.py", "replay/timetravel/diff.py",
         "replay/timetravel/bisect.py", "replay/timetravel/edits.py",
+        "replay/timetravel/groups/run_groups.py",
         "replay/ui/views.py", "replay/ui/compare.py"}
 # What an instrumented process reads; what the collector reads (the worker and the CLI too);
 # what only the CLI and the worker read; what a replayed child is handed by its parent.

@@ -14,9 +14,10 @@ from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeScript
-from rewind.replay.timetravel.bisect import CAUSES, bisect, bisect_runs
+from rewind.replay.timetravel.bisect import CAUSES, bisect
 from rewind.replay.timetravel.diff import INSERTED, SAME, diff_runs
-from rewind.replay.timetravel.runs import run_facts
+from rewind.replay.timetravel.groups.run_groups import bisect_runs
+from rewind.replay.timetravel.groups.runs import run_facts
 from tests.support.harness import ASKS_PARIS, BASE, lab_in
 
 BAD_RUNS = {

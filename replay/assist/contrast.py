@@ -10,9 +10,10 @@ from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.assist.paging import list_page
 from rewind.replay.assist.reads import load_run
 from rewind.replay.sources.locate import TraceSource
-from rewind.replay.timetravel.bisect import bisect, bisect_runs
+from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.runs import facts_between
+from rewind.replay.timetravel.groups.run_groups import bisect_runs
+from rewind.replay.timetravel.groups.runs import facts_between
 
 MAX_DIFF_STEPS = 200
 MATCHED_SHOWN = 20  # the steps both runs took alike just before the divergence

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rewind.replay.play.divergence import shorten
-from rewind.replay.timetravel.bisect import CAUSE_TITLES, Bisection, RunsBisection
+from rewind.replay.timetravel.bisect import CAUSE_TITLES, Bisection
 from rewind.replay.timetravel.diff import (
     ANSWER,
     CHANGED,
@@ -24,6 +24,7 @@ from rewind.replay.timetravel.diff import (
     TraceDiff,
     preview,
 )
+from rewind.replay.timetravel.groups.run_groups import RunsBisection
 from rewind.replay.timetravel.stats import Stats
 from rewind.replay.timetravel.timeline import Event, Timeline
 from rewind.replay.ui.step_kinds import http_status, step_label

@@ -28,9 +28,10 @@ from rewind.replay.cli.options import (
 from rewind.replay.play import launch
 from rewind.replay.sources.cli_settings import ENV_PRICES
 from rewind.replay.sources.locate import open_source
-from rewind.replay.timetravel.bisect import GROUP_BY, bisect, bisect_runs
+from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
-from rewind.replay.timetravel.runs import facts_between
+from rewind.replay.timetravel.groups.run_groups import GROUP_BY, bisect_runs
+from rewind.replay.timetravel.groups.runs import facts_between
 from rewind.replay.timetravel.stats import GROUPINGS, load_prices, summarise
 from rewind.replay.timetravel.timeline import load_all
 

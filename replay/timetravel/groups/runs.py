@@ -1,6 +1,6 @@
 """Facts about many runs at once, for ``rewind bisect --between``: a source's run summaries
 (``collector/store/read/reader_runs.py``, one query over the stored spans) become each run's start,
-service version, model, system prompt hash, failure and final answer; ``bisect.bisect_runs``
+service version, model, system prompt hash, failure and final answer; ``run_groups.bisect_runs``
 groups them.
 """
 
@@ -13,7 +13,7 @@ from rewind.collector.store.read.filters import RunFilters, parse_when
 from rewind.collector.store.read.reader_runs import RunSummary
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.sources.locate import TraceSource
-from rewind.replay.timetravel.bisect import RunFacts, prompt_hash
+from rewind.replay.timetravel.groups.run_groups import RunFacts, prompt_hash
 
 
 def _parts_text(raw: str) -> str:
