@@ -32,7 +32,7 @@ MAX_SESSIONS = 10_000  # owners remembered; the oldest session past it must star
 
 class ViewSource:
     """The caller's tenant view (``worker.tenancy.TenantView``), read as the CLI reads a
-    source (``locate.TraceSource``)."""
+    source (``trace_sources.TraceSource``)."""
 
     opens_store = False
 

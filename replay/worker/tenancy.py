@@ -23,7 +23,7 @@ from rewind.collector.store.store import Store
 from rewind.replay.cassette.ids import TraceNotFound
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import PREFIX_MATCHES
+from rewind.replay.sources.trace_sources import PREFIX_MATCHES
 from rewind.replay.suites.catalog import Catalog
 from rewind.replay.timetravel.timeline import Timeline
 from rewind.replay.ui import listing
