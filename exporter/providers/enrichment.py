@@ -93,7 +93,13 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
            redactor: Redactor) -> tuple[str, dict[str, Any]]:
     """The span's name and attributes with the pending parts derived from its own raw
     exchange (the name holds the requested model, read from the body as it is recorded)."""
-    out = dict(attrs)
+    return _derive(name, dict(attrs), settings, redactor)
+
+
+def _derive(name: str, out: dict[str, Any], settings: CaptureSettings,
+            redactor: Redactor) -> tuple[str, dict[str, Any]]:
+    """:func:`derive` on a copy of the attributes made by the caller, changed in place (an
+    export copies each span's attributes once, not once per step)."""
     parts = str(out.pop(A.ENRICH, ""))
     url = urlsplit(str(out.get(A.REQUEST_URL, "")))
     endpoint = providers.detect(url.hostname or "", url.path)
@@ -121,9 +127,11 @@ def derive(name: str, attrs: Mapping[str, Any], settings: CaptureSettings,
     merged = {**derived, **out}
     if A.CONVERSATION_ID in derived:  # the request's own conversation beats the agent's
         merged[A.CONVERSATION_ID] = derived[A.CONVERSATION_ID]
-    # as the SDK stores them: sequences as tuples
-    return name, {k: tuple(v) if isinstance(v, list) else v
-                  for k, v in settings.allowed(merged).items()}
+    kept = settings.allowed(merged)  # ``merged`` itself, unless the capture mode drops some
+    for key, value in kept.items():
+        if isinstance(value, list):  # as the SDK stores sequences: tuples
+            kept[key] = tuple(value)
+    return name, kept
 
 
 def derived_here() -> bool:
@@ -143,7 +151,7 @@ def enrich(span: ReadableSpan) -> ReadableSpan:
     name, derived = span.name, {**attrs, **masked}
     if A.ENRICH in attrs and derived_here():
         try:
-            name, derived = derive(span.name, derived, settings, redactor)
+            name, derived = _derive(span.name, derived, settings, redactor)
         except Exception:
             log.exception("rewind: could not derive the semconv attributes of %s", span.name)
             derived.pop(A.ENRICH, None)
