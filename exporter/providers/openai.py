@@ -175,19 +175,21 @@ def chat_response(body: Json) -> Attributes:
         (c.get("message") or {}).get("role", "assistant")))
 
 
-def _append_text(target: dict[str, Any], field: str, delta: Any) -> None:
-    if isinstance(delta, str) and delta:
-        target[field] = (target.get(field) or "") + delta
+_STREAM_BODY_FIELDS = ("id", "model", "usage", "system_fingerprint", "service_tier")
+_STREAM_TEXT_FIELDS = ("content", "refusal", "reasoning_content", "reasoning")
 
 
 def assemble_chat_stream(chunks: list[Json]) -> Json:
-    """Fold ``chat.completion.chunk`` events into the body a non-streamed call would return."""
+    """Fold ``chat.completion.chunk`` events into the body a non-streamed call would return.
+    The text deltas of each choice are gathered and joined once at the end (a long answer
+    is not copied again at every token)."""
     body: dict[str, Any] = {"choices": []}
     choices: dict[int, dict[str, Any]] = {}
+    texts: dict[tuple[int, str], list[str]] = {}
     for chunk in chunks:
         if not isinstance(chunk, dict):
             continue
-        for field in ("id", "model", "usage", "system_fingerprint", "service_tier"):
+        for field in _STREAM_BODY_FIELDS:
             if chunk.get(field):
                 body[field] = chunk[field]
         for delta_choice in chunk.get("choices") or []:
@@ -197,8 +199,14 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
             )
             message = choice["message"]
             delta = delta_choice.get("delta") or {}
-            for field in ("content", "refusal", "reasoning_content", "reasoning"):
-                _append_text(message, field, delta.get(field))
+            for field in _STREAM_TEXT_FIELDS:
+                piece = delta.get(field)
+                if isinstance(piece, str) and piece:
+                    gathered = texts.get((index, field))
+                    if gathered is None:
+                        texts[(index, field)] = [piece]
+                    else:
+                        gathered.append(piece)
             for call_delta in delta.get("tool_calls") or []:
                 calls = message.setdefault("tool_calls", [])
                 position = call_delta.get("index", len(calls))
@@ -213,6 +221,8 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
                 call["function"]["arguments"] += function.get("arguments") or ""
             if delta_choice.get("finish_reason"):
                 choice["finish_reason"] = delta_choice["finish_reason"]
+    for (index, field), pieces in texts.items():
+        choices[index]["message"][field] = "".join(pieces)
     body["choices"] = [choices[i] for i in sorted(choices)]
     return body
 

@@ -34,10 +34,14 @@ class SSESplitter:
 
 
 def event_data(event: str) -> str:
-    """The joined ``data:`` lines of one raw event."""
-    lines = []
-    for line in event.splitlines():
+    """The joined ``data:`` lines of one raw event; an event that is one ``data: `` line (a
+    chat stream's every token) is read without the loop."""
+    lines = event.splitlines()
+    if len(lines) == 1 and len(lines[0]) == len(event) and event.startswith("data: "):
+        return event[6:]
+    data = []
+    for line in lines:
         if line.startswith("data:"):
             value = line[5:]
-            lines.append(value[1:] if value.startswith(" ") else value)
-    return "\n".join(lines)
+            data.append(value[1:] if value.startswith(" ") else value)
+    return "\n".join(data)
