@@ -12,7 +12,8 @@
    client code by Rewind and by vcrpy, each loading its cassette from its file every round.
    The same for a run of 5 PostgreSQL queries and 5 calls (``replay_databases.py``).
 3. Cassette build time for a 1,000-step trace in a store holding at least 1,000,000 spans:
-   reading the trace through the lookup table plus building the cassette, against the 1 s limit.
+   reading the trace through the lookup table plus building the cassette, against the 1 s limit
+   (``replay_build.py``).
 
     python bench/replay.py [--sizes 10,100] [--rounds 5] [--spans 1000000]
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import resource
 import statistics
@@ -46,11 +46,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from rounds import interleaved, load, ratios, spread
 
 from rewind.collector.conventions.rows import span_rows
-from rewind.collector.ingest.writer import TraceWriter
-from rewind.collector.store.migrate import migrate
-from rewind.collector.store.read import reader
 from rewind.collector.store.schema import TRACE_COLUMNS
-from rewind.collector.store.store import Store
 from rewind.exporter import instrument, uninstrument
 from rewind.replay.cassette.build import build_cassette
 from rewind.replay.cassette.model import Cassette
@@ -322,60 +318,6 @@ def per_call_rounds(sides: dict[str, Callable[[], None]], calls: int,
             for name, values in figures.items()}
 
 
-def fill(store: Store, spans: int, batch: int = 100_000) -> None:
-    writer = TraceWriter(store)
-    rng = random.Random(7)
-    start = 1_750_000_000 * 10**9
-    done = 0
-    while done < spans:
-        rows = []
-        for i in range(min(batch, spans - done)):
-            n = done + i
-            trace = f"{n // 20:032x}"
-            attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                     "rewind.step": str(n % 20), "rewind.kind": "llm",
-                     "rewind.request.body": "x" * rng.randint(200, 2000)}
-            rows.append([start + n * 1_000_000, trace, f"{n:016x}", "", "", "chat gpt-4o",
-                         "SPAN_KIND_CLIENT", f"svc-{n % 7}", {"service.name": f"svc-{n % 7}"},
-                         "bench", "1", attrs, 1_000_000, "STATUS_CODE_UNSET", "",
-                         [], [], [], [], [], [], []])
-        writer.write(rows, token=f"fill-{done}")
-        done += len(rows)
-
-
-def build_time(spans: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Store(f"chdb://{Path(tmp) / 'store'}")
-        migrate(store)
-        started = time.perf_counter()
-        fill(store, spans)
-        print(f"\nfilled {spans:,} background spans in {time.perf_counter() - started:.1f} s")
-        # One 1,000-step trace recorded for real, written among them.
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        instrument(tracer_provider=provider)
-        with FakeLLMServer() as llm, httpx.Client() as client:
-            tracer = provider.get_tracer("bench")
-            with tracer.start_as_current_span("invoke_agent bench"):
-                call_all(client, llm.base_url + "/v1/chat/completions", requests(1000))
-        uninstrument()
-        rows = stored_rows(exporter)
-        TraceWriter(store).write(rows, token="bench-trace")
-        trace_id = rows[0][1]
-        total = store.query("SELECT count() AS n FROM otel_traces")[0]["n"]
-        timings = []
-        for _ in range(3):
-            started = time.perf_counter()
-            cassette = build_cassette(trace_id, reader.get_trace(store, trace_id))
-            timings.append(time.perf_counter() - started)
-        assert len(cassette.interactions) == 1000
-        best = min(timings)
-        print(f"cassette build for a 1,000-step trace among {total:,} spans: {best:.3f} s "
-              f"(best of 3) = {best / 1.0:.2f} of the 1 s limit")
-        store.close()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100", help="Calls per run, comma-separated.")
@@ -396,6 +338,8 @@ def main() -> None:
     for calls in sizes:
         per_call_tools_http(calls)
     if args.spans:
+        from replay_build import build_time  # a 1,000-step trace's cassette in a large store
+
         build_time(args.spans)
 
 
