@@ -1,9 +1,9 @@
 """Stored spans -> a cassette (``model.py``). Pure: no I/O.
 
 A span that carries the exchange (``rewind.*`` attributes) gives a byte-exact interaction; an
-LLM span from another instrumentation, one rebuilt from its content (``synthesis.py``). Spans
-that are another span's shadow (``calls.py``) are no step; others that cannot be replayed are
-listed with the reason.
+LLM span from another instrumentation, one rebuilt from its content
+(``formats/synthesis.py``). Spans that are another span's shadow (``calls.py``) are no step;
+others that cannot be replayed are listed with the reason.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class ReplayMode(_Choice):
 
 
 class Clock(_Choice):
-    """The replayed child's wall clock: the recording's (``clock.py``) or the real one."""
+    """The replayed child's wall clock: the recording's (``recorded/clock.py``) or the real one."""
 
     RECORDED = "recorded"
     LIVE = "live"

@@ -69,7 +69,7 @@ def run_command(
 ) -> ReplayOutcome:
     """``debug``: the child prints a divergence's traceback too. ``allow_live``: hosts whose
     unrecorded HTTP calls may go out; ``ignore``: request paths whose values may differ;
-    ``clock_mode``: the child's wall clock (``clock.py``); ``timeout``: seconds before the
+    ``clock_mode``: the child's wall clock (``recorded/clock.py``); ``timeout``: seconds before the
     command is killed (:class:`launch.LaunchTimeout`); ``stdout``: where the command's output
     goes (default: this process's), ``stderr`` where what it and the replay say goes (a suite
     prints each run's at once); ``settings``: more of the child's environment (a suite
