@@ -15,7 +15,9 @@ interleaved round by round (each round starting one variant further on) so machi
 them alike; the wall figure per variant is the median time per call over all rounds, the CPU
 figure of a pair the median of its per-round ratios with their range (CPU, not wall, is the
 figure to trust on a loaded machine). Targets: ours adds no more than the official
-instrumentation (while also keeping the raw bytes), and under 15 % over none.
+instrumentation (while also keeping the raw bytes), and under 15 % over none. It ends with
+the export thread's two shares per LLM span, each alone: deriving the content (as the
+collector does at intake) and encoding the span for OTLP, ours beside the official one's.
 
 Install the peer with ``pip install -e '.[bench]'`` (a pre-release: ``pip install --pre
 opentelemetry-instrumentation-genai-openai``). When it cannot be imported the bench says so and
@@ -186,6 +188,7 @@ def main() -> int:
             built.force_flush()
         report(measured, missing, export_stats() or {}, args)
         print(intake_cost(client, prompt))
+        print(encoding_cost(client, prompt))
         for built in (provider, app_provider):
             built.shutdown()
     finally:
@@ -221,6 +224,50 @@ def intake_cost(client: Any, prompt: str) -> str:
     each = (time.process_time() - started) / (rounds * len(spans))
     return (f"content at collector: the collector derives it at intake in {each * 1e6:.0f} us "
             f"of CPU per LLM span (its own process, not counted above)")
+
+
+def encoding_cost(client: Any, prompt: str) -> str:
+    """Encoding one span for OTLP (the export thread's other share, after deriving its
+    content): this run's spans, ours and the official instrumentation's, CPU per span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from rewind.exporter.otlp import otlp_encoding
+
+    costs = []
+    for name, on, off in variants_recording():
+        memory = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        on(provider)
+        run_calls(client, prompt, 10, {"plain": [], "stream": []})
+        off()
+        spans = memory.get_finished_spans()
+        started, rounds = time.process_time(), 100
+        for _ in range(rounds):
+            for span in spans:
+                otlp_encoding.request([span])
+        each = (time.process_time() - started) / (rounds * len(spans))
+        costs.append(f"{name} {each * 1e6:.0f} us")
+    return f"encoding a span for OTLP (export thread, CPU per span): {', '.join(costs)}"
+
+
+def variants_recording() -> list[tuple[str, Callable[[Any], None], Callable[[], None]]]:
+    """(name, start recording into a provider, stop) for ours and, when installed, theirs."""
+    from rewind import exporter
+
+    found: list[tuple[str, Callable[[Any], None], Callable[[], None]]] = [
+        ("rewind", lambda provider: exporter.instrument(tracer_provider=provider),
+         exporter.uninstrument)]
+    try:
+        from opentelemetry.instrumentation.genai.openai import OpenAIInstrumentor
+    except Exception:
+        return found
+    official = OpenAIInstrumentor()
+    found.append(("official", lambda provider: official.instrument(tracer_provider=provider),
+                  official.uninstrument))
+    return found
 
 
 def report(measured: list[Variant], missing: str | None, stats: dict[str, int],
