@@ -134,7 +134,7 @@ def collector_here(url: str | None = None) -> Iterator[tuple[str, str]]:
     """A collector on loopback for the block, writing into the store ``url`` names (else the
     one ``rewind serve`` would open), its spool where that one's is: what is not written by
     the end stays there for the next one. Yields (its OTLP endpoint, the store's URL)."""
-    from rewind.collector.ingest.service import start_ingest
+    from rewind.collector import start_ingest
     from rewind.collector.store.migrate import migrate
     from rewind.collector.store.server_settings import IngestOptions
     from rewind.collector.store.store import Store, redact_url, resolve_url

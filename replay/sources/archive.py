@@ -284,7 +284,7 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
     Everything is checked before the first row is written. ``tenant`` (the importer's, from
     its token) replaces whatever tenant the file names; None keeps the file's.
     """
-    from rewind.collector.ingest.writer import TraceWriter
+    from rewind.collector import write_rows
     from rewind.collector.store.read import reader
 
     archives = unpack_all(data)
@@ -298,7 +298,7 @@ def import_into(store: Store, data: bytes | IO[bytes], tenant: str | None = None
                    for s in reader.get_trace(store, archive.trace_id, tenant=tenant)}
         fresh = [s for s in archive.spans if s["SpanId"] not in present]
         token = import_token(archive, (s["SpanId"] for s in fresh))
-        TraceWriter(store).write([span_row(s) for s in fresh], token)
+        write_rows(store, [span_row(s) for s in fresh], token)
         written += len(fresh)
         present_before += len(archive.spans) - len(fresh)
     return ImportResult(tuple(a.trace_id for a in archives), written, present_before)

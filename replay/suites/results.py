@@ -60,7 +60,7 @@ def store_scores(where_to: Store | str, suite: str,
     """Each judged run's scores as events of one span, written into ``where_to`` (a store, or
     the OTLP endpoint of the worker's receiver); recorded trace -> the trace holding them (the
     replayed run's when it recorded itself)."""
-    from rewind.collector.ingest.store_exporter import store_provider  # live runs only
+    from rewind.collector import store_provider  # live runs only
     from rewind.exporter.otlp.otel_pipeline import build_provider, otlp_exporter
 
     if isinstance(where_to, Store):

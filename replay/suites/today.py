@@ -31,7 +31,7 @@ from rewind.replay.play.recorder import RecordOutcome, read_report, record_setti
 from rewind.replay.sources.locate import SourceError, StoreSource
 
 if TYPE_CHECKING:
-    from rewind.collector.ingest.service import IngestHandle
+    from rewind.collector import IngestHandle
 
 FLUSH_TIMEOUT_S = 30.0
 WORKER_WAIT_S = 15.0  # the worker's collector writes a batch within its batch timeout
@@ -60,7 +60,7 @@ class TodaysRuns:
         self._scratch = ""  # the temporary store's folder (``scratch``)
         self.store = store
         if store is not None:
-            from rewind.collector.ingest.service import start_ingest
+            from rewind.collector import start_ingest
 
             self._ingest = start_ingest(store, IngestOptions(
                 grpc_port=0, http_port=0, spool_dir=Path(self._tmp.name, "spool"),

@@ -238,7 +238,7 @@ def worker(options: WorkerOptions, announce: Callable[[str], None] = print) -> N
 
 def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> None:
     """Blocks until interrupted (SIGINT/SIGTERM), then stops both servers and the store."""
-    from rewind.collector.ingest.service import start_ingest  # not for `rewind worker`
+    from rewind.collector import start_ingest  # not for `rewind worker`
 
     has_tokens = options.auth_tokens_file or options.auth_tokens
     check_workers(options.clickhouse_url, options.workers)

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
-from rewind.collector.ingest.store_exporter import store_provider
+from rewind.collector import store_provider
 from rewind.collector.store.migrate import migrate
 from rewind.collector.store.read import reader
 from rewind.collector.store.read.filters import TraceFilters
