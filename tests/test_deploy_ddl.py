@@ -102,11 +102,12 @@ def described(columns: list[dict]) -> dict[str, list[tuple]]:
 def single_node(tmp_path_factory):
     """The schema ``rewind migrate`` creates, as the engine reports it."""
     store = Store(f"chdb://{tmp_path_factory.mktemp('single') / 'store'}")
-    migrate(store)
-    found = {"columns": described(store.query(DESCRIBE)),
-             "tables": {t["name"]: t for t in store.query(TABLES)}}
-    store.close()
-    return found
+    try:
+        migrate(store)
+        return {"columns": described(store.query(DESCRIBE)),
+                "tables": {t["name"]: t for t in store.query(TABLES)}}
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -139,15 +140,17 @@ def test_committed_sql_files_are_what_the_migrations_render(tmp_path):
 
 def test_single_node_file_builds_what_rewind_migrate_builds(tmp_path, single_node):
     store = Store(f"chdb://{tmp_path / 'store'}")
-    for statement in ddl.split((DEPLOY / ddl.SINGLE_NODE_FILE).read_text()):
-        store.command(statement)
-    assert described(store.query(DESCRIBE)) == single_node["columns"]
-    tables = {t["name"]: t for t in store.query(TABLES)}
-    assert {n: t["engine_full"] for n, t in tables.items()} == {
-        n: t["engine_full"] for n, t in single_node["tables"].items()}
-    assert migrate(store) == [], "the file records its migrations"
-    assert store.query(f"SELECT count() AS n FROM {MODEL_PRICES}")[0]["n"] > 0
-    store.close()
+    try:  # closed on failure too: the engine holds one store per process
+        for statement in ddl.split((DEPLOY / ddl.SINGLE_NODE_FILE).read_text()):
+            store.command(statement)
+        assert described(store.query(DESCRIBE)) == single_node["columns"]
+        tables = {t["name"]: t for t in store.query(TABLES)}
+        assert {n: t["engine_full"] for n, t in tables.items()} == {
+            n: t["engine_full"] for n, t in single_node["tables"].items()}
+        assert migrate(store) == [], "the file records its migrations"
+        assert store.query(f"SELECT count() AS n FROM {MODEL_PRICES}")[0]["n"] > 0
+    finally:
+        store.close()
 
 
 def test_cluster_tables_have_the_single_node_columns_and_types(single_node, cluster_node):
