@@ -55,6 +55,8 @@ def listed_trace(served: Served, service: str, spans: int, timeout: float = 30) 
         if (traces and traces[0]["Spans"] >= spans) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
+    # one run was recorded: a second trace would be a run split in two, not an older run
+    assert len(traces) == 1, f"{service}: {len(traces)} traces listed for one run: {traces}"
     return traces[0]
 
 
