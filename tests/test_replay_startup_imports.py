@@ -1,8 +1,9 @@
 """What start-up loads, as facts a user can check (the timings are in bench/startup_budget.py and
 bench/memory.py): the replayed child's hook and ``rewind-replay`` load no module the replay does
 not use, and an idle ``rewind worker`` or ``rewind serve`` has mapped no library it needs only
-for a request it has not had (pandas never: Rewind hands the engine rows; the MCP server's
-pydantic until ``/mcp`` is asked; gRPC in a worker, which receives nothing)."""
+for a request it has not had (pandas and pyarrow never: Rewind hands the engine rows and reads
+Native; the MCP server's pydantic until ``/mcp`` is asked; gRPC in a worker, which receives
+nothing); pyarrow stays importable in a process that opened a store."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ NOT_IN_THE_CLI = ("importlib.metadata", "hashlib", "logging", "asyncio", "ssl", 
                   "rewind.replay.play.launch", "rewind.replay.play.sealed", "ctypes",
                   "subprocess")
 # Shared libraries an idle server must not have mapped, by the package that ships them.
-PANDAS, PYDANTIC, GRPC = "/pandas/", "/pydantic_core/", "/grpc/"
+PANDAS, PYARROW, PYDANTIC, GRPC = "/pandas/", "/pyarrow/", "/pydantic_core/", "/grpc/"
 
 
 def loaded(names: set[str], unneeded: tuple[str, ...]) -> set[str]:
@@ -112,7 +113,7 @@ def test_an_idle_worker_maps_no_dataframe_mcp_or_grpc_library(tmp_path: Path):
                     "--port", str(port)], tmp_path, user_env(), port=port)
     try:
         assert mapped(worker.process.pid, ("/chdb",)) == {"/chdb"}  # the store is open
-        assert mapped(worker.process.pid, (PANDAS, PYDANTIC, GRPC)) == set()
+        assert mapped(worker.process.pid, (PANDAS, PYARROW, PYDANTIC, GRPC)) == set()
     finally:
         worker.process.send_signal(2)
         worker.process.wait(timeout=60)
@@ -124,8 +125,26 @@ def test_an_idle_serve_maps_no_dataframe_or_mcp_library_in_any_process(tmp_path:
     try:
         processes = [served.process.pid, *descendants(served.process.pid)]
         assert len(processes) > 1  # the collector's conversion workers are running
-        assert {pid: mapped(pid, (PANDAS, PYDANTIC)) for pid in processes} == \
+        assert {pid: mapped(pid, (PANDAS, PYARROW, PYDANTIC)) for pid in processes} == \
             {pid: set() for pid in processes}
         assert mapped(served.process.pid, (GRPC,)) == {GRPC}  # it receives OTLP over gRPC
     finally:
         served.stop()
+
+
+def test_a_process_that_opened_a_store_has_not_loaded_pyarrow_and_still_can(tmp_path: Path):
+    """The store is opened with pyarrow hidden from chDB's connection module only: the program
+    that opened it can import and use pyarrow afterwards."""
+    program = (
+        "import sys\n"
+        "from rewind.collector.store.store import Store\n"
+        f"store = Store('chdb://{tmp_path}/store')\n"
+        "assert store.query('SELECT 1 AS x') == [{'x': 1}]\n"
+        "print('pyarrow' in sys.modules)\n"
+        "import pyarrow\n"
+        "print(pyarrow.table({'x': [1, 2]}).num_rows)\n"
+        "store.close()\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, env=user_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "2"]

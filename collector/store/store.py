@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -45,6 +46,22 @@ def rows_only() -> None:
     if "pd" not in vars(options):  # not looked up yet (once imported it is in use)
         options.pd = None
         options.pd_time_test = None
+
+
+def _load_chdb_without_arrow() -> None:
+    """chDB's connection module imports pyarrow as it loads when pyarrow is installed (chdb
+    requires it): ~0.3 s of CPU and numpy with it in every process that opens an embedded
+    store, for Arrow results Rewind never asks for (it reads Native). Unless the process already
+    uses pyarrow, that module is loaded with pyarrow hidden and takes chDB's own path for an
+    absent pyarrow; pyarrow stays importable for everything else."""
+    if "chdb.state" in sys.modules or "pyarrow" in sys.modules:
+        return
+    sys.modules["pyarrow"] = None  # type: ignore[assignment]  # import's "not installed" mark
+    try:
+        import chdb.state  # noqa: F401
+    finally:
+        if "pyarrow" in sys.modules and sys.modules["pyarrow"] is None:
+            del sys.modules["pyarrow"]
 
 
 def default_url(cwd: str | None = None) -> str:
@@ -197,6 +214,7 @@ class Store:
         check_url(self.url)
         try:
             if self.embedded:
+                _load_chdb_without_arrow()
                 path = parts.path if not parts.netloc else parts.netloc + parts.path
                 Path(path).mkdir(parents=True, exist_ok=True)
                 return clickhouse_connect.get_client(dsn=f"chdb://{path}")
