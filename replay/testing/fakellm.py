@@ -16,15 +16,12 @@ import argparse
 import asyncio
 import json
 import signal
-import socket
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -32,8 +29,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from rewind.exporter.core.errors import RewindError
 from rewind.exporter.servers import unrecorded
 from rewind.replay.cassette.formats import wire, wire_anthropic
+from rewind.replay.sources.loopback_server import LoopbackServer
 from rewind.replay.testing.fake_gemini import gemini_routes  # Gemini's generateContent protocol
 from rewind.replay.testing.fakemodel import (
     DEFAULT_MODEL_SUFFIX,
@@ -195,7 +194,8 @@ def _counting_protocol(state: FakeState) -> type[H11Protocol]:
 
 
 class FakeLLMServer:
-    """The app served by uvicorn on a background thread, on a free port unless one is given.
+    """The app served on loopback by a thread (``sources/loopback_server.py``), on a free port
+    unless one is given.
 
     ``requests`` lists ``(method, path, json_body)`` received (``None`` for a body that is not
     JSON). ``connections`` counts TCP connections accepted: uvicorn's protocol is wrapped so
@@ -209,9 +209,7 @@ class FakeLLMServer:
         self.host = host
         self._wanted_port = port
         self.port: int | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._serving: LoopbackServer | None = None
 
     @property
     def script(self) -> FakeScript:
@@ -230,55 +228,30 @@ class FakeLLMServer:
         return self._state.connections
 
     @property
+    def running(self) -> bool:
+        return self._serving is not None and self._serving.running
+
+    @property
     def base_url(self) -> str:
-        if self.port is None:
+        if self._serving is None:
             raise RuntimeError("FakeLLMServer is not started")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return self._serving.url
 
     def start(self, timeout: float = 10.0) -> FakeLLMServer:
         """Bind, serve on a daemon thread and return once the server accepts connections."""
-        if self._thread is not None:
+        if self._serving is not None:
             raise RuntimeError("FakeLLMServer is already running")
-        # An explicit IPPROTO_TCP makes asyncio set TCP_NODELAY on accepted connections;
-        # without it every keep-alive response stalls ~40 ms on Nagle + delayed ACK.
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((self.host, self._wanted_port))
-        except OSError:
-            sock.close()
-            raise
-        config = uvicorn.Config(self.app, http=_counting_protocol(self._state), ws="none",
-                                lifespan="off", log_config=None, log_level="warning",
-                                access_log=False, timeout_graceful_shutdown=2)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                  name="fakellm", daemon=True)
-        self._server, self._thread, self._socket = server, thread, sock
-        self.port = sock.getsockname()[1]
-        thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("fakellm failed to start")
-            time.sleep(0.005)
+        serving = LoopbackServer(self.app, self._wanted_port, self.host, name="fakellm",
+                                 http=_counting_protocol(self._state))
+        serving.start(timeout)
+        self._serving, self.port = serving, serving.port
         return self
 
     def stop(self) -> None:
         """Shut down and close the listening socket: new connections are refused after this."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
-        if server is not None and thread is not None:
-            server.should_exit = True
-            thread.join(timeout=10)
-            if thread.is_alive():
-                server.force_exit = True
-                thread.join(timeout=5)
-        if sock is not None:
-            sock.close()
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            serving.stop()
 
     def __enter__(self) -> FakeLLMServer:
         return self.start()
@@ -300,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     server = FakeLLMServer(FakeScript(model_suffix=args.model_suffix), args.host, args.port)
     try:
         server.start()
-    except (OSError, RuntimeError) as exc:
+    except (OSError, RewindError) as exc:
         print(f"fakellm: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     stopping = threading.Event()
@@ -309,8 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fakellm listening on {server.base_url}", flush=True)
     try:
         while not stopping.wait(0.2):
-            thread = server._thread
-            if thread is None or not thread.is_alive():
+            if not server.running:
                 return 1
     finally:
         server.stop()
