@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
@@ -25,10 +24,11 @@ from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import BIN, rewind
+from tests.support.cli import rewind
 from tests.support.ports import free_port
 from tests.support.proxy_runs import (
     Run,
+    StandingProxy,
     check_exchanges,
     llm_calls,
     needs,
@@ -197,10 +197,8 @@ def test_a_standing_proxy_records_until_stopped(lab):
     port = free_port()
     with FakeLLMServer() as llm:
         env["OPENAI_BASE_URL"] = f"{llm.base_url}/v1"
-        proxy = subprocess.Popen([str(BIN / "rewind"), "proxy", "--port", str(port)], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            first = proxy.stdout.readline()
+        with StandingProxy(env, port) as proxy:
+            first = proxy.readline()
             assert first == f"export OPENAI_BASE_URL=http://127.0.0.1:{port}/openai/v1\n"
             base = first.strip().partition("=")[2]
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
@@ -212,9 +210,7 @@ def test_a_standing_proxy_records_until_stopped(lab):
                     capture_output=True, text=True, timeout=60)
                 assert sent.returncode == 0 and "echo: hi" in sent.stdout, sent.stderr
             asked = len(llm.requests)
-        finally:
-            proxy.send_signal(signal.SIGINT)
-            _, errors = proxy.communicate(timeout=60)
+    errors = proxy.errors
     assert proxy.returncode == 0, errors
     assert asked == 3
     traces = [line.split()[-1] for line in errors.splitlines()

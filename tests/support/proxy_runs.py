@@ -1,13 +1,15 @@
 """What the recording proxy's tests share (``test_proxy_record.py``, ``test_proxy_intercept.py``):
 the programs they need, the environment a recorded command runs in, a run recorded by ``rewind
-record`` with the proxy's flags, its spans read back, and the check that no secret is in any
-column of the store."""
+record`` with the proxy's flags, a standing ``rewind proxy``, its spans read back, and the check
+that no secret is in any column of the store."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,7 @@ from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 from rewind.replay.sources.locate import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
-from tests.support.cli import rewind, user_env
+from tests.support.cli import BIN, rewind, user_env
 from tests.support.ports import free_port
 from tests.support.sink import Sink
 
@@ -60,6 +62,33 @@ def record_run(command: list[str], env: dict[str, str], llm: FakeLLMServer,
     [trace_id] = [line.split()[-1] for line in done.stderr.splitlines()
                   if line.startswith("rewind: recorded trace ")]
     return Run(command, trace_id, done.stdout, len(llm.requests) - before)
+
+
+class StandingProxy:
+    """``rewind proxy --port PORT`` in ``env`` from ``with`` until its end, stopped as a user
+    stops it (Ctrl-C); then ``returncode`` and ``errors`` (its stderr: the traces recorded)."""
+
+    def __init__(self, env: dict[str, str], port: int) -> None:
+        self.env = env
+        self.port = port
+        self.returncode: int | None = None
+        self.errors = ""
+
+    def __enter__(self) -> StandingProxy:
+        self.process = subprocess.Popen(
+            [str(BIN / "rewind"), "proxy", "--port", str(self.port)], env=self.env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return self
+
+    def readline(self) -> str:
+        """The next line it printed (the ``export`` lines first)."""
+        assert self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.send_signal(signal.SIGINT)
+        _, self.errors = self.process.communicate(timeout=60)
+        self.returncode = self.process.returncode
 
 
 def spans_of(store: Path, trace_id: str) -> list[dict]:

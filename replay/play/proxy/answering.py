@@ -3,6 +3,7 @@ a ``ReplaySession`` (the in-process replay's matching, holds and divergences), a
 event. A request the recording does not hold is a divergence: strict, it is answered with an
 error in the provider's shape (never retried) and ``diverged`` is called, so the runner ends
 the command as a replayed Python process ends itself; lenient, it and all after it go live.
+An ``X-Rewind-Trace`` key the recording proxy refuses is refused here too, the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.redaction import RESPONSE_HEADERS_KEPT, keep_headers
-from rewind.replay.play.proxy.forwarding import new_client, provider_error, relay
+from rewind.replay.play.proxy.forwarding import (
+    new_client,
+    provider_error,
+    refused,
+    relay,
+    trace_key,
+)
 from rewind.replay.play.proxy.upstreams import Upstreams
 from rewind.replay.play.recorded.shapes import recorded_answer
 from rewind.replay.play.session import (
@@ -54,6 +62,10 @@ class ReplayingProxy:
             known = ", ".join(f"/{name}" for name in self.upstreams.bases)
             return provider_error(path, 404, f"{path} is under no endpoint of this proxy "
                                              f"({known})")
+        try:  # refused as when recorded: such a call was never sent on, so never recorded
+            trace_key(request.headers)
+        except InvalidValue as error:
+            return refused(path, error)
         url = found[1]
         body = await request.body()
         decision = await run_in_threadpool(self.session.decide, request.method, url,

@@ -7,12 +7,16 @@ it), exactly as in-process capture records an httpx call: one place per job.
 Which trace a call joins: ``X-Rewind-Trace: KEY`` (calls with one key are one trace, under a
 root span opened at its first call and ended when the key has been idle ``idle_s`` or the proxy
 stops), else a W3C ``traceparent`` (the caller's trace), else the run's root (``rewind record
---proxy``), else a trace of its own.
+--proxy``), else a trace of its own. The key is a name, never a trace id: it cannot make a call
+join a trace it did not open. Anything that reaches the port may send one, so :func:`trace_key`
+(the one reader, recording and replaying alike) refuses a key too long, not a plain name, or
+given twice, before anything is sent on or recorded, without echoing it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +35,7 @@ from rewind.exporter.capture.recording import Recorder
 from rewind.exporter.capture.transport import Flavor
 from rewind.exporter.core import attributes as A
 from rewind.exporter.core import scope
+from rewind.exporter.core.errors import InvalidValue
 from rewind.exporter.core.process_settings import CaptureSettings
 from rewind.exporter.otlp.otel_pipeline import exports_through_us
 from rewind.exporter.providers import enrichment
@@ -46,6 +51,9 @@ HOP_BY_HOP = frozenset({"host", "connection", "keep-alive", "proxy-authorization
                         "transfer-encoding", "upgrade", "content-length", "expect",
                         TRACE_HEADER})
 MAX_KEY = 200  # characters of an X-Rewind-Trace key
+_KEY = re.compile(r"[\w.:/@+= -]+", re.ASCII)  # ASCII letters, digits and these, nothing else
+_KEY_HINT = (f"send at most {MAX_KEY} ASCII letters, digits and . _ - : / @ + = or spaces, in "
+             "one X-Rewind-Trace header (or none: the call joins the run's trace)")
 MAX_ROOTS = 1000  # keys open at once; past it the longest idle is ended
 
 
@@ -58,6 +66,30 @@ def provider_error(path: str, status: int, message: str) -> Response:
         body = {"error": {"message": message, "type": "rewind_proxy", "param": None,
                           "code": "rewind_proxy"}}
     return JSONResponse(body, status, headers={"x-should-retry": "false"})
+
+
+def trace_key(headers: Any) -> str | None:
+    """The ``X-Rewind-Trace`` key of a request (None: not given, or blank); an ``InvalidValue``
+    saying what is wrong with it, never what it is (the caller's answer must not carry it)."""
+    given = headers.getlist(TRACE_HEADER)
+    if len(given) > 1:
+        raise InvalidValue(f"X-Rewind-Trace is given {len(given)} times: which trace the "
+                           "call joins would be a guess", hint=_KEY_HINT, field=TRACE_HEADER)
+    key = given[0].strip() if given else ""
+    if not key:
+        return None
+    if len(key) > MAX_KEY:
+        raise InvalidValue(f"X-Rewind-Trace is {len(key)} characters long, over {MAX_KEY}",
+                           hint=_KEY_HINT, field=TRACE_HEADER)
+    if not _KEY.fullmatch(key):
+        raise InvalidValue("X-Rewind-Trace holds characters a key may not have",
+                           hint=_KEY_HINT, field=TRACE_HEADER)
+    return key
+
+
+def refused(path: str, error: InvalidValue) -> Response:
+    """A request the proxy will not send on (400): the reason and its fix."""
+    return provider_error(path, 400, f"rewind proxy: {error}; {error.hint}")
 
 
 def sent_on(headers: Mapping[str, str] | Any) -> list[tuple[str, str]]:
@@ -122,7 +154,7 @@ class Roots:
         self.trace_ids: dict[str, None] = {}
 
     def context(self, key: str) -> Context:
-        key = key.strip()[:MAX_KEY]
+        """The root of ``key`` (one :func:`trace_key` accepted), opened at its first call."""
         now = time.monotonic()
         with self._lock:
             self._end_idle(now)
@@ -168,8 +200,9 @@ class RecordingProxy:
         self.client = new_client()
 
     def parent(self, request: Request) -> Context:
-        key = request.headers.get(TRACE_HEADER)
-        if key and key.strip():
+        """The context a call is recorded in (``InvalidValue``: a key :func:`trace_key`
+        refuses)."""
+        if (key := trace_key(request.headers)) is not None:
             return self.roots.context(key)
         if "traceparent" in request.headers:
             found = TraceContextTextMapPropagator().extract(dict(request.headers), Context())
@@ -190,8 +223,13 @@ class RecordingProxy:
                 request.url.path, 404, f"{request.url.path} is under no endpoint of this proxy "
                 f"({known})")
         else:
-            response = await relay(self.client, request, found[1], await request.body(),
-                                   self._record, self.parent(request))
+            try:
+                parent = self.parent(request)
+            except InvalidValue as error:
+                response = refused(request.url.path, error)
+            else:
+                response = await relay(self.client, request, found[1], await request.body(),
+                                       self._record, parent)
         await response(scope_, receive, send)
 
     def _record(self, flavor: Flavor, outbound: Any) -> Any:
