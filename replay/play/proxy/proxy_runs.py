@@ -25,7 +25,6 @@ from typing import IO, TYPE_CHECKING, Any
 from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play import guard, launch, runner, sealed
-from rewind.replay.play.proxy.upstreams import Upstreams
 from rewind.replay.play.replay_settings import (
     CLOCK_RECORDED,
     ENV_PROXY_URL,
@@ -36,7 +35,10 @@ from rewind.replay.play.replay_settings import (
 )
 from rewind.replay.play.runner import DEFAULT_TIMEOUT_S, DIVERGED_EXIT, ReplayOutcome
 
-if TYPE_CHECKING:  # the recording side is loaded by the commands that record only
+# Every `rewind replay` and `rewind record` comes through here, most not through a proxy: what
+# only a proxy needs (the upstreams table, which loads redaction; the listener; the recording
+# side) is imported by the runs that use it.
+if TYPE_CHECKING:
     from rewind.replay.play.recorder import RecordOutcome
 
 FLUSH_TIMEOUT_MS = 30_000
@@ -62,6 +64,7 @@ class ProxyRecording:
         from rewind.exporter.otlp.otel_pipeline import build_provider
         from rewind.replay.play.proxy.forwarding import RecordingProxy
         from rewind.replay.play.proxy.listener import Listener
+        from rewind.replay.play.proxy.upstreams import Upstreams
         from rewind.replay.sources.commands import sign
 
         settings = capture_settings(capture)
@@ -186,6 +189,7 @@ def run_command(cassette: Cassette, command: list[str], mode: str = STRICT,
                                   clock_mode, timeout, stdout, settings, allow_unused, seal)
     from rewind.replay.play.proxy.answering import ReplayingProxy
     from rewind.replay.play.proxy.listener import Listener
+    from rewind.replay.play.proxy.upstreams import Upstreams
     from rewind.replay.play.session import ReplaySession
 
     chosen = ReplaySettings("", mode=replay_mode(mode), speed=speed,
