@@ -22,7 +22,9 @@ from tests.support.services import BIN, start
 # Loaded by a replay's start-up only for a program that imports them itself.
 NOT_IN_THE_HOOK = ("asyncio", "ssl", "http.client", "email", "importlib.metadata", "click",
                    "rich", "httpx", "pandas", "unittest", "argparse", "decimal",
-                   "rewind.collector", "rewind.replay.cassette.build")
+                   "rewind.collector", "rewind.replay.cassette.build",
+                   # what an answer needs, loaded at the first one
+                   "rewind.replay.play.recorded.ordering", "rewind.replay.play.recorded.shapes")
 # A program of test cases that time-machine dates itself, replayed (the recorded clock is
 # time-machine's too): unittest is the real one, and the dated class sees its own date.
 DATED_TESTS = """

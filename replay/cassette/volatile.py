@@ -30,34 +30,49 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
-TIMESTAMP = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
-    r"(?:Z|[+-]\d{2}:?\d{2})?(?![\d])"
-)
+# The patterns' sources: compiled at the first look past a difference (:func:`_pattern`), not
+# at import, for a replay whose requests all match exactly never needs them.
+_SOURCES: dict[str, tuple[str, int]] = {
+    "UUID": (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+    "TIMESTAMP": (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
+                  r"(?:Z|[+-]\d{2}:?\d{2})?(?![\d])", 0),
+}
 _WEEKDAY = r"(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|Mon|Tue|Wed|Thu|Fri|Sat|Sun)\.?,?\s+"
 _MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
           r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
-DATE = re.compile(
+_SOURCES["DATE"] = (
     rf"(?:\b{_WEEKDAY})?(?:"
     r"\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b"  # 2026-11-25, 2026/11/25
     r"|\b\d{1,2}[/.]\d{1,2}[/.]\d{4}\b"  # 25/11/2026, 11/25/2026, 25.11.2026
     rf"|\b{_DAY}\s+(?:of\s+)?{_MONTH}\s+\d{{4}}\b"  # 25 November 2026, 25th of Nov 2026
     rf"|\b{_MONTH}\s+{_DAY},?\s+\d{{4}}\b"  # November 25, 2026
     r")", re.I)
-CLOCK = re.compile(r"(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
-                   r"(?:\s?[AaPp]\.?[Mm]\.?)?(?:\s?(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?(?![\d:])")
-EPOCH = re.compile(r"(?<![\d.])(\d{13}|\d{10})(?:\.\d+)?(?![\d])")
+_SOURCES["CLOCK"] = (r"(?<![\d:.])\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?"
+                     r"(?:\s?[AaPp]\.?[Mm]\.?)?(?:\s?(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?(?![\d:])", 0)
+_SOURCES["EPOCH"] = (r"(?<![\d.])(\d{13}|\d{10})(?:\.\d+)?(?![\d])", 0)
+_SOURCES["_SEGMENT"] = (r"\[[^\]]*\]|[^.\[]+", 0)
 EPOCH_WINDOW_S = 366 * 24 * 3600  # a value this close to the recording is taken for a clock
 
-_SEGMENT = re.compile(r"\[[^\]]*\]|[^.\[]+")
+
+@functools.cache
+def _pattern(name: str) -> re.Pattern[str]:
+    source, flags = _SOURCES[name]
+    return re.compile(source, flags)
+
+
+def __getattr__(name: str) -> re.Pattern[str]:
+    """``UUID``, ``TIMESTAMP``, ``DATE``, ``CLOCK``, ``EPOCH``: each pattern, compiled when
+    first asked for."""
+    if name in _SOURCES and not name.startswith("_"):
+        return _pattern(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def segments(path: str) -> list[str]:
     """A printed path's names and indices: ``body.messages[1].content`` is
     ``["body", "messages", "[1]", "content"]``."""
-    return _SEGMENT.findall(path)
+    return _pattern("_SEGMENT").findall(path)
 
 
 @functools.lru_cache(maxsize=256)
@@ -113,12 +128,12 @@ class Tolerance:
         """``text`` with every volatile value replaced by a marker of its kind (``replayed``:
         text of the replayed run, whose epoch values may be near its own clock)."""
         around = (self.live_s or self.around_s) if replayed else self.around_s
-        text = UUID.sub(_MARK["uuid"], text)
-        text = TIMESTAMP.sub(_MARK["time"], text)
-        text = DATE.sub(_MARK["date"], text)
-        text = CLOCK.sub(_MARK["clock"], text)
-        return EPOCH.sub(lambda m: _MARK["epoch"] if self._epoch_near(m.group(1), around)
-                         else m.group(0), text)
+        text = _pattern("UUID").sub(_MARK["uuid"], text)
+        text = _pattern("TIMESTAMP").sub(_MARK["time"], text)
+        text = _pattern("DATE").sub(_MARK["date"], text)
+        text = _pattern("CLOCK").sub(_MARK["clock"], text)
+        return _pattern("EPOCH").sub(lambda m: _MARK["epoch"] if self._epoch_near(
+            m.group(1), around) else m.group(0), text)
 
     def same(self, expected: Any, actual: Any) -> bool:
         """Two leaf values that differ only in volatile values (``actual``: the replayed

@@ -15,7 +15,7 @@ import json
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rewind.exporter import frameworks
 from rewind.exporter.capture import transport
@@ -28,7 +28,6 @@ from rewind.replay.play import guard
 from rewind.replay.play.databases.responder import DbResponder
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.recorded import clock
-from rewind.replay.play.recorded.shapes import Answer, recorded_answer
 from rewind.replay.play.replay_settings import (
     ENV_ALLOW_LIVE,
     ENV_CASSETTE,
@@ -51,6 +50,9 @@ from rewind.replay.play.session import (
     Replayed,
     ReplaySession,
 )
+
+if TYPE_CHECKING:  # loaded at the first answer (``_answer``): not part of every start-up
+    from rewind.replay.play.recorded.shapes import Answer
 
 __all__ = ["ENV_ALLOW_LIVE", "ENV_CASSETTE", "ENV_CLOCK", "ENV_DEBUG", "ENV_IGNORE", "ENV_MODE",
            "ENV_REPORT", "ENV_SOURCE", "ENV_SPEED", "INSTALLER", "LENIENT", "STRICT",
@@ -101,6 +103,8 @@ class TransportResponder:
         self.announce = announce
 
     def _answer(self, request: Any) -> tuple[Interaction, Answer] | None:
+        from rewind.replay.play.recorded.shapes import recorded_answer
+
         body = bytes(request.content)
         decision = self.session.decide(
             request.method, str(request.url), dict(request.headers.multi_items()), body

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
 from rewind.exporter import providers
@@ -26,7 +26,6 @@ from rewind.replay.cassette.model import Cassette, Interaction, waits_for
 from rewind.replay.cassette.volatile import Tolerance
 from rewind.replay.play.divergence import Divergence
 from rewind.replay.play.recorded.matching import Asked, Matcher
-from rewind.replay.play.recorded.ordering import Hold, Order
 from rewind.replay.play.replay_settings import (
     CLOCK_LIVE,
     CLOCK_RECORDED,
@@ -39,6 +38,8 @@ from rewind.replay.play.replay_settings import (
 )
 from rewind.replay.play.report import ReplayReport
 
+if TYPE_CHECKING:  # loaded at the first answer (``_ordering``): not part of every start-up
+    from rewind.replay.play.recorded.ordering import Hold, Order
 
 @dataclass(frozen=True)
 class Replayed:
@@ -194,6 +195,8 @@ class ReplaySession:
     # -- timing -----------------------------------------------------------------------------
     def _ordering(self) -> Order:
         """Worked out at the first answer, once."""
+        from rewind.replay.play.recorded.ordering import Order
+
         with self._lock:
             if self._order is None:
                 self._order = Order(waits_for(self.cassette.interactions))
@@ -203,6 +206,8 @@ class ReplaySession:
         """How long the answer from ``found`` is held back, or None when it goes at once (and
         counts as released): a call that was in flight with none that finished before it, at
         no ``--speed``, is never delayed. A stream's latency is in its events' offsets."""
+        from rewind.replay.play.recorded.ordering import Hold
+
         order = self._ordering()
         recorded = (found.end_offset_ns - found.start_offset_ns) / 1e9
         latency = recorded / self.speed if self.speed and not found.streamed else 0.0
