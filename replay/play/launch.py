@@ -139,7 +139,7 @@ def start(command: Sequence[str], settings: Settings,
     try:
         if sealing is not None and sealing.sealed:
             child = sealed.popen(command, env, stdout, sealed.endpoints(env),
-                                 sealing.serves, stderr)
+                                 sealing.serves, stderr, sealing.recorded_ports)
         else:
             child = subprocess.Popen(list(command), env=env, stdout=stdout, stderr=stderr)
     except FileNotFoundError:

@@ -87,6 +87,9 @@ def run_command(
         Path(cassette_path).write_text(json.dumps(cassette.to_dict()), "utf-8")
         child = replace(chosen, cassette_path=cassette_path, report_path=str(report_path))
         sealing = sealed.choose(seal, going_live(mode, allow_live))
+        if sealing.sealed:  # from the cassette in hand: the seal never reads it again
+            sealing = replace(sealing, recorded_ports=sealed.recorded_loopback_ports(
+                i.url for i in cassette.interactions))
         exit_code = launch.run(command, {**child.to_env(), **(settings or {})}, [INSTALLER],
                                timeout, stdout, sealing, stderr)
         try:

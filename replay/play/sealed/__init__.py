@@ -12,11 +12,10 @@ part of a fork) is not sealed either, and says why.
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -42,6 +41,9 @@ class Sealing:
     why: str = ""
     serves: bool = False  # a replayed service: its listening ports reachable from outside
     names: bool = False  # sealed, its refusals outside Python named too (:mod:`.watch`)
+    # The loopback ports the recording's calls went to (:func:`recorded_loopback_ports`),
+    # given by the caller that holds the cassette, so it is never read again here.
+    recorded_ports: tuple[int, ...] = ()
 
     def describe(self) -> str:
         if self.sealed:
@@ -106,16 +108,16 @@ def telemetry_hosts(env: Mapping[str, str]) -> frozenset[str]:
 
 def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None,
           targets: Mapping[int, tuple[str, int]], serves: bool = False,
-          stderr: IO[Any] | None = None) -> subprocess.Popen:
+          stderr: IO[Any] | None = None, recorded: Sequence[int] = ()) -> subprocess.Popen:
     """Start ``command`` sealed, ``targets`` carried out, and when it ``serves`` (a replayed
-    service) the ports it listens on reachable from outside; the relays are closed by
+    service) the ports it listens on reachable from outside; the ``recorded`` loopback ports
+    but those carried out get a listener that names who called; the relays are closed by
     :func:`done`; what else it sends out is refused and, as root, written with the replay's
     refused connections (:mod:`.watch`)."""
     kernel.libc()
     parent_end, child_end = socket.socketpair()
     settings = ReplaySettings.from_env(env)
-    traps = () if serves or settings is None else recorded_loopback_ports(
-        settings.cassette_path, set(targets))
+    traps = () if serves else tuple(sorted(set(recorded) - set(targets)))
     ports, nameservers = (*targets, *traps), loopback_nameservers()
 
     def enter() -> None:
@@ -149,18 +151,13 @@ def popen(command: Sequence[str], env: Mapping[str, str], stdout: IO[Any] | None
     return child
 
 
-def recorded_loopback_ports(cassette_path: str, taken: set[int]) -> tuple[int, ...]:
-    """The loopback ports the recording's calls went to (a local model server, a service on
-    this machine), but those handed in: inside the namespace each gets a listener that
-    answers nothing and names who called, so a program outside Python asking a recorded
-    local host is reported as Python's sockets are."""
-    try:
-        with open(cassette_path, encoding="utf-8") as document:
-            urls = [str(i.get("url") or "") for i in json.load(document).get("interactions", [])]
-    except (OSError, ValueError, AttributeError):
-        return ()
-    ports = {port for url in urls if (port := _loopback_port(url, 80)) is not None}
-    return tuple(sorted(ports - taken))
+def recorded_loopback_ports(urls: Iterable[str]) -> tuple[int, ...]:
+    """The loopback ports the recording's calls (their ``urls``) went to (a local model
+    server, a service on this machine): inside the namespace each but those handed in gets a
+    listener that answers nothing and names who called, so a program outside Python asking a
+    recorded local host is reported as Python's sockets are."""
+    ports = {port for url in urls if url and (port := _loopback_port(url, 80)) is not None}
+    return tuple(sorted(ports))
 
 
 def _inbound(pid: int) -> Inbound:
