@@ -29,7 +29,10 @@ from pathlib import Path
 import pytest
 import tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.layout_imports import ROOT
+from tests.support.layout_imports import module_imports as _imports
+from tests.support.layout_imports import module_name as _name
+
 COMPONENTS = {"exporter": 0, "collector": 1, "replay": 2}
 EXPORTER_LAYERS = {"core": 0, "providers": 1, "otlp": 2, "work": 3, "capture": 4, "servers": 5,
                    "databases": 6, "rpc": 7, "frameworks": 8, "setup": 9}
@@ -76,39 +79,6 @@ BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
 
 def _modules() -> list[Path]:
     return sorted(p for part in COMPONENTS for p in (ROOT / part).rglob("*.py"))
-
-
-def _name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(["rewind", *parts])
-
-
-def _imports(path: Path, where: Path) -> list[tuple[int, str]]:
-    """Every module named by an import statement anywhere in the file (absolute form)."""
-    tree = ast.parse(path.read_text("utf-8"), str(path))
-    package = _name(where) if where.name == "__init__.py" else _name(where).rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.append((node.lineno, module))
-            # `from pkg import module` names a module too
-            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "import_module"
-              and node.args and isinstance(node.args[0], ast.Constant)
-              and str(node.args[0].value).startswith("rewind.")):
-            found.append((node.lineno, str(node.args[0].value)))
-    return found
 
 
 def _rank(module: str) -> tuple[int, ...] | None:

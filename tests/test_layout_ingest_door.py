@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import rewind.collector as facade
-from tests.test_layout import ROOT, _imports
+from tests.support.layout_imports import ROOT, module_imports
 
 INGEST = "rewind.collector.ingest"
 
 
 def _ingest_imports(path: Path, where: Path) -> list[str]:
     rel = where.relative_to(ROOT)
-    return [f"{rel}:{line} imports {name}" for line, name in _imports(path, where)
+    return [f"{rel}:{line} imports {name}" for line, name in module_imports(path, where)
             if name == INGEST or name.startswith(INGEST + ".")]
 
 
