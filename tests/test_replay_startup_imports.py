@@ -21,7 +21,7 @@ from tests.support.services import BIN, start
 
 # Loaded by a replay's start-up only for a program that imports them itself.
 NOT_IN_THE_HOOK = ("asyncio", "ssl", "http.client", "email", "importlib.metadata", "click",
-                   "rich", "httpx", "pandas", "unittest", "argparse", "decimal",
+                   "rich", "httpx", "pandas", "unittest", "argparse", "decimal", "zoneinfo",
                    "rewind.collector", "rewind.replay.cassette.build",
                    # what an answer needs, loaded at the first one
                    "rewind.replay.play.recorded.ordering", "rewind.replay.play.recorded.shapes")
@@ -37,6 +37,16 @@ class Dated(unittest.TestCase):
         self.assertEqual(datetime.date.today().year, 2020)
 
 unittest.main()
+"""
+# A replayed program that time-machines itself to a moment in a named zone (time-machine's
+# ZoneInfo is the real one): its local clock is that zone's.
+ZONED = """
+import datetime, zoneinfo
+import time_machine
+
+paris = zoneinfo.ZoneInfo("Europe/Paris")
+with time_machine.travel(datetime.datetime(2020, 6, 1, 12, tzinfo=paris), tick=False):
+    print(datetime.datetime.now().hour, datetime.datetime.now(datetime.timezone.utc).hour)
 """
 # Not loaded by rewind-replay to say how it is used (a replay loads the launcher and the seal).
 NOT_IN_THE_CLI = ("importlib.metadata", "hashlib", "logging", "asyncio", "ssl", "http.client",
@@ -73,28 +83,34 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def test_the_replayed_child_starts_without_what_its_program_does_not_use(tmp_path: Path):
+def replayed(tmp_path: Path, name: str, program: str) -> subprocess.CompletedProcess:
+    """``program`` run under ``rewind-replay`` of a recorded run, as a user starts it."""
     run = weather_run_file(tmp_path)
-    script = tmp_path / "modules.py"
-    script.write_text("import json, sys\nprint(json.dumps(sorted(sys.modules)))\n")
+    script = tmp_path / name
+    script.write_text(program)
     done = subprocess.run([str(BIN / "rewind-replay"), "--cassette", str(run), "--allow-unused",
                            "--", sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120, env=user_env())
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_replayed_child_starts_without_what_its_program_does_not_use(tmp_path: Path):
+    done = replayed(tmp_path, "modules.py",
+                    "import json, sys\nprint(json.dumps(sorted(sys.modules)))\n")
     child = set(json.loads(done.stdout))
     assert "rewind.replay.play.player" in child and "time_machine" in child  # it replayed
     assert loaded(child, NOT_IN_THE_HOOK) == set()
 
 
 def test_a_replayed_program_dating_its_test_cases_with_time_machine_still_can(tmp_path: Path):
-    run = weather_run_file(tmp_path)
-    script = tmp_path / "test_dated.py"
-    script.write_text(DATED_TESTS)
-    done = subprocess.run([str(BIN / "rewind-replay"), "--cassette", str(run), "--allow-unused",
-                           "--", sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, env=user_env())
-    assert done.returncode == 0, done.stderr
+    done = replayed(tmp_path, "test_dated.py", DATED_TESTS)
     assert "Ran 1 test" in done.stderr and "\nOK" in done.stderr
+
+
+def test_a_replayed_program_travelling_to_a_named_zone_sees_its_local_time(tmp_path: Path):
+    done = replayed(tmp_path, "zoned.py", ZONED)
+    assert done.stdout.split() == ["12", "10"]  # noon in Paris, 10:00 UTC (summer time)
 
 
 def test_rewind_replay_starts_without_what_a_replay_does_not_use():

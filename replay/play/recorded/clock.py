@@ -56,20 +56,29 @@ def stop() -> None:
         _travel.pop().stop()
 
 
-class _LateTestCase(type):
-    """What time-machine is given for ``unittest.TestCase`` while it loads: it only asks
-    whether a class it decorates is one, answered here by the real class, which a program with
-    test cases has loaded by then."""
+class _Late(type):
+    """What time-machine is given for a class of a module not loaded yet (``unittest.TestCase``,
+    ``zoneinfo.ZoneInfo``) while it loads: it only asks whether a class or a value is one,
+    answered by the real class once the program has loaded its module, else no (nothing can be
+    one of a class whose module was never imported)."""
+
+    def _real(cls) -> type | None:
+        module = sys.modules.get(cls.__module__)
+        real = getattr(module, cls.__name__, None) if module is not None else None
+        return None if real is cls else real  # the stand-in module itself: not loaded yet
 
     def __subclasscheck__(cls, subclass: type) -> bool:
-        import unittest
-
-        return issubclass(subclass, unittest.TestCase)
+        real = cls._real()
+        return real is not None and issubclass(subclass, real)
 
     def __instancecheck__(cls, instance: Any) -> bool:
-        import unittest
+        real = cls._real()
+        return real is not None and isinstance(instance, real)
 
-        return isinstance(instance, unittest.TestCase)
+
+# What time-machine imports a class from that a replay's start need not load: unittest (with
+# argparse, ~5 ms) and zoneinfo (with sysconfig's data, ~2 ms).
+_LATE = {"unittest": "TestCase", "zoneinfo": "ZoneInfo"}
 
 
 def _import_time_machine() -> Any:
@@ -77,27 +86,28 @@ def _import_time_machine() -> Any:
     text) whenever it can: ~80 ms and ~6 ms a replay would pay at start-up for what it never
     uses here (the moment is given as a datetime). Unless the replayed program is pytest itself
     or already imported them, those imports are answered "not installed" while it loads. Its
-    ``from unittest import TestCase`` (the whole unittest package and argparse: ~5 ms) gets a
-    stand-in that asks the real class when a class is decorated; a program importing unittest
-    afterwards gets the real package."""
+    classes from :data:`_LATE` get stand-ins that ask the real class when time-machine checks
+    a class or a moment; a program importing unittest or zoneinfo afterwards gets the real
+    module."""
     running_pytest = any(os.path.basename(part).startswith(("pytest", "py.test"))
                          for part in getattr(sys, "orig_argv", [])[:3])
     blocked = [] if running_pytest else [
         name for name in ("pytest", "dateutil.parser") if name not in sys.modules]
     for name in blocked:
         sys.modules[name] = None  # type: ignore[assignment]
-    stand_in = None
-    if "unittest" not in sys.modules:
-        stand_in = types.ModuleType("unittest")
-        stand_in.TestCase = _LateTestCase("TestCase", (), {})  # type: ignore[attr-defined]
-        sys.modules["unittest"] = stand_in
+    stand_ins: dict[str, types.ModuleType] = {}
+    for module, name in _LATE.items():
+        if module not in sys.modules:
+            stand_ins[module] = sys.modules[module] = types.ModuleType(module)
+            setattr(stand_ins[module], name, _Late(name, (), {"__module__": module}))
     try:
         import time_machine
     finally:
         for name in blocked:
             del sys.modules[name]
-        if stand_in is not None and sys.modules.get("unittest") is stand_in:
-            del sys.modules["unittest"]
+        for module, stand_in in stand_ins.items():
+            if sys.modules.get(module) is stand_in:
+                del sys.modules[module]
     return time_machine
 
 
