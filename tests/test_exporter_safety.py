@@ -54,6 +54,10 @@ def everything_exported(recorded) -> str:
 
 
 def test_collector_unreachable_calls_succeed_and_memory_stays_bounded(llm_process):
+    """Memory held while the collector is away is what the queue may hold, one batch being
+    sent (its spans and their encoding), and the kept escaped texts: bounded, and the second
+    60 calls add nothing to the first 60's (how much of the bound is in use at one moment
+    depends on where the sending thread is, which a loaded machine moves)."""
     limit = 512 * 1024
     otlp = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{closed_port()}", insecure=True,
                             timeout=1)
@@ -64,29 +68,35 @@ def test_collector_unreachable_calls_succeed_and_memory_stays_bounded(llm_proces
     exporter.instrument(tracer_provider=provider)
     client = openai.OpenAI(base_url=llm_process + "/v1", api_key=KEY, max_retries=0)
     prompt = "lorem ipsum " * 2800  # ~33 KB; each span carries it about four times
+    grown: list[int] = []
     try:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "w"}])
         tracemalloc.start()
         baseline = tracemalloc.get_traced_memory()[0]
         answered = 0
-        for i in range(60):
+        for i in range(120):
             reply = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": f"{i} {prompt}"}])
             answered += reply.choices[0].message.content.startswith(f"echo: {i} lorem")
-        del reply
-        grown = tracemalloc.get_traced_memory()[0] - baseline
+            del reply
+            if i in (59, 119):
+                grown.append(tracemalloc.get_traced_memory()[0] - baseline)
         tracemalloc.stop()
         stats = queue.stats()
     finally:
         exporter.uninstrument()
         provider.shutdown()
-    assert answered == 60
-    # 60 spans of ~130 KB against a 512 KiB queue: every span is dropped, failed or queued.
+    assert answered == 120
+    # 120 spans of ~130 KB against a 512 KiB queue: every span is dropped, failed or queued.
     assert stats["exported_spans"] == 0 and stats["dropped_spans"] > 0
-    assert stats["dropped_spans"] + stats["failed_spans"] + stats["queued_spans"] == 61
+    assert stats["dropped_spans"] + stats["failed_spans"] + stats["queued_spans"] == 121
     assert stats["queued_bytes"] <= limit
-    print(f"client memory grew by {grown} bytes while {60 * 130_000} were recorded")
-    assert grown < 3 * limit, f"client memory grew by {grown} bytes"
+    print(f"client memory grew by {grown} bytes while {120 * 130_000} were recorded")
+    # the queue, one batch in flight (spans and encoded request), the kept escaped texts
+    # (1 << 19 characters of texts and escaped forms, up to 2 bytes each)
+    bound = limit + 2 * limit + 2 * (1 << 19)
+    assert max(grown) < bound, f"client memory grew by {grown} bytes"
+    assert grown[1] - grown[0] < limit, f"the second 60 calls held more: {grown}"
 
 
 def test_batches_are_split_under_the_request_size_limit():
