@@ -102,11 +102,14 @@ def span_rows(
             resource_map[A.TENANT] = tenant
         service = _service_name(resource)
         for scope_spans in resource_spans.scope_spans:
+            # Read once per scope: each read of a protobuf field builds a new Python object.
             scope = scope_spans.scope
+            scope_name, scope_version = scope.name, scope.version
             for span in scope_spans.spans:
-                start, end = span.start_time_unix_nano, _end(span)
+                events, status = span.events, span.status
+                start, end = span.start_time_unix_nano, _end(span, events)
                 name = span.name
-                attributes = read_own(scope.name, name, read_vercel_ai(read_traceloop(
+                attributes = read_own(scope_name, name, read_vercel_ai(read_traceloop(
                     read_openinference(attribute_map(span.attributes)))))
                 if A.ENRICH in attributes:  # sent with REWIND_CONTENT_AT=collector
                     name, attributes = derive_pending(name, attributes)
@@ -122,24 +125,24 @@ def span_rows(
                     SPAN_KINDS.get(span.kind, "SPAN_KIND_UNSPECIFIED"),
                     service,
                     resource_map,
-                    scope.name,
-                    scope.version,
+                    scope_name,
+                    scope_version,
                     attributes,
                     max(end - start, 0),
-                    STATUS_CODES.get(span.status.code, "STATUS_CODE_UNSET"),
-                    span.status.message,
-                    *(_events(events) if (events := span.events) else _NO_EVENTS),
+                    STATUS_CODES.get(status.code, "STATUS_CODE_UNSET"),
+                    status.message,
+                    *(_events(events) if events else _NO_EVENTS),
                     *(_links(links) if (links := span.links) else _NO_LINKS),
                 ]
 
 
-def _end(span: Span) -> int:
+def _end(span: Span, events: Any) -> int:
     """The span's end, or its last event if later: OpenInference's LlamaIndex instrumentation
     ends a streamed call's span when the stream is handed back, before the request is even
     sent, and records the first token as an event after that end. Read as it is, the span
     overlaps nothing of the call it describes, and is counted as a second call."""
     end = span.end_time_unix_nano
-    return max(end, *(e.time_unix_nano for e in span.events)) if span.events else end
+    return max(end, *(e.time_unix_nano for e in events)) if events else end
 
 
 # Most spans have no events or links: their (read-only) empty columns are shared.
