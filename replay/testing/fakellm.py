@@ -233,9 +233,11 @@ class FakeLLMServer:
 
     @property
     def base_url(self) -> str:
-        if self._serving is None:
+        """Where it serves, and once stopped where it served (a test puts a server there)."""
+        if self.port is None:
             raise RuntimeError("FakeLLMServer is not started")
-        return self._serving.url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> FakeLLMServer:
         """Bind, serve on a daemon thread and return once the server accepts connections."""
