@@ -209,7 +209,7 @@ class FakeLLMServer:
         self.host = host
         self._wanted_port = port
         self.port: int | None = None
-        self._serving: LoopbackServer | None = None
+        self._serving: LoopbackServer | None = None  # kept once stopped: where it served
 
     @property
     def script(self) -> FakeScript:
@@ -234,14 +234,13 @@ class FakeLLMServer:
     @property
     def base_url(self) -> str:
         """Where it serves, and once stopped where it served (a test puts a server there)."""
-        if self.port is None:
+        if self._serving is None:
             raise RuntimeError("FakeLLMServer is not started")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return self._serving.url
 
     def start(self, timeout: float = 10.0) -> FakeLLMServer:
         """Bind, serve on a daemon thread and return once the server accepts connections."""
-        if self._serving is not None:
+        if self.running:
             raise RuntimeError("FakeLLMServer is already running")
         serving = LoopbackServer(self.app, self._wanted_port, self.host, name="fakellm",
                                  http=_counting_protocol(self._state))
@@ -251,9 +250,8 @@ class FakeLLMServer:
 
     def stop(self) -> None:
         """Shut down and close the listening socket: new connections are refused after this."""
-        serving, self._serving = self._serving, None
-        if serving is not None:
-            serving.stop()
+        if self._serving is not None:
+            self._serving.stop()
 
     def __enter__(self) -> FakeLLMServer:
         return self.start()
