@@ -37,7 +37,7 @@ from rewind.collector.store.migrate import migrate
 from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.suites.spec import Suite, SuiteRun
 from rewind.replay.testing.fakellm import FakeLLMServer
 

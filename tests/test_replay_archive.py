@@ -17,7 +17,7 @@ from rewind.replay.cli.main import main
 from rewind.replay.sources import archive, blobs
 from rewind.replay.sources.archive import ArchiveError, CredentialInTrace
 from rewind.replay.sources.credentials import attribute_findings
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.worker.app import create_app
 from tests.support.trace_files import SYSTEM, TRACE, chat_spans, tampered
 

@@ -18,7 +18,7 @@ from rewind.collector.store.read.filters import (
     query_name,
     to_query,
 )
-from rewind.replay.sources.locate import ApiSource, StoreSource
+from rewind.replay.sources.trace_sources import ApiSource, StoreSource
 from tests.support.harness import lab_in
 from tests.support.listed_runs import LYON, ListedRuns, record_listed_runs, worker_on
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from rewind.replay.sources.locate import ApiSource
+from rewind.replay.sources.trace_sources import ApiSource
 from rewind.replay.suites.today import TodaysRuns, Usage
 from tests.support.ports import free_port
 

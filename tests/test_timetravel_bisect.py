@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from rewind.collector.store.read.filters import RunFilters
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.testing.fakellm import FakeScript
 from rewind.replay.timetravel.bisect import CAUSES, bisect
 from rewind.replay.timetravel.diff import INSERTED, SAME, diff_runs

@@ -16,7 +16,7 @@ import pytest
 
 from rewind.exporter.core import attributes as A
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import ApiSource
+from rewind.replay.sources.trace_sources import ApiSource
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.edits import with_system
 from rewind.replay.timetravel.fork import Checkpoint, ForkError

@@ -18,7 +18,7 @@ from rewind.exporter import instrument, uninstrument
 from rewind.exporter.core import attributes as A
 from rewind.replay.play.services.recorded_request import send
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from rewind.replay.timetravel.fork import ForkError
 from rewind.replay.timetravel.resume import run_request

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from rewind.collector.store.read.reader_usage import usage as usage_from_store
 from rewind.replay.cli.main import main
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import ApiSource
+from rewind.replay.sources.trace_sources import ApiSource
 from rewind.replay.timetravel.stats import load_prices, summarise
 from rewind.replay.timetravel.timeline import Timeline, TimelineError
 from tests.support.harness import lab_in, start_serve

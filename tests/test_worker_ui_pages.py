@@ -20,7 +20,7 @@ import pytest
 from playwright.sync_api import expect
 
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import ApiSource, StoreSource
+from rewind.replay.sources.trace_sources import ApiSource, StoreSource
 from tests.support.browser import artifacts, browser
 from tests.support.cli import BIN
 from tests.support.harness import Served, lab_in, start_serve

@@ -9,7 +9,7 @@ from typing import Any
 from rewind.exporter.core.errors import InvalidValue
 from rewind.replay.assist.paging import list_page
 from rewind.replay.assist.reads import load_run
-from rewind.replay.sources.locate import TraceSource
+from rewind.replay.sources.trace_sources import TraceSource
 from rewind.replay.timetravel.bisect import bisect
 from rewind.replay.timetravel.diff import diff_runs
 from rewind.replay.timetravel.groups.run_groups import bisect_runs

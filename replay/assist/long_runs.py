@@ -28,7 +28,7 @@ from rewind.replay.play import launch
 from rewind.replay.play.replay_settings import LENIENT, STRICT
 from rewind.replay.play.runner import run_command
 from rewind.replay.sources.commands import shown
-from rewind.replay.sources.locate import TraceSource
+from rewind.replay.sources.trace_sources import TraceSource
 
 Progress = Callable[[float, str], Awaitable[None]]
 HEARTBEAT_S = 1.0

@@ -35,7 +35,7 @@ from rewind.replay.assist.arguments import RewindServer
 from rewind.replay.assist.long_runs import ForkAsk, ReplayAsk, fork, in_thread, replay
 from rewind.replay.assist.paging import MAX_PAGE_CHARS, PAGE_CHARS, dumps
 from rewind.replay.assist.prompts import DEBUG_INCIDENT, INSTRUCTIONS
-from rewind.replay.sources.locate import TraceSource
+from rewind.replay.sources.trace_sources import TraceSource
 from rewind.replay.timetravel.groups.run_groups import GROUP_BY
 from rewind.replay.timetravel.stats import GROUPINGS
 

@@ -22,7 +22,8 @@ from rewind.replay.assist.outline import (
 from rewind.replay.assist.paging import PAGE_CHARS, clip, dumps, list_page, text_page
 from rewind.replay.sources import archive
 from rewind.replay.sources.commands import shown
-from rewind.replay.sources.locate import TraceSource, resolve_trace_id
+from rewind.replay.sources.locate import resolve_trace_id
+from rewind.replay.sources.trace_sources import TraceSource
 from rewind.replay.timetravel.stats import load_prices, summarise
 from rewind.replay.timetravel.timeline import Timeline
 

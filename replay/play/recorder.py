@@ -32,7 +32,8 @@ from rewind.exporter.core.redaction import Redactor, masked_argv
 from rewind.replay.play import launch
 from rewind.replay.sources.cli_settings import worker_url
 from rewind.replay.sources.commands import sign
-from rewind.replay.sources.locate import ApiSource, store_in_use, worker_reachable
+from rewind.replay.sources.locate import store_in_use, worker_reachable
+from rewind.replay.sources.trace_sources import ApiSource
 
 READABLE_TIMEOUT = 15.0  # seconds the parent waits for the worker to see what was exported
 FLUSH_TIMEOUT_S = 30.0  # a collector of its own: seconds to write what the run sent

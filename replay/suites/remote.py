@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rewind.collector.store.read.reader_suites import LastResult
-from rewind.replay.sources.locate import ApiSource
+from rewind.replay.sources.trace_sources import ApiSource
 from rewind.replay.suites import validate
 from rewind.replay.suites.spec import Suite
 

@@ -28,7 +28,7 @@ from rewind.exporter.core.process_settings import replaying_from
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.play.launch import Settings
 from rewind.replay.play.recorder import RecordOutcome, read_report, record_settings
-from rewind.replay.sources.locate import SourceError, StoreSource
+from rewind.replay.sources.trace_sources import SourceError, StoreSource
 
 if TYPE_CHECKING:
     from rewind.collector import IngestHandle

@@ -36,7 +36,7 @@ from rewind.replay.timetravel.stats import PriceTable, load_prices
 
 if TYPE_CHECKING:
     from rewind.collector.store.store import Store
-    from rewind.replay.sources.locate import TraceSource
+    from rewind.replay.sources.trace_sources import TraceSource
     from rewind.replay.timetravel.bisect import Bisection
     from rewind.replay.timetravel.diff import TraceDiff
     from rewind.replay.timetravel.fork import Checkpoint
@@ -75,14 +75,14 @@ class Timeline:
     # -- loading --------------------------------------------------------------------------
     @classmethod
     def from_store(cls, store: Store, trace_id: str) -> Timeline:
-        from rewind.replay.sources.locate import StoreSource
+        from rewind.replay.sources.trace_sources import StoreSource
 
         return cls(trace_id.strip().lower(), StoreSource(store).spans(trace_id))
 
     @classmethod
     def from_url(cls, url: str, trace_id: str) -> Timeline:
         """From a running worker (``rewind serve`` / ``rewind worker``)."""
-        from rewind.replay.sources.locate import ApiSource
+        from rewind.replay.sources.trace_sources import ApiSource
 
         return cls(trace_id.strip().lower(), ApiSource(url).spans(trace_id))
 

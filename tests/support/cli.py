@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from tests.support.ambient import NO_AMBIENT
 from tests.support.harness import lab_in
 

@@ -36,7 +36,7 @@ from rewind.collector.ingest.store_exporter import store_provider
 from rewind.collector.store.store import Store
 from rewind.exporter import agent, instrument, uninstrument
 from rewind.replay.cassette.model import Cassette
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support.ports import free_port
 from tests.support.stores import migrated_store

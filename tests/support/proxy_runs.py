@@ -19,7 +19,7 @@ import pytest
 from rewind.collector.store.server_settings import ENV as SERVER_ENV
 from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer
 from tests.support.cli import BIN, rewind, user_env
 from tests.support.ports import free_port

@@ -19,7 +19,7 @@ from rewind.collector.store.store import Store
 from rewind.exporter.core import attributes as A
 from rewind.replay.cassette.model import Cassette
 from rewind.replay.sources import archive
-from rewind.replay.sources.locate import StoreSource
+from rewind.replay.sources.trace_sources import StoreSource
 from rewind.replay.testing.fakellm import FakeLLMServer, FakeScript
 from tests.support import orders_service as orders
 from tests.support import services

@@ -25,7 +25,8 @@ from rewind.replay.sources.cli_settings import (
     ENV_WORKERS,
     mcp_allowed_commands,
 )
-from rewind.replay.sources.locate import TraceSource, open_source
+from rewind.replay.sources.locate import open_source
+from rewind.replay.sources.trace_sources import TraceSource
 
 workers_option = click.option(
     "--workers", envvar=ENV_WORKERS, type=int, default=1, show_default=True,

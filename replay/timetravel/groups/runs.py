@@ -12,7 +12,7 @@ from datetime import timezone
 from rewind.collector.store.read.filters import RunFilters, parse_when
 from rewind.collector.store.read.reader_runs import RunSummary
 from rewind.exporter.core.errors import InvalidValue
-from rewind.replay.sources.locate import TraceSource
+from rewind.replay.sources.trace_sources import TraceSource
 from rewind.replay.timetravel.groups.run_groups import RunFacts, prompt_hash
 
 
