@@ -50,7 +50,7 @@ def rows_only() -> None:
 
 def _load_chdb_without_arrow() -> None:
     """chDB's connection module imports pyarrow as it loads when pyarrow is installed (chdb
-    requires it): ~0.3 s of CPU and numpy with it in every process that opens an embedded
+    requires it): ~80 ms of CPU, and numpy with it, in every process that opens an embedded
     store, for Arrow results Rewind never asks for (it reads Native). Unless the process already
     uses pyarrow, that module is loaded with pyarrow hidden and takes chDB's own path for an
     absent pyarrow; pyarrow stays importable for everything else."""
