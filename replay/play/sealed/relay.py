@@ -7,7 +7,6 @@ stands for (the collector the replayed run exports to, the worker). Nothing else
 from __future__ import annotations
 
 import contextlib
-import selectors
 import socket
 import threading
 import time
@@ -42,14 +41,9 @@ class Relay:
         self._pumps: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
-        # One thread accepts on every listener (a thread each cost a replay ~1 ms per listener
-        # to start, run after run); the wake pair stops it at close().
-        self._wake, self._waker = socket.socketpair()
-        self._acceptor: threading.Thread | None = None
-        if listeners:
-            self._acceptor = threading.Thread(target=self._accept, daemon=True,
-                                              name="rewind-seal-relay")
-            self._acceptor.start()
+        for listener in listeners:
+            threading.Thread(target=self._accept, args=(listener, listener.getsockname()[1]),
+                             daemon=True, name="rewind-seal-relay").start()
 
     def _keep(self, *socks: socket.socket) -> None:
         with self._lock:
@@ -67,71 +61,39 @@ class Relay:
                 with self._lock:
                     self._pumps.append(pump)
 
-    def _accept(self) -> None:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._wake, selectors.EVENT_READ)
-            for listener in self._listeners:
-                selector.register(listener, selectors.EVENT_READ, listener.getsockname()[1])
-            while True:
-                ready = [key for key, _ in selector.select()]
-                for key in ready:  # what reached a listener before close() is still answered
-                    if key.fileobj is self._wake:
-                        continue
-                    try:
-                        inside, _ = key.fileobj.accept()  # type: ignore[union-attr]
-                    except OSError:
-                        selector.unregister(key.fileobj)
-                        continue
-                    self._answer(inside, key.data)
-                if self._closed:
-                    return
-
-    def _answer(self, inside: socket.socket, port: int) -> None:
-        """A connection accepted on ``port``: told when trapped, else carried to its target
-        from a thread of its own (connecting may take time; other listeners keep accepting)."""
+    def _accept(self, listener: socket.socket, port: int) -> None:
         target = self._targets.get(port)
-        if target is None:
-            if self._trapped is not None:
+        while not self._closed:
+            try:
+                inside, _ = listener.accept()
+            except OSError:
+                return
+            if target is None and self._trapped is not None:
                 with contextlib.suppress(OSError):
                     self._trapped(port, inside.getpeername()[1])
-            inside.close()  # no endpoint: the child sees a refused connection
-            return
-        connecting = threading.Thread(target=self._connect, args=(inside, target), daemon=True,
-                                      name="rewind-seal-connect")
-        connecting.start()  # waited for at close() as a pump is: its pumps come after it
-        with self._lock:
-            self._pumps.append(connecting)
-
-    def _connect(self, inside: socket.socket, target: tuple[str, int]) -> None:
-        try:
-            outside = socket.create_connection(target, timeout=10)
-        except OSError:  # the endpoint is down: the child sees a refused connection
-            inside.close()
-            return
-        outside.settimeout(None)
-        self.carry(inside, outside)
+            try:
+                outside = socket.create_connection(target, timeout=10) if target else None
+            except OSError:
+                outside = None
+            if outside is None:  # the endpoint is down: the child sees a refused connection
+                inside.close()
+                continue
+            outside.settimeout(None)
+            self.carry(inside, outside)
 
     def close(self, drain_s: float = 2.0) -> None:
         """Stop accepting; what is in flight gets ``drain_s`` seconds to finish (the spans a
         replayed run sent just before it exited), then everything is closed."""
         self._closed = True
-        with contextlib.suppress(OSError):
-            self._waker.send(b"x")
-        if self._acceptor is not None:  # it answers what is waiting on a listener, then ends
-            self._acceptor.join(drain_s)
-        self._wake.close()
-        self._waker.close()
         for listener in self._listeners:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+        with self._lock:
+            pumps = list(self._pumps)
         deadline = time.monotonic() + drain_s
-        while time.monotonic() < deadline:  # a connection being made lists its pumps later
-            with self._lock:
-                running = [pump for pump in self._pumps if pump.is_alive()]
-            if not running:
-                break
-            running[0].join(max(0.0, deadline - time.monotonic()))
+        for pump in pumps:
+            pump.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
             socks, self._open = list(self._open), set()
         for sock in socks:
