@@ -35,7 +35,8 @@ _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags
 _keys: dict[str, bytes] = {}  # attribute name -> its KeyValue.key field, encoded
 _KEYS_KEPT = 4096
 # A short string attribute as a whole field: most recur from span to span (operation, model,
-# URL, headers, status), so each is written once; the first ones seen are kept.
+# URL, headers, status), so each is written once. Ids and counts that never recur fill it
+# too: when full it starts again (:func:`_keep`), so what recurs is soon kept once more.
 _pairs: dict[tuple[bytes, str, str], bytes] = {}
 _PAIRS_KEPT = 4096
 _PAIR_LENGTH = 256
@@ -120,8 +121,8 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
             head = varint(len(prefix) + 1 + len(outer) + size)
             if size < 1024:
                 pair = b"".join((tag, head, prefix, b"\x12", outer, b"\x0a", inner, data))
-                if len(v) <= _PAIR_LENGTH and len(_pairs) < _PAIRS_KEPT:
-                    _pairs[(tag, key, v)] = pair
+                if len(v) <= _PAIR_LENGTH:
+                    _keep(_pairs, (tag, key, v), pair)
                 out.append(pair)
             else:
                 out += (tag, head, prefix, b"\x12", outer, b"\x0a", inner, data)
@@ -138,10 +139,18 @@ def attributes(tag: bytes, attrs: Mapping[str, Any] | None) -> list[bytes]:
         except Exception as error:
             log.warning("rewind: attribute %s not exported: %s", key, error)
             continue
-        if kept and len(_others) < _PAIRS_KEPT:
-            _others[(tag, key, kind, v)] = pair
+        if kept:
+            _keep(_others, (tag, key, kind, v), pair)
         out.append(pair)
     return out
+
+
+def _keep(cache: dict[Any, bytes], key: Any, pair: bytes) -> None:
+    """Keep ``pair`` encoded; a full cache is emptied first (bounded, and never stuck with
+    the first values seen, most of them one-off ids and counts)."""
+    if len(cache) >= _PAIRS_KEPT:
+        cache.clear()
+    cache[key] = pair
 
 
 def _strings(items: tuple[Any, ...]) -> bool:
