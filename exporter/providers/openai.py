@@ -186,6 +186,7 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
     body: dict[str, Any] = {"choices": []}
     choices: dict[int, dict[str, Any]] = {}
     texts: dict[tuple[int, str], list[str]] = {}
+    arguments: dict[tuple[int, int], list[str]] = {}  # a tool call's, joined once at the end
     for chunk in chunks:
         if not isinstance(chunk, dict):
             continue
@@ -202,11 +203,7 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
             for field in _STREAM_TEXT_FIELDS:
                 piece = delta.get(field)
                 if isinstance(piece, str) and piece:
-                    gathered = texts.get((index, field))
-                    if gathered is None:
-                        texts[(index, field)] = [piece]
-                    else:
-                        gathered.append(piece)
+                    texts.setdefault((index, field), []).append(piece)
             for call_delta in delta.get("tool_calls") or []:
                 calls = message.setdefault("tool_calls", [])
                 position = call_delta.get("index", len(calls))
@@ -218,11 +215,15 @@ def assemble_chat_stream(chunks: list[Json]) -> Json:
                     call["id"] = call_delta["id"]
                 function = call_delta.get("function") or {}
                 call["function"]["name"] += function.get("name") or ""
-                call["function"]["arguments"] += function.get("arguments") or ""
+                if function.get("arguments"):
+                    arguments.setdefault((index, position), []).append(function["arguments"])
             if delta_choice.get("finish_reason"):
                 choice["finish_reason"] = delta_choice["finish_reason"]
     for (index, field), pieces in texts.items():
         choices[index]["message"][field] = "".join(pieces)
+    for (index, position), pieces in arguments.items():
+        choices[index]["message"]["tool_calls"][position]["function"]["arguments"] = \
+            "".join(pieces)
     body["choices"] = [choices[i] for i in sorted(choices)]
     return body
 
