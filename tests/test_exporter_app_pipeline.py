@@ -131,6 +131,26 @@ def test_the_applications_receiver_gets_what_rewind_records_in_the_sdks_bytes(
     provider.shutdown()
 
 
+def test_spans_still_queued_at_uninstrument_leave_with_their_content(fake_llm, receiver):
+    """A script that stops recording before its batch processor's next send: what is queued
+    leaves as Rewind records it, not with the exchange alone."""
+    app_exporter = OTLPSpanExporter(endpoint=receiver.endpoint, insecure=True)
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(app_exporter, schedule_delay_millis=60_000))
+    exporter.instrument(tracer_provider=provider)
+    try:
+        calls(fake_llm.base_url)
+        assert receiver.spans() == []  # nothing sent yet: all of it is queued
+    finally:
+        exporter.uninstrument()
+    provider.shutdown()
+
+    received = receiver.spans()
+    assert [name for name, _ in received] == ["chat gpt-4o", "chat gpt-4o"]
+    assert all(A.INPUT_MESSAGES in attrs and A.OUTPUT_MESSAGES in attrs
+               and A.ENRICH not in attrs for _, attrs in received)
+
+
 def test_a_pipeline_with_more_in_it_is_left_as_it_is(fake_llm, receiver):
     class Counted(OTLPSpanExporter):
         """The application's own exporter class, encoding as it chooses."""

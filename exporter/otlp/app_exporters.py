@@ -38,8 +38,10 @@ log = logging.getLogger("rewind.exporter")
 
 GRPC_MODULE = "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"
 LOCK_WAIT = 1.0
-# Exporters sending our encoding: (exporter, its processor's export lock, its own stub factory).
-_adopted: list[tuple[Any, Any, Any]] = []
+FLUSH_WAIT_MS = 2000  # what is queued at uninstrument() leaves first, with its content derived
+# Exporters sending our encoding: (exporter, its processor's export lock, its own stub factory,
+# the processor).
+_adopted: list[tuple[Any, Any, Any, Any]] = []
 
 
 def _translate(exporter: Any, spans: Sequence[ReadableSpan]) -> Any:
@@ -52,8 +54,8 @@ def _translate(exporter: Any, spans: Sequence[ReadableSpan]) -> Any:
     return sys.modules[GRPC_MODULE].encode_spans(spans)
 
 
-def _batch_exporters(provider: Any) -> Iterator[tuple[Any, Any]]:
-    """(exporter, export lock) of each SDK batch processor of ``provider``."""
+def _batch_exporters(provider: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """(exporter, export lock, the processor) of each SDK batch processor of ``provider``."""
     processors = getattr(getattr(provider, "_active_span_processor", None),
                          "_span_processors", ())
     for processor in processors:
@@ -62,7 +64,7 @@ def _batch_exporters(provider: Any) -> Iterator[tuple[Any, Any]]:
         batch = getattr(processor, "_batch_processor", None)
         exporter, lock = getattr(batch, "_exporter", None), getattr(batch, "_export_lock", None)
         if exporter is not None and lock is not None:
-            yield exporter, lock
+            yield exporter, lock, processor
 
 
 def _stock_grpc(exporter: Any) -> bool:
@@ -76,8 +78,8 @@ def _stock_grpc(exporter: Any) -> bool:
 def adopt(provider: Any) -> int:
     """Make ``provider``'s stock OTLP/gRPC exporters send our encoding; how many did."""
     count = 0
-    for exporter, lock in _batch_exporters(provider):
-        if not _stock_grpc(exporter) or any(exporter is e for e, _, _ in _adopted):
+    for exporter, lock, processor in _batch_exporters(provider):
+        if not _stock_grpc(exporter) or any(exporter is a[0] for a in _adopted):
             continue
         if not lock.acquire(timeout=LOCK_WAIT):
             log.debug("rewind: the application's exporter is busy; it keeps its encoder")
@@ -89,7 +91,7 @@ def adopt(provider: Any) -> int:
             exporter._translate_data = types.MethodType(_translate, exporter)
         finally:
             lock.release()
-        _adopted.append((exporter, lock, own_stub))
+        _adopted.append((exporter, lock, own_stub, processor))
         count += 1
     return count
 
@@ -99,18 +101,20 @@ def exports_all(provider: Any) -> bool:
     pending semconv attributes at export, as the pipeline ``instrument()`` builds does."""
     processors = getattr(getattr(provider, "_active_span_processor", None),
                          "_span_processors", ())
-    exporters = {id(exporter) for exporter, _ in _batch_exporters(provider)}
-    adopted = {id(exporter) for exporter, _, _ in _adopted}
+    exporters = {id(exporter) for exporter, _, _ in _batch_exporters(provider)}
+    adopted = {id(adopted[0]) for adopted in _adopted}
     return bool(processors) and len(exporters) == len(processors) and exporters <= adopted
 
 
 def release() -> None:
     """Give every adopted exporter its stock encoder back (one whose export is busy for
-    longer than ``LOCK_WAIT`` keeps ours: the same bytes). A span still pending then (a call
-    that was in flight) leaves with its exchange and ``rewind.enrich``; Rewind's collector
-    derives it at intake (``pending_content``)."""
+    longer than ``LOCK_WAIT`` keeps ours: the same bytes). What its processor holds is sent
+    first (up to ``FLUSH_WAIT_MS``), content derived; a span still pending after that (a call
+    that was in flight) leaves with its exchange and ``rewind.enrich``, which Rewind's collector
+    derives at intake (``pending_content``) and another backend receives as it is."""
     while _adopted:
-        exporter, lock, own_stub = _adopted.pop()
+        exporter, lock, own_stub, processor = _adopted.pop()
+        processor.force_flush(FLUSH_WAIT_MS)
         if not lock.acquire(timeout=LOCK_WAIT):
             continue
         try:
