@@ -27,6 +27,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -228,7 +229,7 @@ def ask_early() -> None:
     """Start the probe now, in a forked child, and take its answer when a command is about to
     be sealed: the kernel makes the child's namespace while this process does other work (the
     CLI fetches the cassette meanwhile). Once per process; the main thread only (it forks)."""
-    if _asked or _probe.cache_info().currsize or not sys.platform.startswith("linux"):
+    if _asked or _probed.cache_info().currsize or not sys.platform.startswith("linux"):
         return
     libc()
     read, write = os.pipe()
@@ -248,11 +249,19 @@ def ask_early() -> None:
     _asked.append((pid, read))
 
 
-@functools.lru_cache(maxsize=1)
+_probing = threading.Lock()  # `suite run -j N` seals from several threads at once
+
+
 def _probe() -> tuple[str, bool]:
     """Why a command cannot be sealed here ('' when it can), and whether the seal names what
     it refuses (a TUN device: root). Asked once per process, of a forked child that tries
     and exits (a few milliseconds; started earlier by :func:`ask_early`, or now)."""
+    with _probing:
+        return _probed()
+
+
+@functools.lru_cache(maxsize=1)
+def _probed() -> tuple[str, bool]:
     if not sys.platform.startswith("linux"):
         return f"network namespaces are Linux's ({sys.platform} has none)", False
     if not _asked:
