@@ -49,6 +49,21 @@ def test_an_exhausted_queue_is_a_divergence_not_a_repeat():
     assert [d.path for d in again.diffs] == ["body.messages[0].content"]
 
 
+def test_a_cheap_match_takes_only_an_exact_key_and_leaves_a_miss_untouched():
+    """What the worker asks on its event loop: an exact key is answered; a miss (which the
+    full match compares with every recorded request) is left as if never asked."""
+    matcher = Matcher([interaction(0, body("hi"), "first"),
+                       interaction(1, body("id 7f3a9c1e-0000-4000-8000-000000000001"), "id")])
+    found = matcher.match(request(body("hi")), cheap=True)
+    assert json.loads(found.response_body)["answer"] == "first"
+    moved = body("id 0b1c2d3e-1111-4111-8111-111111111111")  # differs in a volatile value only
+    assert matcher.match(request(moved), cheap=True) is None
+    assert (matcher.requests, matcher.replayed, matcher.tolerated) == (1, 1, 0)
+    tolerated = matcher.match(request(moved))  # asked again where it may take long
+    assert json.loads(tolerated.response_body)["answer"] == "id"
+    assert (matcher.requests, matcher.replayed, matcher.tolerated) == (2, 2, 1)
+
+
 def test_more_calls_than_recorded_is_reported():
     matcher = Matcher([interaction(0, body("hi"))])
     matcher.match(request(body("hi")))

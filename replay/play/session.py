@@ -111,16 +111,21 @@ class ReplaySession:
         self.write_report()
         return Diverged(found)
 
-    def _matched(self, asked: Asked) -> Replayed | Diverged:
-        found = self.matcher.match(asked)
+    def _matched(self, asked: Asked, cheap: bool = False) -> Replayed | Diverged | None:
+        found = self.matcher.match(asked, cheap)
+        if found is None:
+            return None
         return Replayed(found) if isinstance(found, Interaction) else self._diverged(found)
 
-    def decide(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> Decision:
+    def decide(self, method: str, url: str, headers: Mapping[str, str], body: bytes,
+               cheap: bool = False) -> Decision | None:
         """What answers an HTTP request: a recorded interaction, a divergence, or the network
-        (a call that is not to a model and not recorded either, or the run has gone live)."""
+        (a call that is not to a model and not recorded either, or the run has gone live).
+        ``cheap``: None unless that is found without comparing the request with the recorded
+        ones (its exact key, or the run is live); nothing is taken or counted then."""
         parts = urlsplit(url)
         if providers.detect(parts.hostname or "", parts.path) is None:
-            return self._decide_http(method, parts, headers, body)
+            return self._decide_http(method, parts, headers, body, cheap)
         if self.live:
             return self._went_live()
         canon = canonical.canonical_request(method, url, headers, body)
@@ -129,7 +134,7 @@ class ReplaySession:
             from rewind.replay.cassette.semantic import request_semantic_form
 
             semantic = request_semantic_form(parts.hostname or "", parts.path, body)
-        return self._matched(Asked(canon, semantic=semantic))
+        return self._matched(Asked(canon, semantic=semantic), cheap)
 
     def _went_live(self) -> Live:
         """A request sent to the network (lenient after a divergence, or let through)."""
@@ -138,14 +143,17 @@ class ReplaySession:
         return LIVE
 
     def _decide_http(self, method: str, parts: SplitResult, headers: Mapping[str, str],
-                     body: bytes) -> Decision:
+                     body: bytes, cheap: bool = False) -> Decision | None:
         """Another HTTP call of the run: answered from the recording; one it does not hold is
         refused in strict mode (a replay never reaches production) unless its host is allowed
         live. Telemetry (OTLP, the worker) never gets here: the transport lets it pass."""
         if self.live:
             return self._went_live()
         found = self.matcher.match(
-            Asked(canonical.canonical_http(method, parts.geturl(), headers, body), A.KIND_HTTP))
+            Asked(canonical.canonical_http(method, parts.geturl(), headers, body), A.KIND_HTTP),
+            cheap)
+        if found is None:
+            return None
         if isinstance(found, Interaction):
             return Replayed(found)
         host = (parts.hostname or "").lower()

@@ -121,22 +121,19 @@ class ServedCalls:
     """What serving a cassette's calls over HTTP works out once, for all its sessions: where
     the recording sent a request for a path (the host and base path of its call to the same
     endpoint, else the host of its first LLM call; ``http://replay/`` with none), and whether
-    a call is matched and answered on the event loop: ~0.2 ms for a body of a few KB in a run
-    of a few hundred steps, less than a thread hop costs (each hop waits to be scheduled on a
-    busy machine, and Python's lock runs one at a time anyway). A large body, or a long run
-    (matching past volatile values compares a request with each recorded one), goes to a
-    thread, so the loop keeps serving meanwhile."""
+    a call is first tried on the event loop by its exact key: ~0.2 ms for a body of a few KB,
+    less than a thread hop costs (each hop waits to be scheduled on a busy machine, and
+    Python's lock runs one at a time anyway). A large body goes to a thread at once, as does
+    any call its exact key does not find (``replay_sessions._answer``)."""
 
     INLINE_BYTES = 64 << 10
-    INLINE_STEPS = 500
 
     def __init__(self, cassette: Cassette) -> None:
         self._calls = [urlsplit(i.url) for i in sorted(
             (i for i in cassette.interactions if i.kind == A.KIND_LLM), key=lambda i: i.step)]
-        self._small = len(cassette.interactions) <= self.INLINE_STEPS
 
     def inline(self, body: bytes) -> bool:
-        return self._small and len(body) <= self.INLINE_BYTES
+        return len(body) <= self.INLINE_BYTES
 
     def url(self, path: str, query: str) -> str:
         path = "/" + path.lstrip("/")

@@ -159,16 +159,17 @@ class SessionRegistry:
         return self.current(view, trace_id) or self.create(view, trace_id, session_id=trace_id)[1]
 
     def decide_default(self, view: TenantView, trace_id: str, arrived: ReplaySession,
-                       method: str, url: str, headers: dict[str, str], body: bytes
-                       ) -> tuple[ReplaySession, Decision]:
+                       method: str, url: str, headers: dict[str, str], body: bytes,
+                       cheap: bool = False) -> tuple[ReplaySession, Decision | None]:
         """A request to the trace's implicit session, and the session that took it: a fresh
         one when the current one cannot answer it and either the recording's first step does
         or the current run has ended in a divergence (a new run, counted from its own first
         request), else the current one (``arrived``, the one found when the request came, if
-        it has been dropped since: no store read here, on the event loop)."""
+        it has been dropped since: no store read here, on the event loop). ``cheap``: as
+        ``ReplaySession.decide``'s (a request not found so, None, is asked again in a thread)."""
         session = self.current(view, trace_id) or arrived
         ended = session.divergence is not None
-        found = session.decide(method, url, headers, body)
+        found = session.decide(method, url, headers, body, cheap)
         if not isinstance(found, Diverged):
             return session, found
         fresh = ReplaySession(session.cassette, mode=STRICT, speed=session.speed,
@@ -259,13 +260,17 @@ def _provider_error(path: str, status: int, message: str) -> Response:
     return json_response(body, status, {"x-should-retry": "false"})
 
 
-Decide = Callable[[str, str, dict[str, str], bytes], tuple[ReplaySession, Decision]]
+# (method, url, headers, body, cheap) -> the session and its decision (None: not found cheaply)
+Decide = Callable[[str, str, dict[str, str], bytes, bool], tuple[ReplaySession, Decision | None]]
 
 
-def _decided(decide: Decide, method: str, url: str, headers: dict[str, str], body: bytes
-             ) -> tuple[ReplaySession, Decision, Answer | None]:
-    """The session, what it found, and the recorded answer when it found one."""
-    session, decision = decide(method, url, headers, body)
+def _decided(decide: Decide, method: str, url: str, headers: dict[str, str], body: bytes,
+             cheap: bool = False) -> tuple[ReplaySession, Decision, Answer | None] | None:
+    """The session, what it found, and the recorded answer when it found one; ``cheap``:
+    None unless found by the request's exact key."""
+    session, decision = decide(method, url, headers, body, cheap)
+    if decision is None:
+        return None
     if not isinstance(decision, Replayed):
         return session, decision, None
     return session, decision, recorded_answer(decision.interaction, body, url)
@@ -275,7 +280,9 @@ async def _answer(decide: Decide, served: ServedCalls, request: Request, policy:
                   hint: str = "") -> Response:
     """``decide``: the session's answer for the request (the session, and what it found);
     ``hint``: what a 409 adds (how this kind of session starts a new run). A small call is
-    matched and answered on the event loop, a large one in a thread (``ServedCalls.inline``)."""
+    answered on the event loop when its exact key finds it, anything else in a thread (a miss
+    compares the request with every recorded one: never on the loop, which serves every
+    tenant); a large call goes to the thread at once (``ServedCalls.inline``)."""
     path = request.path_params["path"]
     climbing = _dot_segment(path)
     if climbing is not None:
@@ -284,8 +291,10 @@ async def _answer(decide: Decide, served: ServedCalls, request: Request, policy:
     url = served.url(path, request.url.query)
     # first value of a repeated name, as dict(request.headers), without a scan per name
     asked = (decide, request.method, url, dict(reversed(request.headers.items())), body)
-    session, decision, answer = _decided(*asked) if served.inline(body) else \
-        await run_in_threadpool(_decided, *asked)
+    decided = _decided(*asked, True) if served.inline(body) else None
+    if decided is None:
+        decided = await run_in_threadpool(_decided, *asked)
+    session, decision, answer = decided
     if isinstance(decision, Diverged):
         return _provider_error(path, 409, decision.divergence.describe() + hint)
     if isinstance(decision, Live) and session.allow_live:
@@ -309,7 +318,7 @@ def routes(sessions: SessionRegistry) -> list[Route]:
         session = sessions.current(view, trace_id) or \
             await run_in_threadpool(sessions.default, view, trace_id)
 
-        def decide(*asked: Any) -> tuple[ReplaySession, Decision]:
+        def decide(*asked: Any) -> tuple[ReplaySession, Decision | None]:
             return sessions.decide_default(view, trace_id, session, *asked)
 
         return await _answer(decide, sessions.served(session.cassette), request, sessions.live,
