@@ -45,24 +45,15 @@ class CassetteCache:
         self._entries: OrderedDict[tuple[str | None, str], tuple[Any, Cassette]] = OrderedDict()
         self._timelines: OrderedDict[tuple[str | None, str], tuple[Any, Timeline]] = \
             OrderedDict()
-        # by (tenant, trace id): its version and the store's write count when it was read
-        self._versions: OrderedDict[tuple[str | None, str], tuple[int, Any]] = OrderedDict()
         self._unwritten: OrderedDict[tuple[str | None, str], tuple[int, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
 
     def _version(self, trace_id: str, tenant: str | None) -> Any:
-        key = (tenant, trace_id)
-        written = self.store.written()  # before the read: a write that ends after it counts
-        with self._lock:
-            seen = self._versions.get(key)
-        if written is not None and seen is not None and seen[0] == written:
-            return seen[1]
-        version = reader.trace_version(self.store, trace_id, tenant=tenant)
+        version = self.unwritten("version", trace_id, tenant, lambda: reader.trace_version(
+            self.store, trace_id, tenant=tenant))
         if version is None:
             raise TraceNotFound(trace_id)
-        if written is not None:
-            self._keep(self._versions, key, written, version, self.size, built=False)
         return version
 
     def unwritten(self, what: str, trace_id: str, tenant: str | None, read: Callable[[], T]) -> T:
