@@ -36,7 +36,8 @@ def module_imports(path: Path, where: Path) -> list[tuple[int, str]]:
             found.append((node.lineno, module))
             # `from pkg import module` names a module too
             found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
-        elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "import_module"
+        elif (isinstance(node, ast.Call)  # import_module(...) and importlib.import_module(...)
+              and getattr(node.func, "id", getattr(node.func, "attr", None)) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant)
               and str(node.args[0].value).startswith("rewind.")):
             found.append((node.lineno, str(node.args[0].value)))
