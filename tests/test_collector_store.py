@@ -138,3 +138,19 @@ def test_an_inserted_batch_is_one_compact_part(store):
                         {"t": TRACES})
     assert len(parts) == 1 and parts[0]["size"] > 10 << 20
     assert parts[0]["part_type"] == "Compact"
+
+
+def test_the_write_count_moves_on_writes_not_on_probes_or_reads(store):
+    """What the worker's cache trusts (``Store.written``): health probes and reads leave what
+    was read current; an insert and a command that may write do not."""
+    from rewind.collector.ingest.writer import StoreLink
+
+    before = store.written()
+    store.query(f"SELECT count() AS n FROM {TRACES}")
+    reader.holds_traces(store)
+    assert StoreLink(store, migrate=False).ping()
+    assert store.written() == before
+    TraceWriter(store).write(list(span_rows(make_request())), batch_token(b"counted"))
+    assert store.written() == before + 1
+    store.command(f"OPTIMIZE TABLE {TRACES}")
+    assert store.written() == before + 2

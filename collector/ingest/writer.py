@@ -133,7 +133,7 @@ class StoreLink:
         """Connects (and migrates) if needed; raises StoreFailure when the store is away."""
         with self._lock:
             try:
-                self._open().command("SELECT 1")
+                self._open().command("SELECT 1", writes=False)
             except Exception as error:
                 self._drop()
                 raise StoreFailure(f"cannot reach the store: {error}", store_up=False) from error

@@ -234,8 +234,11 @@ class Store:
             where = redact_url(self.url)
             raise StoreError(f"cannot open ClickHouse at {where}: {error}") from error
 
-    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
-        with self._handle(writes=True) as client:  # any command may write
+    def command(self, sql: str, parameters: dict[str, Any] | None = None,
+                writes: bool = True) -> Any:
+        """``writes``: it may change data (any command may, unless its caller knows it does
+        not: a probe counted as a write makes every cached read of the store stale)."""
+        with self._handle(writes=writes) as client:
             return client.command(sql, parameters=parameters)
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -111,7 +111,7 @@ def tenant_condition(tenant: str | None, params: dict[str, Any]) -> str:
 
 def holds_traces(store: Store) -> bool:
     """Whether ``store`` has Rewind's span table (something was ever recorded there)."""
-    return store.command(f"EXISTS TABLE {TRACES}") in (1, "1")
+    return store.command(f"EXISTS TABLE {TRACES}", writes=False) in (1, "1")
 
 
 def get_trace(store: Store, trace_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
