@@ -71,6 +71,15 @@ def test_each_filter_lists_what_a_plain_scan_lists(store, label):
         assert len(expected) == 1
 
 
+@pytest.mark.parametrize("label", [label for label, f in FILTERS.items() if f.text or f.route])
+def test_a_search_finding_more_traces_than_it_sends_lists_the_same(store, label, monkeypatch):
+    """Past ``FOUND_KEPT`` traces found, the ids are no longer sent with each window's query
+    (a server takes parameters in its URL): the window's spans are searched in the query."""
+    monkeypatch.setattr(reader, "FOUND_KEPT", 2)
+    filters = FILTERS[label]
+    assert listed(store, filters) == scanned(store, filters)
+
+
 def test_the_special_traces_are_where_a_user_expects_them(store):
     """The filters find the traces planted for them: the hard cases are really exercised."""
     found = {name: [r[0] for r in listed(store, filters)] for name, filters in

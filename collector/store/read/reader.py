@@ -10,7 +10,7 @@ trace reads as unknown; None reads every tenant (an operator, or a store without
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -200,14 +200,17 @@ def list_traces(store: Store, filters: TraceFilters | None = None,
                               "until": epoch_ns(filters.until, 2**62)}
     where = _trace_list_filters(tenant, filters.service, params)
     spans, having = _in_spans(filters, tenant, params), ["1"]
-    picked = _matching(filters, tenant, params, spans, found=True)
+
+    def picking(found: bool) -> str:
+        return _matching(filters, tenant, params, spans, found)
+
     if filters.errors:
         having.append("sum(Errors) > 0")
     if filters.since:
         having.append("min(Start) >= fromUnixTimestamp64Nano({since:Int64})")
     if filters.until:
         having.append("min(Start) <= fromUnixTimestamp64Nano({until:Int64})")
-    page = _newest(store, where, picked, " AND ".join(having), params, spans)
+    page = _newest(store, where, picking, " AND ".join(having), params, spans)
     rows = store.query(f"""
 SELECT TraceId, Root.1 AS RootSpan, Root.2 AS Service, First AS Start,
        Last - toUnixTimestamp64Nano(First) AS DurationNs, Spans, LlmCalls, Errors
@@ -277,8 +280,14 @@ def _matching(filters: TraceFilters, tenant: str | None, params: dict[str, Any],
     return " AND ".join(picked)
 
 
-def _newest(store: Store, where: str, picked: str, having: str, params: dict[str, Any],
-            spans: dict[str, str]) -> list[dict[str, Any]]:
+# Ids of the traces a text or route search found so far, sent with each window's query; past
+# this many the window's spans are searched inside the query instead (a server takes a query's
+# parameters in its URL, which has a limit).
+FOUND_KEPT = 10_000
+
+
+def _newest(store: Store, where: str, picking: Callable[[bool], str], having: str,
+            params: dict[str, Any], spans: dict[str, str]) -> list[dict[str, Any]]:
     """The page's trace ids and starts (``First``, ns), newest first: ranked by the rows of
     ``rewind_traces`` (``where``) starting in a window that grows back from the newest start
     (or ``until``) until the page is full or the window holds every trace.
@@ -289,7 +298,8 @@ def _newest(store: Store, where: str, picked: str, having: str, params: dict[str
     16 times the traces needed at the store's average rate (2 when ``spans`` are searched:
     they cost by the day), each next one is 4 times as long (ten minutes at least). The
     traces with a span matching each of ``spans`` are gathered a window's new part at a
-    time, so a rare word reads every span once."""
+    time, so a rare word reads every span once (a common one, past :data:`FOUND_KEPT`
+    traces, is searched for in each window's query again: ``picking(False)``)."""
     want = params["offset"] + params["limit"]
     store_range = store.query(
         f"SELECT toUnixTimestamp64Nano(min(Start)) AS first, "
@@ -303,21 +313,23 @@ def _newest(store: Store, where: str, picked: str, having: str, params: dict[str
     n = want + params["limit"]  # room for the traces straddling
     width = max(span * (2 if spans else 16) * n // store_range["traces"], 600 * 10**9)
     found: dict[str, set[str]] = {name: set() for name in spans}
-    hi = 2**63 - 1
+    gathering, hi = True, 2**63 - 1
     while True:
         lo = max(top - width, first)
-        for name, condition in spans.items():
+        for name, condition in spans.items() if gathering else ():
             found[name].update(r["TraceId"] for r in store.query(
                 f"SELECT DISTINCT TraceId FROM {TRACES} WHERE {condition} "
                 "AND Timestamp >= fromUnixTimestamp64Nano({lo:Int64}) "
                 "AND Timestamp < fromUnixTimestamp64Nano({hi:Int64})", {**params, "lo": lo,
                                                                          "hi": hi}))
-            params[f"found_{name}"] = sorted(found[name])
+            gathering = gathering and len(found[name]) <= FOUND_KEPT
+        ids = {f"found_{name}": sorted(found[name]) for name in spans} if gathering else {}
+        picked = picking(gathering)
         ranked = store.query(f"""
 SELECT TraceId, toUnixTimestamp64Nano(min(Start)) AS First FROM {TRACE_LIST}
 WHERE {where} AND Start >= fromUnixTimestamp64Nano({{lo:Int64}}) AND {picked}
 GROUP BY TraceId HAVING {having}
-ORDER BY First DESC, TraceId LIMIT {{n:UInt32}}""", {**params, "lo": lo, "n": n})
+ORDER BY First DESC, TraceId LIMIT {{n:UInt32}}""", {**params, **ids, "lo": lo, "n": n})
         if ranked and lo > store_range["first"]:
             straddling = {r["TraceId"] for r in store.query(f"""
 SELECT DISTINCT TraceId FROM {TRACE_LIST}
