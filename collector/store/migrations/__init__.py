@@ -1,8 +1,9 @@
 """Every migration ``rewind migrate`` applies, in version order. Each adds tables and views
-beside the existing ones (or redefines a view) and never rewrites stored rows. The modules sit
-in sub-packages by what they hold (``spans``, ``calls``, ``logs``, ``suites``); the version is
-the module's number and the only thing a store records, so where a module sits never matters to
-a store. A new one is a new module with the next version, in the sub-package of its job,
+beside the existing ones (or redefines a view, or builds a projection beside a table's parts,
+which ``rewind migrate`` waits for) and never changes a stored row. The modules sit in
+sub-packages by what they hold (``spans``, ``calls``, ``logs``, ``suites``); the version is the
+module's number and the only thing a store records, so where a module sits never matters to a
+store. A new one is a new module with the next version, in the sub-package of its job,
 appended to :data:`MIGRATIONS`.
 """
 
