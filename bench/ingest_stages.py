@@ -14,7 +14,6 @@ whole conversion of the same round (a ratio taken seconds apart, so the machine'
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import statistics
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from rewind.collector.conventions.rows import attribute_map, span_rows
 from rewind.collector.ingest.convert import _column_types, convert_segment, write_native
 from rewind.collector.ingest.signals import TRACE_SIGNAL
-from rewind.collector.ingest.wal.segments import Record, header
+from rewind.collector.ingest.wal.segments import Record, write_segment
 from rewind.collector.store.server_settings import Limits
 from rewind.collector.wire.intake import PROTOBUF
 
@@ -43,14 +42,11 @@ class _Discard:
         pass
 
 
-def write_segment(path: Path, bodies: list[bytes]) -> None:
-    """A sealed spool segment holding ``bodies``, as the receiving process leaves it."""
-    with open(path, "wb") as out:
-        out.write(header("bench-stages"))
-        for body in bodies:
-            digest = hashlib.blake2b(body, digest_size=16).digest()
-            for piece in Record(digest, SPANS_PER_REQUEST, None, body).encode():
-                out.write(piece)
+def segment_of(path: Path, bodies: list[bytes]) -> None:
+    """A sealed spool segment holding ``bodies``, written as the receiving process writes one."""
+    records = [Record(TRACE_SIGNAL.digest(TRACE_SIGNAL.decode(body, PROTOBUF), None),
+                      SPANS_PER_REQUEST, None, body) for body in bodies]
+    write_segment(path, "bench-stages", records)
 
 
 def stages(bodies: list[bytes], segment: Path) -> dict[str, Callable[[], object]]:
@@ -92,7 +88,7 @@ def main() -> None:
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rewind-bench-stages-") as name:
         segment = Path(name) / "000001.seg"
-        write_segment(segment, bodies)
+        segment_of(segment, bodies)
         calls = stages(bodies, segment)
         times: dict[str, list[float]] = {stage: [] for stage in calls}
         for _ in range(args.rounds + 1):  # the first round warms up and is not counted
