@@ -19,6 +19,7 @@ from rewind.collector.store.llm_steps import LLM_CALLS_IN_TRACE, calls_counted
 from rewind.collector.store.migrations.spans.m005_trace_list import ROOT_KEY
 from rewind.collector.store.read import reader
 from rewind.collector.store.schema import (
+    HOLDS_TEXT,
     LLM_CALLS,
     TRACE_LIST,
     TRACE_LOOKUP,
@@ -31,8 +32,6 @@ from rewind.exporter.core import attributes as A
 LIMIT = 50
 TEXT = "itinerary"  # a common word: in most runs' prompts or answers
 MODEL = "gpt-4o-mini"
-_TEXT = ("arrayExists(v -> positionCaseInsensitiveUTF8(v, {text:String}) > 0, "
-         "mapValues(SpanAttributes))")
 
 
 def listing_key(rows: list[Any]) -> list[tuple]:
@@ -153,7 +152,7 @@ def text_by_day(store: Store) -> list[dict]:
     """By hand: the spans holding the text, a day at a time, newest first."""
     return newest_days_first(store, lambda day: (
         f"SELECT DISTINCT TraceId FROM {TRACES} WHERE toDate(Timestamp) = '{day}' "
-        f"AND TraceId != '' AND {_TEXT}"), {"text": TEXT})
+        f"AND TraceId != '' AND {HOLDS_TEXT}"), {"text": TEXT})
 
 
 def listing_before(store: Store, having: str = "1", params: dict | None = None) -> list[dict]:
@@ -176,5 +175,5 @@ ORDER BY Start DESC LIMIT {LIMIT}""", params)
 BEFORE = {
     "model": (f"countIf({span_attribute(A.RESPONSE_MODEL)} = {{model:String}} "
               f"OR {span_attribute(A.REQUEST_MODEL)} = {{model:String}}) > 0", {"model": MODEL}),
-    "text": (f"countIf({_TEXT}) > 0", {"text": TEXT}),
+    "text": (f"countIf({HOLDS_TEXT}) > 0", {"text": TEXT}),
 }
